@@ -81,8 +81,10 @@ def _parser() -> argparse.ArgumentParser:
 def _dev_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     local = stack.LocalStack(state_dir=args.state_dir, ui_port=args.ui_port, detached=args.detach)
-    # SIGTERM stops the stack as Ctrl-C does.
+    # SIGTERM stops the stack as Ctrl-C does; SIGINT is handled even when the shell
+    # that started us ignores it (a background job of a script).
     signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         info = local.start()
         _print_info(info, seconds=time.monotonic() - started)
