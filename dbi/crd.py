@@ -1,0 +1,144 @@
+"""Render the DBInstance CustomResourceDefinition from the pydantic models.
+
+``crds/dbinstance.yaml`` is this module's output, committed so users can apply it
+without Python; a test fails when the file and the models drift apart. Regenerate
+with ``python -m dbi.crd > crds/dbinstance.yaml``.
+
+Pydantic's JSON Schema is turned into a Kubernetes structural schema: references
+inlined, ``anyOf [X, null]`` collapsed to an optional ``X``, titles dropped, nested
+object defaults reduced to ``{}`` (so the API server defaults their fields one by
+one), and no defaults at all under status, which only the orchestrator writes.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import yaml
+from pydantic import BaseModel
+
+from dbi import names
+from dbi.models import DBInstanceSpec, DBInstanceStatus
+
+_KEEP = {
+    "type",
+    "description",
+    "enum",
+    "default",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "required",
+    "x-kubernetes-validations",
+    "x-kubernetes-list-type",
+    "x-kubernetes-list-map-keys",
+}
+
+PRINTER_COLUMNS = [
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {
+        "name": "Ready",
+        "type": "string",
+        "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+    },
+    {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint.host"},
+    {"name": "CPU", "type": "integer", "jsonPath": ".spec.resources.cpu"},
+    {"name": "Memory", "type": "string", "jsonPath": ".spec.resources.memory"},
+    {"name": "Storage", "type": "string", "jsonPath": ".spec.resources.storage"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def structural(schema: dict[str, Any], defs: dict[str, Any], *, defaults: bool) -> dict[str, Any]:
+    """Return the Kubernetes structural form of one pydantic JSON Schema node."""
+    node = dict(schema)
+    if "$ref" in node:
+        target = defs[node.pop("$ref").rsplit("/", 1)[1]]
+        node = {**target, **node}
+    if "anyOf" in node:
+        branches = [b for b in node.pop("anyOf") if b.get("type") != "null"]
+        if len(branches) != 1:
+            raise ValueError(f"cannot render a union of {branches} as a structural schema")
+        node = {**structural(branches[0], defs, defaults=defaults), **node}
+        if node.get("default", ...) is None:
+            del node["default"]
+    out = {k: v for k, v in node.items() if k in _KEEP}
+    if "properties" in node:
+        out["type"] = "object"
+        out["properties"] = {
+            name: structural(prop, defs, defaults=defaults)
+            for name, prop in node["properties"].items()
+        }
+    if "items" in node:
+        out["items"] = structural(node["items"], defs, defaults=defaults)
+    if not defaults:
+        out.pop("default", None)
+    elif isinstance(out.get("default"), dict):
+        out["default"] = {}
+    return out
+
+
+def _schema_of(model: type[BaseModel], *, defaults: bool) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    return structural(raw, raw.get("$defs", {}), defaults=defaults)
+
+
+def render() -> dict[str, Any]:
+    """Return the DBInstance CustomResourceDefinition as a dict."""
+    spec = _schema_of(DBInstanceSpec, defaults=True)
+    status = _schema_of(DBInstanceStatus, defaults=False)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{names.PLURAL}.{names.GROUP}"},
+        "spec": {
+            "group": names.GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": names.KIND,
+                "listKind": f"{names.KIND}List",
+                "plural": names.PLURAL,
+                "singular": names.KIND.lower(),
+                "shortNames": [names.SHORT_NAME],
+                "categories": ["all"],
+            },
+            "versions": [
+                {
+                    "name": names.VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A managed PostgreSQL instance running in a "
+                            "KubeVirt virtual machine, converged by the dbi orchestrator.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec,
+                                "status": status,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def to_yaml() -> str:
+    """Return the CRD as the YAML document committed in crds/dbinstance.yaml."""
+    header = "# Generated by `python -m dbi.crd` from dbi/models.py; do not edit by hand.\n"
+    return header + yaml.safe_dump(render(), sort_keys=False, width=100)
+
+
+if __name__ == "__main__":
+    sys.stdout.write(to_yaml())
