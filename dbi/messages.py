@@ -1,0 +1,105 @@
+"""What goes in and out of a DBInstance workflow: input, signals, updates, query.
+
+None of these types has a field that could hold a password: results name Secrets,
+never their contents.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dbi.status import Summary
+from dbi.steps import Outcome
+
+# Signal, update and query names (the temporal CLI and `dbi` use them).
+WAKE = "wake"
+RETRY = "retry"
+ROTATE_CREDENTIALS = "rotate_credentials"
+FORCE_RESIZE = "force_resize"
+PROGRESS = "progress"
+
+
+class Wake(BaseModel):
+    """A nudge from the watcher: something about the instance changed."""
+
+    model_config = ConfigDict(frozen=True)
+
+    reason: str = Field(max_length=200, description="Kind, name and event, for the history.")
+    generation: int | None = Field(
+        default=None, description="The DBInstance's generation, when the event was about it."
+    )
+
+
+class Carried(BaseModel):
+    """The small state one workflow run hands to the next at continue-as-new."""
+
+    uid: str | None = None
+    woken: bool = False
+    retry: bool = False
+    signaled_generation: int = 0
+    transient_streak: int = 0
+    passes: int = 0
+    summary: Summary | None = None
+
+
+class WorkflowInput(BaseModel):
+    """Start a DBInstance workflow (the watcher does, with signal-with-start)."""
+
+    namespace: str
+    name: str
+    history_limit: int = Field(
+        default=10_000,
+        ge=50,
+        description="Continue as new once the history holds this many events (or when "
+        "the server suggests it).",
+    )
+    carried: Carried | None = None
+
+
+class RotationResult(BaseModel):
+    """A rotation that is done: the Secret users read now holds a password that works."""
+
+    secret_name: str
+    resource_version: str
+    rotated: bool = Field(
+        description="False when this request had already been carried out (a retry)."
+    )
+
+
+class ResizeResult(BaseModel):
+    """The end of a forced resize."""
+
+    resized: bool
+    reason: str
+    message: str
+
+
+class StepProgress(BaseModel):
+    step: str
+    outcome: Outcome
+    reason: str
+    message: str
+
+
+class Progress(BaseModel):
+    """What the workflow is doing: the answer of the progress query."""
+
+    namespace: str
+    name: str
+    passes: int
+    summary: Summary | None
+    last_pass: list[StepProgress]
+    waiting_for: str
+    next_wakeup: datetime | None
+    queued_requests: int
+
+
+class RotationRequest(BaseModel):
+    """Ask the rotation activity for a new app password; ``request_id`` makes it idempotent."""
+
+    namespace: str
+    name: str
+    uid: str
+    request_id: str

@@ -1,0 +1,97 @@
+"""The step contract: what every convergence step returns, and what it is given.
+
+A step observes the current state, compares it with the desired state, performs at
+most one bounded unit of related work, and returns a ``StepResult``. None of the
+calls a step makes should block waiting for a transition, and all of them must be
+idempotent: a step may run again at any time, after any failure.
+
+- Satisfied: the step's prerequisite is proven now; the pass goes on.
+- Pending: external state was changed, or an asynchronous transition is under way;
+  the pass ends, and the workflow waits for a wake-up or the requeue hint.
+- Terminal: retrying the same observed state cannot help (a spec or configuration
+  change is needed); the workflow waits for a new generation or a ``retry`` signal.
+- Transient: a retryable API, provider or infrastructure error; the workflow backs
+  off exponentially.
+
+A result holds no free-form data: its message is a stable sentence for people (no
+error detail, never a secret) and its facts are typed fields. Error detail goes to
+logs and spans.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dbi.models import PowerState
+
+
+class Outcome(StrEnum):
+    SATISFIED = "Satisfied"
+    PENDING = "Pending"
+    TERMINAL = "Terminal"
+    TRANSIENT = "Transient"
+
+
+class Facts(BaseModel):
+    """What a step observed that status publishes; every field is typed and optional."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    endpoint_host: str | None = None
+    endpoint_port: int | None = None
+    cpu: int | None = None
+    memory: str | None = None
+    storage: str | None = None
+    power_state: PowerState | None = None
+    postgres_version: str | None = None
+    credentials_secret_name: str | None = None
+
+    def merged_over(self, older: Facts) -> Facts:
+        """Return these facts, completed by ``older`` where this pass saw nothing."""
+        newer = self.model_dump(exclude_none=True)
+        return Facts.model_validate({**older.model_dump(exclude_none=True), **newer})
+
+
+class StepResult(BaseModel):
+    """The outcome of one step in one pass."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    step: str = Field(description="The step's name, such as vm.")
+    outcome: Outcome
+    condition_type: str = Field(description="The condition the step owns, such as VMProvisioned.")
+    reason: str = Field(pattern=r"^[A-Z][A-Za-z0-9]*$", description="A typed reason constant.")
+    message: str = Field(max_length=512, description="A stable sentence, without error detail.")
+    requeue_after_seconds: float | None = Field(
+        default=None, ge=0, description="When to look again if nothing wakes the workflow."
+    )
+    facts: Facts = Field(default_factory=Facts)
+
+
+class StepInput(BaseModel):
+    """What every step activity is given: which instance, and the pass's permissions."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    namespace: str
+    name: str
+    uid: str
+    allow_restart: bool = Field(
+        default=False,
+        description="A force_resize update asked for a restart that resizePolicy defers.",
+    )
+
+
+class InstanceSnapshot(BaseModel):
+    """What the workflow needs to know of its DBInstance at the start of a pass."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    exists: bool
+    uid: str | None = None
+    generation: int = 0
+    deleting: bool = False
+    power_state: PowerState = PowerState.RUNNING
+    health_check_interval_seconds: float = 300.0

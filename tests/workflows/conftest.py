@@ -1,0 +1,79 @@
+"""The time-skipping test environment and a harness that runs one instance's workflow."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest_asyncio
+from temporalio.api.enums.v1 import IndexedValueType
+from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
+from temporalio.client import WorkflowHandle
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from dbi import names
+from dbi.messages import WorkflowInput
+from devstack import tools
+from tests.workflows.stubs import World, activities
+from workflows.dbinstance import DBInstanceWorkflow
+from workflows.worker import build_worker
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """Start Temporal's time-skipping test server (from its wheel) once per session."""
+    env = await WorkflowEnvironment.start_time_skipping(
+        data_converter=pydantic_data_converter,
+        interceptors=[TracingInterceptor()],
+        test_server_existing_path=str(tools.venv_tool("temporal-test-server")),
+    )
+    await env.client.operator_service.add_search_attributes(
+        AddSearchAttributesRequest(
+            namespace=env.client.namespace,
+            search_attributes={
+                key: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
+                for key, kind in names.SEARCH_ATTRIBUTES.items()
+            },
+        )
+    )
+    yield env
+    await env.shutdown()
+
+
+Run = Callable[..., Any]
+
+
+@asynccontextmanager
+async def running(
+    env: WorkflowEnvironment, world: World, *, history_limit: int = 10_000
+) -> AsyncIterator[WorkflowHandle[DBInstanceWorkflow, str]]:
+    """Run a worker with stubs playing ``world``, and a workflow for one instance."""
+    queue = f"wf-{uuid.uuid4()}"
+    name = f"db-{uuid.uuid4().hex[:8]}"
+    async with build_worker(env.client, activities(world), task_queue=queue):
+        handle = await env.client.start_workflow(
+            DBInstanceWorkflow.run,
+            WorkflowInput(namespace="team-a", name=name, history_limit=history_limit),
+            id=f"dbinstance/team-a/{name}",
+            task_queue=queue,
+        )
+        yield handle
+        await handle.terminate("test over") if not await _closed(handle) else None
+
+
+async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
+    return (await handle.describe()).close_time is not None
+
+
+async def until(check: Callable[[], bool], *, timeout: float = 20.0) -> None:
+    """Wait, in real time, until the worker has done what ``check`` looks for."""
+    for _ in range(int(timeout / 0.02)):
+        if check():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("the expected workflow progress did not happen")

@@ -1,0 +1,147 @@
+"""Stub activities for workflow tests: a scripted world instead of Kubernetes.
+
+``World`` plays the DBInstance and its steps: each step returns Satisfied unless the
+test scripted other outcomes for it; every call is recorded with the (time-skipped)
+time it was scheduled, so tests can measure the waits between passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from temporalio import activity
+
+from dbi import pipeline
+from dbi.messages import RotationRequest, RotationResult
+from dbi.models import PowerState
+from dbi.status import StatusInput
+from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
+
+
+@dataclass
+class Scripted:
+    outcome: Outcome
+    reason: str = "Scripted"
+    requeue_after: float | None = None
+
+
+@dataclass
+class World:
+    """The instance as the stubs see it, and everything the workflow asked of them."""
+
+    exists: bool = True
+    uid: str = "uid-1"
+    generation: int = 1
+    deleting: bool = False
+    power_state: PowerState = PowerState.RUNNING
+    interval_seconds: float = 300.0
+    script: dict[str, deque[Scripted]] = field(default_factory=lambda: defaultdict(deque))
+    always: dict[str, Scripted] = field(default_factory=dict)
+    raises: set[str] = field(default_factory=set)
+    calls: list[tuple[str, datetime]] = field(default_factory=list)
+    inputs: list[StepInput] = field(default_factory=list)
+    reports: list[StatusInput] = field(default_factory=list)
+    rotations: list[tuple[str, float, float]] = field(default_factory=list)
+    passwords: list[str] = field(default_factory=list)
+    rotated_ids: set[str] = field(default_factory=set)
+    resize_needs_restart: bool = False
+
+    def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
+        """Return what ``step`` does now: scripted, or Satisfied, with the side effects
+        a real step would have."""
+        if step == "resize" and self.resize_needs_restart:
+            # Deferred policy: only a forced resize may restart the VM.
+            if not step_input.allow_restart:
+                return Scripted(Outcome.PENDING, "RestartRequired")
+            self.resize_needs_restart = False
+        if self.script[step]:
+            scripted = self.script[step].popleft()
+        else:
+            scripted = self.always.get(step, Scripted(Outcome.SATISFIED, "Ok"))
+        if step == "credentials":
+            # A real credentials step makes a password and keeps it to itself.
+            self.passwords.append(secrets.token_urlsafe(24))
+        if step == pipeline.TEARDOWN[-1].name and scripted.outcome is Outcome.SATISFIED:
+            self.exists = False
+        return scripted
+
+    def then(self, step: str, *outcomes: Scripted) -> None:
+        self.script[step].extend(outcomes)
+
+    def passes(self) -> list[list[str]]:
+        """Return the steps each written pass ran, in order."""
+        return [[r.step for r in s.report.results] for s in self.reports]
+
+    def pass_times(self) -> list[datetime]:
+        """Return when each pass started (its preflight or first teardown step)."""
+        firsts = {pipeline.CONVERGE[0].name, pipeline.TEARDOWN[0].name}
+        return [when for step, when in self.calls if step in firsts]
+
+
+def _result(step: str, condition: str, scripted: Scripted) -> StepResult:
+    return StepResult(
+        step=step,
+        outcome=scripted.outcome,
+        condition_type=condition,
+        reason=scripted.reason,
+        message=f"{step} is {scripted.outcome.value.lower()} (scripted).",
+        requeue_after_seconds=scripted.requeue_after,
+    )
+
+
+def activities(world: World) -> list[Callable[..., Any]]:
+    """Return stub activities, under the real activity names, playing ``world``."""
+
+    def step_activity(step: str, condition: str) -> Callable[..., Any]:
+        @activity.defn(name=step)
+        async def run(step_input: StepInput) -> StepResult:
+            world.calls.append((step, activity.info().scheduled_time))
+            world.inputs.append(step_input)
+            if step in world.raises:
+                raise RuntimeError(f"{step} exploded (stub)")
+            return _result(step, condition, world.outcome_of(step, step_input))
+
+        return run
+
+    @activity.defn(name=pipeline.LOAD_INSTANCE)
+    async def load_instance(step_input: StepInput) -> InstanceSnapshot:
+        if not world.exists:
+            return InstanceSnapshot(exists=False)
+        return InstanceSnapshot(
+            exists=True,
+            uid=world.uid,
+            generation=world.generation,
+            deleting=world.deleting,
+            power_state=world.power_state,
+            health_check_interval_seconds=world.interval_seconds,
+        )
+
+    @activity.defn(name=pipeline.WRITE_STATUS)
+    async def write_status(status: StatusInput) -> None:
+        world.reports.append(status)
+
+    @activity.defn(name=pipeline.ROTATE_CREDENTIALS)
+    async def rotate_credentials(request: RotationRequest) -> RotationResult:
+        started = time.monotonic()
+        rotated = request.request_id not in world.rotated_ids
+        world.rotated_ids.add(request.request_id)
+        world.passwords.append(secrets.token_urlsafe(24))
+        await asyncio.sleep(0.2)  # long enough that overlapping rotations would show
+        world.rotations.append((request.request_id, started, time.monotonic()))
+        return RotationResult(
+            secret_name=f"{request.name}-credentials",
+            resource_version=str(len(world.rotations)),
+            rotated=rotated,
+        )
+
+    steps = [
+        step_activity(s.name, s.condition_type) for s in (*pipeline.CONVERGE, *pipeline.TEARDOWN)
+    ]
+    return [*steps, load_instance, write_status, rotate_credentials]

@@ -1,0 +1,358 @@
+"""DBInstanceWorkflow: one long-lived workflow converges one DBInstance.
+
+Each iteration loads the instance, serves queued update requests, runs one pass of
+the pipeline (teardown once the instance is being deleted), writes status, and
+waits on a durable timer or a signal. The workflow never fails because a step did;
+it completes when its instance is gone, deleted, or replaced by one with another UID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import deque
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import NoReturn
+
+from temporalio import workflow
+from temporalio.common import SearchAttributeKey
+from temporalio.exceptions import ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from dbi import pipeline as steps
+    from dbi.messages import (
+        FORCE_RESIZE,
+        PROGRESS,
+        RETRY,
+        ROTATE_CREDENTIALS,
+        WAKE,
+        Carried,
+        Progress,
+        ResizeResult,
+        RotationRequest,
+        RotationResult,
+        StepProgress,
+        Wake,
+        WorkflowInput,
+    )
+    from dbi.status import PassReport, StatusInput, Summary, summarize
+    from dbi.steps import InstanceSnapshot, Outcome, StepInput
+    from workflows import ui
+    from workflows.pipeline import run_pass
+    from workflows.waiting import Wait, next_wait
+
+SHORT = timedelta(seconds=30)
+PHASE = SearchAttributeKey.for_keyword("DbiPhase")
+STEP = SearchAttributeKey.for_keyword("DbiStep")
+READY = SearchAttributeKey.for_bool("DbiReady")
+NAMESPACE = SearchAttributeKey.for_keyword("DbiNamespace")
+NAME = SearchAttributeKey.for_keyword("DbiName")
+
+
+@dataclass
+class State:
+    """Everything the workflow remembers; ``carried()`` is what survives continue-as-new."""
+
+    namespace: str
+    name: str
+    uid: str | None = None
+    woken: bool = False
+    retry: bool = False
+    signaled_generation: int = 0
+    transient_streak: int = 0
+    passes: int = 0
+    deleting: bool = False
+    summary: Summary | None = None
+    last_report: PassReport | None = None
+    waiting_for: str = "the first pass"
+    next_wakeup: datetime | None = None
+    rotations: deque[str] = field(default_factory=deque)
+    rotated: dict[str, RotationResult] = field(default_factory=dict)
+    resize_waiters: list[str] = field(default_factory=list)
+    resized: dict[str, ResizeResult] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+
+    def carried(self) -> Carried:
+        return Carried(
+            uid=self.uid,
+            woken=self.woken,
+            retry=self.retry,
+            signaled_generation=self.signaled_generation,
+            transient_streak=self.transient_streak,
+            passes=self.passes,
+            summary=self.summary,
+        )
+
+
+@workflow.defn(name="DBInstanceWorkflow")
+class DBInstanceWorkflow:
+    @workflow.init
+    def __init__(self, input: WorkflowInput) -> None:
+        self.input = input
+        self.s = State(namespace=input.namespace, name=input.name)
+        if input.carried is not None:
+            c = input.carried
+            self.s.uid, self.s.woken, self.s.retry = c.uid, c.woken, c.retry
+            self.s.signaled_generation, self.s.passes = c.signaled_generation, c.passes
+            self.s.transient_streak, self.s.summary = c.transient_streak, c.summary
+
+    @workflow.run
+    async def run(self, input: WorkflowInput) -> str:
+        self._identify()
+        while True:
+            snapshot = await self._load()
+            if not snapshot.exists or (self.s.uid is not None and snapshot.uid != self.s.uid):
+                self._refuse_all("the instance no longer exists")
+                return "the instance no longer exists"
+            self.s.uid = snapshot.uid
+            self.s.deleting = snapshot.deleting
+            if snapshot.deleting:
+                self._refuse_all("the instance is being deleted")
+            await self._serve_rotations()
+            report = await self._pass(snapshot)
+            if snapshot.deleting and report.converged:
+                return "deleted"
+            self._answer_resize_waiters(report)
+            wait = next_wait(report, snapshot, transient_streak=self.s.transient_streak)
+            if self._should_continue_as_new():
+                await self._continue_as_new()
+            await self._wait(wait, report)
+
+    # Messages -------------------------------------------------------------------
+
+    @workflow.signal(name=WAKE)
+    def wake(self, signal: Wake) -> None:
+        self.s.woken = True
+        if signal.generation is not None:
+            self.s.signaled_generation = max(self.s.signaled_generation, signal.generation)
+
+    @workflow.signal(name=RETRY)
+    def retry(self) -> None:
+        self.s.retry = True
+
+    @workflow.update(name=ROTATE_CREDENTIALS)
+    async def rotate_credentials(self) -> RotationResult:
+        request_id = _update_id()
+        self.s.rotations.append(request_id)
+        await workflow.wait_condition(
+            lambda: request_id in self.s.rotated or request_id in self.s.refused
+        )
+        if request_id in self.s.refused:
+            self._refuse(request_id)
+        return self.s.rotated.pop(request_id)
+
+    @rotate_credentials.validator
+    def _validate_rotate(self) -> None:
+        self._refuse_while_deleting()
+
+    @workflow.update(name=FORCE_RESIZE)
+    async def force_resize(self) -> ResizeResult:
+        request_id = _update_id()
+        self.s.resize_waiters.append(request_id)
+        self.s.woken = True
+        await workflow.wait_condition(
+            lambda: request_id in self.s.resized or request_id in self.s.refused
+        )
+        if request_id in self.s.refused:
+            self._refuse(request_id)
+        return self.s.resized.pop(request_id)
+
+    @force_resize.validator
+    def _validate_resize(self) -> None:
+        self._refuse_while_deleting()
+
+    @workflow.query(name=PROGRESS)
+    def progress(self) -> Progress:
+        last = self.s.last_report.results if self.s.last_report else []
+        return Progress(
+            namespace=self.s.namespace,
+            name=self.s.name,
+            passes=self.s.passes,
+            summary=self.s.summary,
+            last_pass=[
+                StepProgress(step=r.step, outcome=r.outcome, reason=r.reason, message=r.message)
+                for r in last
+            ],
+            waiting_for=self.s.waiting_for,
+            next_wakeup=self.s.next_wakeup,
+            queued_requests=len(self.s.rotations) + len(self.s.resize_waiters),
+        )
+
+    def _refuse_while_deleting(self) -> None:
+        if self.s.deleting:
+            raise ValueError(f"{self.s.namespace}/{self.s.name} is being deleted")
+
+    def _refuse(self, request_id: str) -> NoReturn:
+        raise ApplicationError(self.s.refused.pop(request_id), type="Refused", non_retryable=True)
+
+    def _refuse_all(self, why: str) -> None:
+        for request_id in [*self.s.rotations, *self.s.resize_waiters]:
+            self.s.refused[request_id] = why
+        self.s.rotations.clear()
+        self.s.resize_waiters.clear()
+
+    # Phases of an iteration -----------------------------------------------------
+
+    def _identify(self) -> None:
+        """Set DbiNamespace and DbiName if the starter did not."""
+        current = workflow.info().typed_search_attributes
+        if current.get(NAME) is None:
+            workflow.upsert_search_attributes(
+                [NAMESPACE.value_set(self.s.namespace), NAME.value_set(self.s.name)]
+            )
+
+    async def _load(self) -> InstanceSnapshot:
+        snapshot: InstanceSnapshot = await workflow.execute_activity(
+            steps.LOAD_INSTANCE,
+            StepInput(namespace=self.s.namespace, name=self.s.name, uid=self.s.uid or ""),
+            result_type=InstanceSnapshot,
+            start_to_close_timeout=SHORT,
+            summary="load the DBInstance",
+        )
+        return snapshot
+
+    async def _serve_rotations(self) -> None:
+        """Carry out queued rotations one at a time, between passes."""
+        while self.s.rotations:
+            request_id = self.s.rotations[0]
+            result = await workflow.execute_activity(
+                steps.ROTATE_CREDENTIALS,
+                RotationRequest(
+                    namespace=self.s.namespace,
+                    name=self.s.name,
+                    uid=self.s.uid or "",
+                    request_id=request_id,
+                ),
+                result_type=RotationResult,
+                start_to_close_timeout=timedelta(minutes=2),
+                summary="rotate the app password (update)",
+            )
+            self.s.rotations.popleft()
+            self.s.rotated[request_id] = result
+
+    async def _pass(self, snapshot: InstanceSnapshot) -> PassReport:
+        pipeline = steps.TEARDOWN if snapshot.deleting else steps.CONVERGE
+        self.s.woken = self.s.retry = False
+        step_input = StepInput(
+            namespace=self.s.namespace,
+            name=self.s.name,
+            uid=snapshot.uid or "",
+            allow_restart=bool(self.s.resize_waiters),
+        )
+        results = await run_pass(pipeline, step_input)
+        report = PassReport(
+            workflow_id=workflow.info().workflow_id,
+            generation=snapshot.generation,
+            power_state=snapshot.power_state,
+            deleting=snapshot.deleting,
+            pipeline=[s.reported for s in pipeline],
+            results=results,
+        )
+        self.s.passes += 1
+        self.s.last_report = report
+        blocking = report.blocking
+        self.s.transient_streak = (
+            self.s.transient_streak + 1
+            if blocking is not None and blocking.outcome is Outcome.TRANSIENT
+            else 0
+        )
+        if not (snapshot.deleting and report.converged):
+            await self._write_status(report)
+        self._publish(summarize(report), report)
+        return report
+
+    async def _write_status(self, report: PassReport) -> None:
+        await workflow.execute_activity(
+            steps.WRITE_STATUS,
+            StatusInput(
+                namespace=self.s.namespace, name=self.s.name, uid=self.s.uid or "", report=report
+            ),
+            start_to_close_timeout=SHORT,
+            summary="write status and Events",
+        )
+
+    def _publish(self, summary: Summary, report: PassReport) -> None:
+        """Show the pass in the Temporal UI and search attributes (upserted on change)."""
+        workflow.set_current_details(ui.steps_table(report))
+        if summary != self.s.summary:
+            workflow.upsert_search_attributes(
+                [
+                    PHASE.value_set(summary.phase.value),
+                    READY.value_set(summary.ready),
+                    STEP.value_set(summary.step or "-"),
+                ]
+            )
+        self.s.summary = summary
+
+    def _answer_resize_waiters(self, report: PassReport) -> None:
+        """Answer forced resizes once a pass shows the size synced, or a Terminal outcome."""
+        if not self.s.resize_waiters:
+            return
+        resize = next((r for r in report.results if r.step == "resize"), None)
+        blocking = report.blocking
+        if resize is not None and resize.outcome is Outcome.SATISFIED:
+            answer = ResizeResult(resized=True, reason=resize.reason, message=resize.message)
+        elif blocking is not None and blocking.outcome is Outcome.TERMINAL:
+            answer = ResizeResult(resized=False, reason=blocking.reason, message=blocking.message)
+        else:
+            return
+        for request_id in self.s.resize_waiters:
+            self.s.resized[request_id] = answer
+        self.s.resize_waiters.clear()
+
+    async def _wait(self, wait: Wait, report: PassReport) -> None:
+        self.s.waiting_for = wait.summary
+        self.s.next_wakeup = workflow.now() + wait.timeout if wait.timeout else None
+
+        def requested() -> bool:
+            return bool(self.s.rotations or self.s.resize_waiters)
+
+        def woken() -> bool:
+            return self.s.woken or requested()
+
+        def changed() -> bool:
+            newer = self.s.signaled_generation > report.generation
+            return self.s.retry or newer or requested()
+
+        done = woken if wait.wake_on_any_signal else changed
+        with contextlib.suppress(TimeoutError):
+            await workflow.wait_condition(done, timeout=wait.timeout, timeout_summary=wait.summary)
+        self.s.next_wakeup = None
+
+    # Lifetime -------------------------------------------------------------------
+
+    def _should_continue_as_new(self) -> bool:
+        info = workflow.info()
+        too_long = info.get_current_history_length() >= self.input.history_limit
+        return (too_long or info.is_continue_as_new_suggested()) and not self.s.resize_waiters
+
+    async def _continue_as_new(self) -> None:
+        """Hand the small state to a new run once every request has been answered.
+
+        Rotations that arrive meanwhile are served first; a forced resize needs a pass,
+        so its arrival postpones continue-as-new to a later iteration.
+        """
+        while not self.s.resize_waiters:
+            await self._serve_rotations()
+            await workflow.wait_condition(
+                lambda: (
+                    workflow.all_handlers_finished()
+                    or bool(self.s.rotations or self.s.resize_waiters)
+                )
+            )
+            if workflow.all_handlers_finished() and not self.s.rotations:
+                workflow.continue_as_new(
+                    WorkflowInput(
+                        namespace=self.s.namespace,
+                        name=self.s.name,
+                        history_limit=self.input.history_limit,
+                        carried=self.s.carried(),
+                    )
+                )
+
+
+def _update_id() -> str:
+    info = workflow.current_update_info()
+    if info is None:
+        raise RuntimeError("an update handler runs outside an update")
+    return info.id

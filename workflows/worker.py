@@ -1,0 +1,75 @@
+"""The worker: hosts DBInstanceWorkflow and the step activities on the ``dbi`` task queue.
+
+Run it with ``python -m workflows.worker`` (or ``dbi worker``). It connects to
+``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233) in ``TEMPORAL_NAMESPACE`` (default
+``default``) with the pydantic data converter and OpenTelemetry tracing, so every
+workflow and activity is a span.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+
+from dbi import names
+from workflows.dbinstance import DBInstanceWorkflow
+
+log = logging.getLogger("dbi.worker")
+
+
+async def connect(address: str, *, namespace: str = "default") -> Client:
+    """Return a client with the data converter and interceptors every dbi process uses."""
+    return await Client.connect(
+        address,
+        namespace=namespace,
+        data_converter=pydantic_data_converter,
+        interceptors=[TracingInterceptor()],
+    )
+
+
+def build_worker(
+    client: Client,
+    activities: Sequence[Callable[..., Any]],
+    *,
+    task_queue: str = names.TASK_QUEUE,
+) -> Worker:
+    """Return a worker for the DBInstance workflow and the given step activities."""
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[DBInstanceWorkflow],
+        activities=list(activities),
+    )
+
+
+def step_activities() -> list[Callable[..., Any]]:
+    """Return the real step activities that exist so far (they land step by step)."""
+    return []
+
+
+async def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    address = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
+    client = await connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"))
+    worker = build_worker(client, step_activities())
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    log.info("worker polling task queue %s at %s", names.TASK_QUEUE, address)
+    async with worker:
+        await stop.wait()
+        log.info("worker shutting down")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
