@@ -173,7 +173,7 @@ class DBInstanceWorkflow:
                 StepProgress(step=r.step, outcome=r.outcome, reason=r.reason, message=r.message)
                 for r in last
             ],
-            waiting_for=self.s.waiting_for,
+            waiting_for=self.s.waiting_for or "a pass is running",
             next_wakeup=self.s.next_wakeup,
             queued_requests=len(self.s.rotations) + len(self.s.resize_waiters),
         )
@@ -233,6 +233,7 @@ class DBInstanceWorkflow:
     async def _pass(self, snapshot: InstanceSnapshot) -> PassReport:
         pipeline = steps.TEARDOWN if snapshot.deleting else steps.CONVERGE
         self.s.woken = self.s.retry = False
+        self.s.waiting_for = ""
         step_input = StepInput(
             namespace=self.s.namespace,
             name=self.s.name,

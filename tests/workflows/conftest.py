@@ -17,7 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import names
-from dbi.messages import WorkflowInput
+from dbi.messages import Progress, WorkflowInput
 from devstack import tools
 from tests.workflows.stubs import World, activities
 from workflows.dbinstance import DBInstanceWorkflow
@@ -77,3 +77,18 @@ async def until(check: Callable[[], bool], *, timeout: float = 20.0) -> None:
             return
         await asyncio.sleep(0.02)
     raise AssertionError("the expected workflow progress did not happen")
+
+
+async def settled(handle: WorkflowHandle[Any, Any], passes: int) -> Progress:
+    """Wait until the workflow has finished pass number ``passes`` and started waiting.
+
+    Time skipped before the workflow set its timer would not count toward it.
+    """
+    for _ in range(1000):
+        progress: Progress = await handle.query("progress", result_type=Progress)
+        if progress.passes == passes and progress.waiting_for != "a pass is running":
+            return progress
+        if progress.passes > passes:
+            raise AssertionError(f"expected {passes} passes, saw {progress.passes}")
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"pass {passes} did not finish")

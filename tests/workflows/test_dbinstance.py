@@ -15,7 +15,7 @@ from dbi.messages import Progress, Wake
 from dbi.models import Phase
 from dbi.status import summarize
 from dbi.steps import Outcome
-from tests.workflows.conftest import running, until
+from tests.workflows.conftest import running, settled, until
 from tests.workflows.stubs import Scripted, World
 
 ALL = [s.name for s in pipeline.CONVERGE]
@@ -97,11 +97,11 @@ async def test_pending_waits_for_the_requeue_hint_and_a_wake_cuts_it_short(
     world = World()
     world.always["vm"] = Scripted(Outcome.PENDING, "VMCreated", 45)
     async with running(time_env, world) as handle:
-        await until(lambda: len(world.reports) == 1)
+        await settled(handle, 1)
         await time_env.sleep(44)
         await _quiet(world, 1)
         await time_env.sleep(2)
-        await until(lambda: len(world.reports) == 2)
+        await settled(handle, 2)
         assert _gaps(world) == [45]
 
         await handle.signal("wake", Wake(reason="VirtualMachine db changed"))
@@ -114,7 +114,7 @@ async def test_terminal_waits_for_a_new_generation_or_retry(time_env: WorkflowEn
     world = World()
     world.always["preflight"] = Scripted(Outcome.TERMINAL, "UnsupportedVersion")
     async with running(time_env, world) as handle:
-        await until(lambda: len(world.reports) == 1)
+        await settled(handle, 1)
         await time_env.sleep(timedelta(days=2))
         await handle.signal("wake", Wake(reason="Secret db-credentials changed"))
         await _quiet(world, 1)
@@ -132,9 +132,9 @@ async def test_transient_backoff_grows_and_is_capped(time_env: WorkflowEnvironme
     world = World()
     world.always["health"] = Scripted(Outcome.TRANSIENT, "Unreachable")
     expected = [5, 10, 20, 40, 80, 160, 300, 300]
-    async with running(time_env, world):
+    async with running(time_env, world) as handle:
         for n, delay in enumerate(expected, start=2):
-            await until(_passes(world, n - 1))
+            await settled(handle, n - 1)
             await time_env.sleep(delay)
             await until(_passes(world, n))
     assert _gaps(world) == expected
@@ -143,8 +143,8 @@ async def test_transient_backoff_grows_and_is_capped(time_env: WorkflowEnvironme
 async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnvironment) -> None:
     """A Ready instance is looked at again every healthCheckInterval, and not before."""
     world = World(interval_seconds=60)
-    async with running(time_env, world):
-        await until(lambda: len(world.reports) == 1)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
         await time_env.sleep(59)
         await _quiet(world, 1)
         await time_env.sleep(2)
