@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
@@ -24,9 +27,13 @@ from workflows.dbinstance import DBInstanceWorkflow
 from workflows.worker import build_worker
 
 
-@pytest_asyncio.fixture(scope="session", loop_scope="session")
+@pytest_asyncio.fixture
 async def time_env() -> AsyncIterator[WorkflowEnvironment]:
-    """Start Temporal's time-skipping test server (from its wheel) once per session."""
+    """Start Temporal's time-skipping test server (from its wheel) for one test.
+
+    One server per test: a test that ends while a workflow is mid-task can leave the
+    shared server's time-skipping lock held, and the next test's skips then hang.
+    """
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         interceptors=[TracingInterceptor()],
@@ -63,11 +70,21 @@ async def running(
             task_queue=queue,
         )
         yield handle
-        await handle.terminate("test over") if not await _closed(handle) else None
+        if os.environ.get("DBI_RECORD_HISTORIES"):
+            await _record(handle)
+        if (await handle.describe()).close_time is None:
+            await handle.terminate("test over")
 
 
-async def _closed(handle: WorkflowHandle[Any, Any]) -> bool:
-    return (await handle.describe()).close_time is not None
+HISTORIES = Path(__file__).parent / "histories"
+
+
+async def _record(handle: WorkflowHandle[Any, Any]) -> None:
+    """Keep this test's history for the replay test (DBI_RECORD_HISTORIES=1 ./dev test)."""
+    test = os.environ["PYTEST_CURRENT_TEST"].split("::")[-1].split(" ")[0]
+    slug = re.sub(r"[^a-z0-9]+", "-", test.lower()).strip("-")
+    history = await handle.fetch_history()
+    (HISTORIES / f"{slug}.json").write_text(history.to_json())
 
 
 async def until(check: Callable[[], bool], *, timeout: float = 20.0) -> None:

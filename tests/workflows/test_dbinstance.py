@@ -8,10 +8,11 @@ from datetime import timedelta
 from itertools import pairwise
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import pipeline
-from dbi.messages import Progress, Wake
+from dbi.messages import Progress, ResizeResult, RotationResult, Wake
 from dbi.models import Phase
 from dbi.status import summarize
 from dbi.steps import Outcome
@@ -151,3 +152,130 @@ async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnv
         await until(lambda: len(world.reports) == 2)
         assert _gaps(world) == [60]
         assert all(len(p) == len(ALL) for p in world.passes())
+
+
+async def test_rotations_return_their_results_one_after_the_other(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Two concurrent rotate_credentials updates both return, and never run at once."""
+    world = World()
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        first, second = await asyncio.gather(
+            handle.execute_update("rotate_credentials", result_type=RotationResult),
+            handle.execute_update("rotate_credentials", result_type=RotationResult),
+        )
+    assert first.rotated and second.rotated
+    assert first.secret_name == second.secret_name
+    assert {first.resource_version, second.resource_version} == {"1", "2"}
+    (_, _, end_first), (_, start_second, _) = sorted(world.rotations, key=lambda r: r[1])
+    assert start_second >= end_first
+
+
+async def test_force_resize_returns_once_the_size_is_synced(time_env: WorkflowEnvironment) -> None:
+    """force_resize lets the resize step restart, and returns when a pass shows it done."""
+    world = World(resize_needs_restart=True)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        assert world.passes()[0][-1] == "resize"
+        result = await handle.execute_update("force_resize", result_type=ResizeResult)
+    assert result.resized and result.reason == "Ok"
+    assert [i.allow_restart for i in world.inputs if i.allow_restart] != []
+
+
+async def test_updates_are_refused_while_the_instance_is_deleted(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Neither update is accepted once deletion has begun; the caller gets the reason."""
+    world = World(deleting=True)
+    world.always["teardown_vm"] = Scripted(Outcome.PENDING, "VMDeleting", 600)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        for update in ("rotate_credentials", "force_resize"):
+            with pytest.raises(WorkflowUpdateFailedError) as raised:
+                await handle.execute_update(update)
+            assert "being deleted" in str(raised.value.cause)
+    assert world.rotations == []
+
+
+async def test_deletion_runs_the_teardown_then_the_workflow_completes(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Once the instance is being deleted, teardown steps run and the workflow completes."""
+    world = World()
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        world.deleting = True
+        await handle.signal("wake", Wake(reason="DBInstance db modified", generation=1))
+        assert await handle.result() == "deleted"
+    assert [step for step, _ in world.calls][-3:] == [s.name for s in pipeline.TEARDOWN]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        pytest.param({"exists": False}, id="instance-gone"),
+        pytest.param({"uid": "uid-2"}, id="recreated-with-another-uid"),
+    ],
+)
+async def test_the_workflow_completes_when_its_instance_is_gone(
+    time_env: WorkflowEnvironment, change: dict[str, object]
+) -> None:
+    """A DBInstance that no longer exists, or exists under another UID, ends the workflow."""
+    world = World()
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        for key, value in change.items():
+            setattr(world, key, value)
+        await handle.signal("wake", Wake(reason="DBInstance db deleted"))
+        assert await handle.result() == "the instance no longer exists"
+
+
+async def test_a_step_that_always_raises_leaves_the_workflow_running_and_transient(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Activity failures become a Transient status with a generic reason; the run goes on."""
+    world = World(raises={"vm"})
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        blocking = world.reports[0].report.blocking
+        assert blocking is not None
+        assert (blocking.step, blocking.outcome, blocking.reason) == (
+            "vm",
+            Outcome.TRANSIENT,
+            "StepFailed",
+        )
+        assert "exploded" not in blocking.message
+        assert [step for step, _ in world.calls].count("vm") == 3
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+
+async def test_continue_as_new_keeps_state_and_loses_no_signal(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Under a low history limit the workflow continues as new; every wake still lands."""
+    world = World()
+    world.always["vm"] = Scripted(Outcome.PENDING, "VMCreated", 3600)
+    async with running(time_env, world, history_limit=50) as handle:
+        first_run = (await handle.describe()).run_id
+        await settled(handle, 1)
+        for n in range(2, 16):
+            await handle.signal("wake", Wake(reason=f"VirtualMachine db changed ({n})"))
+            await until(_passes(world, n))
+        progress = await settled(handle, 15)
+        assert (await handle.describe()).run_id != first_run
+        assert progress.passes == 15
+
+
+async def test_no_password_reaches_the_workflow_history(time_env: WorkflowEnvironment) -> None:
+    """Passwords made by the credential and rotation activities appear nowhere in history."""
+    world = World()
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        await handle.execute_update("rotate_credentials", result_type=RotationResult)
+        await handle.signal("wake", Wake(reason="Secret db-credentials deleted"))
+        await until(lambda: len(world.reports) >= 2)
+        history = (await handle.fetch_history()).to_json()
+    assert len(world.passwords) >= 3  # two passes and the rotation made one each
+    for password in world.passwords:
+        assert password not in history
