@@ -1,0 +1,217 @@
+"""Status derivation from a pass, with plain data: conditions, phase, Events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from dbi import pipeline
+from dbi.models import ConditionStatus, DBInstanceStatus, Phase, PowerState
+from dbi.status import PassReport, derive, summarize
+from dbi.steps import Facts, Outcome, StepResult
+
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+STEPS = [s.reported for s in pipeline.CONVERGE]
+
+
+def result(
+    step: str,
+    outcome: Outcome = Outcome.SATISFIED,
+    reason: str = "Ok",
+    facts: Facts | None = None,
+) -> StepResult:
+    condition = next(s.condition_type for s in STEPS if s.name == step)
+    return StepResult(
+        step=step,
+        outcome=outcome,
+        condition_type=condition,
+        reason=reason,
+        message=f"{step} says {reason}.",
+        facts=facts or Facts(),
+    )
+
+
+def report(
+    *results: StepResult, generation: int = 2, power: PowerState = PowerState.RUNNING
+) -> PassReport:
+    return PassReport(
+        workflow_id="dbinstance/ns/db",
+        generation=generation,
+        power_state=power,
+        pipeline=STEPS,
+        results=list(results),
+    )
+
+
+def converged(*, generation: int = 2, power: PowerState = PowerState.RUNNING) -> PassReport:
+    return report(*(result(s.name) for s in STEPS), generation=generation, power=power)
+
+
+def until(step: str, outcome: Outcome, reason: str) -> PassReport:
+    names = [s.name for s in STEPS]
+    ran = [result(n) for n in names[: names.index(step)]]
+    return report(*ran, result(step, outcome, reason))
+
+
+def conditions(status: DBInstanceStatus) -> dict[str, tuple[str, str]]:
+    return {c.type: (c.status.value, c.reason) for c in status.conditions}
+
+
+def test_a_converged_pass_is_ready_with_every_condition_true() -> None:
+    """Every step Satisfied: Ready True, not reconciling or stalled, generation observed."""
+    status, _ = derive(DBInstanceStatus(), converged(), now=T0)
+    found = conditions(status)
+    assert found["Ready"] == ("True", "Converged")
+    assert found["Reconciling"][0] == found["Stalled"][0] == "False"
+    assert all(found[s.condition_type] == ("True", "Ok") for s in STEPS)
+    assert status.observed_generation == 2
+    assert status.phase is Phase.RUNNING
+    assert status.workflow_id == "dbinstance/ns/db"
+
+
+@pytest.mark.parametrize(
+    ("pass_", "ready", "reconciling", "stalled", "phase"),
+    [
+        pytest.param(
+            until("vm", Outcome.PENDING, "VMCreated"),
+            "False",
+            "True",
+            "False",
+            Phase.PROVISIONING,
+            id="pending",
+        ),
+        pytest.param(
+            until("preflight", Outcome.TERMINAL, "UnknownImage"),
+            "False",
+            "False",
+            "True",
+            Phase.FAILED,
+            id="terminal",
+        ),
+        pytest.param(
+            until("health", Outcome.TRANSIENT, "Unreachable"),
+            "False",
+            "True",
+            "False",
+            Phase.DEGRADED,
+            id="transient",
+        ),
+        pytest.param(
+            until("resize", Outcome.PENDING, "RestartRequired"),
+            "False",
+            "True",
+            "False",
+            Phase.RESIZING,
+            id="resizing",
+        ),
+        pytest.param(
+            converged(power=PowerState.STOPPED),
+            "True",
+            "False",
+            "False",
+            Phase.STOPPED,
+            id="stopped",
+        ),
+    ],
+)
+def test_the_summary_conditions_follow_the_blocking_outcome(
+    pass_: PassReport, ready: str, reconciling: str, stalled: str, phase: Phase
+) -> None:
+    """Ready, the kstatus conditions and the phase follow the step that ended the pass."""
+    status, _ = derive(DBInstanceStatus(), pass_, now=T0)
+    found = conditions(status)
+    assert (found["Ready"][0], found["Reconciling"][0], found["Stalled"][0]) == (
+        ready,
+        reconciling,
+        stalled,
+    )
+    assert status.phase is phase
+    assert summarize(pass_).phase is phase
+
+
+def test_steps_after_the_blocking_one_are_not_reached_and_generation_is_kept() -> None:
+    """Pending: False for its step, Unknown NotReached after it, observedGeneration kept."""
+    previous, _ = derive(DBInstanceStatus(), converged(generation=1), now=T0)
+    status, _ = derive(previous, until("vm", Outcome.PENDING, "VMCreated"), now=T0)
+    found = conditions(status)
+    assert found["SpecValid"] == ("True", "Ok")
+    assert found["VMProvisioned"] == ("False", "VMCreated")
+    assert found["DatabaseHealthy"] == ("Unknown", "NotReached")
+    assert found["Ready"] == ("False", "VMCreated")
+    assert status.observed_generation == 1
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert ready.message == "vm: vm says VMCreated."
+
+
+def test_a_transient_step_is_unknown() -> None:
+    """A step that could not observe (Transient) reports Unknown rather than a guess."""
+    status, _ = derive(
+        DBInstanceStatus(), until("health", Outcome.TRANSIENT, "Unreachable"), now=T0
+    )
+    assert conditions(status)["DatabaseHealthy"] == ("Unknown", "Unreachable")
+
+
+def test_transition_times_move_only_when_the_status_changes() -> None:
+    """lastTransitionTime is kept across identical passes and moves on a change."""
+    first, _ = derive(DBInstanceStatus(), converged(), now=T0)
+    later = T0 + timedelta(minutes=5)
+    second, _ = derive(first, converged(), now=later)
+    assert [c.last_transition_time for c in second.conditions] == [T0] * len(second.conditions)
+    third, _ = derive(second, until("health", Outcome.PENDING, "Booting"), now=later)
+    times = {c.type: c.last_transition_time for c in third.conditions}
+    assert (
+        times["SpecValid"] == T0 and times["DatabaseHealthy"] == later and times["Ready"] == later
+    )
+
+
+def test_an_idle_pass_emits_no_event() -> None:
+    """A pass that changes no condition emits no Event."""
+    first, _ = derive(DBInstanceStatus(), converged(), now=T0)
+    _, events = derive(first, converged(), now=T0 + timedelta(minutes=5))
+    assert events == []
+
+
+def test_a_transition_emits_one_event_per_changed_condition() -> None:
+    """Health going Pending emits one Warning for Ready and one Normal for the step."""
+    first, _ = derive(DBInstanceStatus(), converged(), now=T0)
+    _, events = derive(first, until("health", Outcome.PENDING, "Booting"), now=T0)
+    assert [(e.type, e.reason) for e in events] == [("Warning", "Booting"), ("Normal", "Booting")]
+    assert events[1].message == "DatabaseHealthy: health says Booting."
+
+
+def test_a_terminal_step_emits_a_warning() -> None:
+    """A Terminal outcome is announced as a Warning Event naming the reason."""
+    _, events = derive(
+        DBInstanceStatus(), until("preflight", Outcome.TERMINAL, "UnknownImage"), now=T0
+    )
+    assert [(e.type, e.reason) for e in events] == [("Warning", "UnknownImage")]
+
+
+def test_facts_fill_endpoint_and_observed_and_survive_passes_that_do_not_see_them() -> None:
+    """The endpoint and observed facts come from steps, and stay when a pass stops earlier."""
+    facts = Facts(endpoint_host="127.0.10.2", endpoint_port=5432, postgres_version="18.1")
+    steps = [result(s.name, facts=facts if s.name == "health" else None) for s in STEPS]
+    first, _ = derive(DBInstanceStatus(), report(*steps), now=T0)
+    second, _ = derive(first, until("vm", Outcome.PENDING, "VMUpdated"), now=T0)
+    assert second.endpoint is not None and (second.endpoint.host, second.endpoint.port) == (
+        "127.0.10.2",
+        5432,
+    )
+    assert second.observed is not None and second.observed.postgres_version == "18.1"
+
+
+def test_deletion_is_reported_as_deleting() -> None:
+    """While the teardown runs, Ready is False with reason Deleting and the phase says so."""
+    teardown = PassReport(
+        workflow_id="dbinstance/ns/db",
+        generation=3,
+        power_state=PowerState.RUNNING,
+        deleting=True,
+        pipeline=[s.reported for s in pipeline.TEARDOWN],
+        results=[],
+    )
+    status, _ = derive(DBInstanceStatus(), teardown, now=T0)
+    assert conditions(status)["Ready"] == ("False", "Deleting")
+    assert status.phase is Phase.DELETING
+    assert ConditionStatus.TRUE.value == conditions(status)["Reconciling"][0]
