@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 the command failed, 2 bad usage.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import signal
 import sys
 import time
@@ -14,6 +15,7 @@ from types import FrameType
 
 from devstack import controlplane, stack, tools
 from devstack.process import StackError
+from workflows import worker
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +72,14 @@ def _parser() -> argparse.ArgumentParser:
         "down", parents=[state], help="stop a stack started with `dbi dev up --detach`"
     )
     down.set_defaults(run=_dev_down)
+
+    worker = commands.add_parser(
+        "worker",
+        help="run the Temporal worker (workflow and step activities)",
+        description="Host DBInstanceWorkflow and the step activities on the dbi task queue. "
+        "Reads TEMPORAL_ADDRESS (default 127.0.0.1:7233) and TEMPORAL_NAMESPACE.",
+    )
+    worker.set_defaults(run=_worker)
 
     build = dev_commands.add_parser(
         "build", help="build the control plane into the cache if its source changed"
@@ -134,6 +144,15 @@ def _print_info(info: stack.StackInfo, *, seconds: float) -> None:
 def _dev_down(args: argparse.Namespace) -> int:
     stopped = stack.down(args.state_dir)
     print(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running.")
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    try:
+        asyncio.run(worker.main())
+    except RuntimeError as e:  # the SDK reports a failed connection this way
+        print(f"dbi: the worker could not run: {e}", file=sys.stderr)
+        return 1
     return 0
 
 
