@@ -1,4 +1,4 @@
-"""Bring the whole local stack up and down: control plane, then Temporal.
+"""Bring the whole local stack up and down: control plane, VM stand-in, then Temporal.
 
 The stack keeps its state (etcd data, certificates, the Temporal database, logs and
 the ports it chose) in one directory, so ``dbi dev up`` after ``dbi dev down``
@@ -19,6 +19,7 @@ from devstack import controlplane, tools
 from devstack.controlplane import ControlPlane, ControlPlanePorts
 from devstack.process import StackError, stop_group
 from devstack.temporal import TemporalDevServer
+from devstack.vmstandin.process import VMStandIn
 
 DEFAULT_STATE_DIR = tools.REPO_ROOT / ".cache" / "dev"
 DEFAULT_UI_PORT = 8233
@@ -108,6 +109,7 @@ class LocalStack:
         self.detached = detached
         self.controlplane: ControlPlane | None = None
         self.temporal: TemporalDevServer | None = None
+        self.vms: VMStandIn | None = None
         self.info: StackInfo | None = None
 
     def start(self) -> StackInfo:
@@ -130,6 +132,12 @@ class LocalStack:
                 die_with_parent=die_with_parent,
             )
             self.controlplane.start()
+            self.vms = VMStandIn(
+                kubeconfig=self.controlplane.kubeconfig,
+                data_dir=self.state_dir / "vms",
+                die_with_parent=die_with_parent,
+            )
+            self.vms.start()
             self.temporal = TemporalDevServer(
                 data_dir=self.state_dir,
                 port=ports.temporal,
@@ -148,6 +156,7 @@ class LocalStack:
             temporal_ui=self.temporal.ui_url,
             pids={
                 "controlplane": self.controlplane.process.pid,
+                "vmstandin": self.vms.process.pid,
                 "temporal": self.temporal.process.pid,
             },
         )
@@ -155,8 +164,8 @@ class LocalStack:
         return self.info
 
     def stop(self) -> None:
-        """Stop Temporal, then the control plane; safe to call more than once."""
-        for part in (self.temporal, self.controlplane):
+        """Stop Temporal, the VM stand-in, then the control plane; safe to call more than once."""
+        for part in (self.temporal, self.vms, self.controlplane):
             if part is not None:
                 part.stop()
         (self.state_dir / "stack.json").unlink(missing_ok=True)
@@ -179,7 +188,7 @@ def down(state_dir: Path, *, timeout: float = 30.0) -> list[str]:
     if info is None:
         return []
     stopped = []
-    for name in ("temporal", "controlplane"):
+    for name in ("temporal", "vmstandin", "controlplane"):
         pid = info.pids.get(name)
         if pid is not None and _is_alive(pid):
             stop_group(pid, timeout=timeout)

@@ -1,0 +1,48 @@
+"""Give each stand-in VM its own loopback address, stable for the VM's life.
+
+Linux routes all of 127.0.0.0/8 to the loopback interface, so every VM's PostgreSQL
+can listen on port 5432 of an address of its own, as on a real network. Addresses
+are kept in a JSON file by VM UID, so a restarted stand-in hands out the same ones.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+_PER_BLOCK = 250
+
+
+def _address(index: int) -> str:
+    return f"127.10.{index // _PER_BLOCK}.{index % _PER_BLOCK + 2}"
+
+
+class Addresses:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._by_uid: dict[str, str] = json.loads(path.read_text()) if path.exists() else {}
+
+    def of(self, uid: str) -> str:
+        """Return the VM's address, allocating the lowest free one on first use."""
+        with self._lock:
+            if uid not in self._by_uid:
+                taken = set(self._by_uid.values())
+                index = 0
+                while _address(index) in taken:
+                    index += 1
+                self._by_uid[uid] = _address(index)
+                self._save()
+            return self._by_uid[uid]
+
+    def release(self, uid: str) -> None:
+        """Free the address of a VM that is gone."""
+        with self._lock:
+            if self._by_uid.pop(uid, None) is not None:
+                self._save()
+
+    def _save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._by_uid, indent=1, sort_keys=True))
+        tmp.replace(self.path)

@@ -1,0 +1,407 @@
+"""The VM stand-in's control loop: KubeVirt's and the storage provisioner's part.
+
+Dev and test infrastructure, never used in production. It watches VirtualMachines,
+their VMIs and all PVCs on the local control plane, and for each VM that should run
+boots a real PostgreSQL (``guest.Guest``) on the VM's own loopback address, writing
+VMI and VM status as KubeVirt does. It binds PVCs and expands them when their request
+grows. Work is level-driven: every VM is reconciled on each event and on a short
+resync, so a missed event or a crashed guest is noticed within a second or two.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import queue
+import shutil
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from kubernetes import client as k8s
+from kubernetes import watch
+
+from dbi.bootstrap import USERDATA_KEY, Bootstrap, from_userdata
+from dbi.quantity import parse_quantity
+from devstack.vmstandin import kubevirt
+from devstack.vmstandin.addresses import Addresses
+from devstack.vmstandin.guest import Guest, make_traversable
+from devstack.vmstandin.kubevirt import Manifest
+
+log = logging.getLogger("devstack.vmstandin")
+
+KUBEVIRT = ("kubevirt.io", "v1")
+RESYNC_SECONDS = 1.0
+
+
+@dataclass
+class VM:
+    """What the stand-in remembers of one VM between reconciles."""
+
+    guest: Guest
+    vmi_uid: str | None = None
+    crash_seen: str | None = None
+    written: dict[str, str] = field(default_factory=dict)
+
+
+class StandIn:
+    def __init__(self, api: Any, data_dir: Path) -> None:
+        self.api = api
+        self.objects = k8s.CustomObjectsApi(api)
+        self.core = k8s.CoreV1Api(api)
+        self.data_dir = data_dir
+        self.disks = data_dir / "disks"
+        self.disks.mkdir(parents=True, exist_ok=True)
+        make_traversable(self.disks)
+        self.addresses = Addresses(data_dir / "addresses.json")
+        self.vms: dict[str, VM] = {}
+        self.queue: queue.Queue[tuple[str, str]] = queue.Queue()
+        self._queued: set[tuple[str, str]] = set()
+        self._busy: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+        self.stopping = threading.Event()
+
+    # The loop -------------------------------------------------------------------
+
+    def run(self, *, workers: int = 4, ready: Callable[[], None]) -> None:
+        """Watch and reconcile until ``stopping`` is set, then stop every guest."""
+        threads = [
+            threading.Thread(target=self._watch_forever, args=(kind,), daemon=True)
+            for kind in ("virtualmachines", "virtualmachineinstances", "pvcs")
+        ]
+        threads += [threading.Thread(target=self._work, daemon=True) for _ in range(workers)]
+        for t in threads:
+            t.start()
+        ready()
+        while not self.stopping.wait(RESYNC_SECONDS):
+            self._resync()
+        for vm in list(self.vms.values()):
+            vm.guest.stop()
+
+    def enqueue(self, namespace: str, name: str) -> None:
+        key = (namespace, name)
+        with self._lock:
+            if key in self._queued:
+                return
+            self._queued.add(key)
+        self.queue.put(key)
+
+    def _work(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                key = self.queue.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            with self._lock:
+                self._queued.discard(key)
+                if key in self._busy:  # another worker has it; look again soon
+                    self._queued.add(key)
+                    self.queue.put(key)
+                    continue
+                self._busy.add(key)
+            try:
+                self.reconcile(*key)
+            except Exception:
+                log.exception("while reconciling VirtualMachine %s/%s", *key)
+            finally:
+                with self._lock:
+                    self._busy.discard(key)
+
+    def _resync(self) -> None:
+        try:
+            listed = cast(
+                Manifest, self.objects.list_cluster_custom_object(*KUBEVIRT, "virtualmachines")
+            )
+            vms = listed["items"]
+            for vm in vms:
+                self.enqueue(vm["metadata"]["namespace"], vm["metadata"]["name"])
+            known = {vm["metadata"]["uid"] for vm in vms}
+            for uid in set(self.vms) - known:
+                self.vms.pop(uid).guest.stop()
+                self.addresses.release(uid)
+            self._collect_disks()
+        except Exception:
+            log.exception("while resyncing")
+
+    def _watch_forever(self, kind: str) -> None:
+        while not self.stopping.is_set():
+            try:
+                for event in self._stream(kind):
+                    self._on_event(kind, event["object"])
+            except Exception as e:  # a dropped watch or 410 Gone: list again
+                log.info("watch of %s restarts: %s", kind, e)
+                time.sleep(0.5)
+
+    def _stream(self, kind: str) -> Iterator[dict[str, Any]]:
+        w = watch.Watch()
+        if kind == "pvcs":
+            stream = w.stream(
+                self.core.list_persistent_volume_claim_for_all_namespaces, timeout_seconds=300
+            )
+        else:
+            stream = w.stream(
+                self.objects.list_cluster_custom_object, *KUBEVIRT, kind, timeout_seconds=300
+            )
+        return cast(Iterator[dict[str, Any]], stream)
+
+    def _on_event(self, kind: str, obj: Any) -> None:
+        if kind == "pvcs":
+            self.bind(obj)
+            return
+        meta = obj["metadata"]
+        self.enqueue(meta["namespace"], meta["name"])
+
+    # Storage --------------------------------------------------------------------
+
+    def bind(self, pvc: Any) -> None:
+        """Bind a PVC and give it the capacity it requests (expanding, never shrinking)."""
+        if pvc.metadata.deletion_timestamp is not None:
+            return
+        requested = (pvc.spec.resources.requests or {}).get("storage")
+        status = pvc.status
+        capacity = (status.capacity or {}).get("storage") if status else None
+        if status is not None and status.phase == "Bound" and capacity == requested:
+            return
+        if capacity and requested and parse_quantity(requested) < parse_quantity(capacity):
+            return  # Kubernetes refuses shrinking; keep what the disk has
+        body = {
+            "status": {
+                "phase": "Bound",
+                "accessModes": pvc.spec.access_modes or ["ReadWriteOnce"],
+                "capacity": {"storage": requested},
+            }
+        }
+        self.core.patch_namespaced_persistent_volume_claim_status(
+            pvc.metadata.name, pvc.metadata.namespace, body
+        )
+
+    def _collect_disks(self) -> None:
+        """Remove the disks of PVCs (and claim-less VMs) that no longer exist."""
+        claims = self.core.list_persistent_volume_claim_for_all_namespaces().items
+        live = {f"pvc-{_uid(c)}" for c in claims} | {f"vm-{uid}" for uid in self.vms}
+        in_use = {vm.guest.disk.name for vm in self.vms.values() if vm.guest.running()}
+        for disk in self.disks.iterdir():
+            if disk.name not in live and disk.name not in in_use:
+                log.info("disk %s is gone with its claim", disk.name)
+                shutil.rmtree(disk, ignore_errors=True)
+
+    # One VM ---------------------------------------------------------------------
+
+    def reconcile(self, namespace: str, name: str) -> None:
+        """Converge one VM: its guest, its VMI and both statuses (see the module doc)."""
+        vm = self._get(namespace, name)
+        if vm is None or vm["metadata"].get("deletionTimestamp"):
+            return
+        state = self._state(vm)
+        vmi = self._get(namespace, name, "virtualmachineinstances")
+        if not kubevirt.wants_to_run(vm):
+            self._halt(vm, state, vmi)
+            return
+        self._inject_crash(vm, state)
+        if vm["metadata"].get("annotations", {}).get(kubevirt.FAIL_BOOT_ANNOTATION):
+            self._fail_boot(vm, state, vmi)
+            return
+        failed = vmi is not None and vmi.get("status", {}).get("phase") == "Failed"
+        if vmi is None or vmi["metadata"]["uid"] != state.vmi_uid or failed or state.guest.exited():
+            self._start(vm, state, vmi)
+            return
+        self._observe(vm, state, vmi)
+
+    def _state(self, vm: Manifest) -> VM:
+        uid = vm["metadata"]["uid"]
+        if uid not in self.vms:
+            claim = kubevirt.data_claim(kubevirt.template_spec(vm))
+            disk = self.disks / (f"pvc-{self._claim_uid(vm, claim)}" if claim else f"vm-{uid}")
+            self.vms[uid] = VM(
+                guest=Guest(
+                    disk=disk,
+                    address=self.addresses.of(uid),
+                    log_path=self.data_dir
+                    / "logs"
+                    / f"{vm['metadata']['namespace']}_{vm['metadata']['name']}.log",
+                )
+            )
+        return self.vms[uid]
+
+    def _claim_uid(self, vm: Manifest, claim: str) -> str:
+        pvc = self.core.read_namespaced_persistent_volume_claim(claim, vm["metadata"]["namespace"])
+        return _uid(pvc)
+
+    def _halt(self, vm: Manifest, state: VM, vmi: Manifest | None) -> None:
+        if state.guest.running():
+            self._vm_status(vm, state, "Stopping", ready=False, restart=False)
+            state.guest.stop()
+        if vmi is not None:
+            self._delete_vmi(vm)
+        state.vmi_uid = None
+        self._vm_status(vm, state, "Stopped", ready=False, restart=False)
+
+    def _inject_crash(self, vm: Manifest, state: VM) -> None:
+        token = vm["metadata"].get("annotations", {}).get(kubevirt.CRASH_ANNOTATION)
+        if token and token != state.crash_seen:
+            state.crash_seen = token
+            log.info(
+                "crashing %s/%s on request", vm["metadata"]["namespace"], vm["metadata"]["name"]
+            )
+            state.guest.crash()
+
+    def _fail_boot(self, vm: Manifest, state: VM, vmi: Manifest | None) -> None:
+        state.guest.stop()
+        if vmi is None:
+            vmi = self._create_vmi(vm, state)
+        size = kubevirt.size_of(kubevirt.template_spec(vm))
+        self._vmi_status(
+            vm, state, kubevirt.vmi_status("Failed", address=None, size=size, ready=False)
+        )
+        self._vm_status(vm, state, "CrashLoopBackOff", ready=False, restart=False)
+
+    def _start(self, vm: Manifest, state: VM, vmi: Manifest | None) -> None:
+        """Boot (or reboot) the guest with the template as it is now, in a fresh VMI."""
+        if state.guest.exited():
+            # A crash: KubeVirt marks the VMI Failed, then both run strategies restart it.
+            state.guest.forget()
+            if vmi is not None:
+                size = kubevirt.size_of(vmi.get("spec", {}))
+                self._vmi_status(
+                    vm, state, kubevirt.vmi_status("Failed", address=None, size=size, ready=False)
+                )
+        state.guest.stop()
+        failed = vmi is not None and vmi.get("status", {}).get("phase") == "Failed"
+        if vmi is not None and (vmi["metadata"]["uid"] == state.vmi_uid or failed):
+            self._delete_vmi(vm)  # KubeVirt replaces a VMI that ran or failed
+            vmi = None
+        bootstrap = self._bootstrap(vm)
+        if bootstrap is None:
+            return
+        if vmi is None:
+            vmi = self._create_vmi(vm, state)
+        state.vmi_uid = vmi["metadata"]["uid"]
+        self._vm_status(vm, state, "Starting", ready=False, restart=False)
+        if not state.guest.initialized():
+            state.guest.initialize(bootstrap)
+        state.guest.boot(kubevirt.size_of(vmi["spec"]))
+
+    def _observe(self, vm: Manifest, state: VM, vmi: Manifest) -> None:
+        """Follow a booted guest: readiness, live resizes, and RestartRequired."""
+        template = kubevirt.template_spec(vm)
+        change = kubevirt.compare(template, vmi["spec"])
+        if change.live:
+            vmi["spec"] = kubevirt.apply_live(template, vmi["spec"])
+            self.objects.patch_namespaced_custom_object(
+                *KUBEVIRT,
+                vm["metadata"]["namespace"],
+                "virtualmachineinstances",
+                vm["metadata"]["name"],
+                {"spec": {"domain": vmi["spec"]["domain"]}},
+            )
+            state.guest.write_size(kubevirt.size_of(vmi["spec"]))
+        ready = state.guest.ready()
+        size = kubevirt.size_of(vmi["spec"])
+        phase = "Running" if ready else "Scheduled"
+        self._vmi_status(
+            vm,
+            state,
+            kubevirt.vmi_status(phase, address=state.guest.address, size=size, ready=ready),
+        )
+        printable = "Running" if ready else "Starting"
+        self._vm_status(vm, state, printable, ready=ready, restart=change.restart_required)
+
+    def _bootstrap(self, vm: Manifest) -> Bootstrap | None:
+        secret_name = kubevirt.cloud_init_secret(kubevirt.template_spec(vm))
+        if secret_name is None:
+            log.warning("VM %s has no cloud-init Secret; it cannot boot", vm["metadata"]["name"])
+            return None
+        try:
+            secret = self.core.read_namespaced_secret(secret_name, vm["metadata"]["namespace"])
+            raw = base64.b64decode((secret.data or {})[USERDATA_KEY]).decode()
+            return from_userdata(raw)
+        except (k8s.ApiException, KeyError, ValueError) as e:
+            log.warning(
+                "VM %s waits for its cloud-init Secret %s: %s",
+                vm["metadata"]["name"],
+                secret_name,
+                type(e).__name__,
+            )
+            return None
+
+    # API writes -----------------------------------------------------------------
+
+    def _get(self, namespace: str, name: str, plural: str = "virtualmachines") -> Manifest | None:
+        try:
+            found = self.objects.get_namespaced_custom_object(*KUBEVIRT, namespace, plural, name)
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return cast(Manifest, found)
+
+    def _create_vmi(self, vm: Manifest, state: VM) -> Manifest:
+        created = self.objects.create_namespaced_custom_object(
+            *KUBEVIRT,
+            vm["metadata"]["namespace"],
+            "virtualmachineinstances",
+            kubevirt.vmi_manifest(vm),
+        )
+        state.written.pop("vmi", None)
+        return cast(Manifest, created)
+
+    def _delete_vmi(self, vm: Manifest) -> None:
+        try:
+            self.objects.delete_namespaced_custom_object(
+                *KUBEVIRT,
+                vm["metadata"]["namespace"],
+                "virtualmachineinstances",
+                vm["metadata"]["name"],
+            )
+        except k8s.ApiException as e:
+            if e.status != 404:
+                raise
+
+    def _vmi_status(self, vm: Manifest, state: VM, status: Manifest) -> None:
+        signature = _signature(status)
+        if state.written.get("vmi") == signature:
+            return
+        self.objects.patch_namespaced_custom_object(
+            *KUBEVIRT,
+            vm["metadata"]["namespace"],
+            "virtualmachineinstances",
+            vm["metadata"]["name"],
+            {"status": status},
+        )
+        state.written["vmi"] = signature
+
+    def _vm_status(
+        self, vm: Manifest, state: VM, printable: str, *, ready: bool, restart: bool
+    ) -> None:
+        created = printable not in ("Stopped",)
+        status = kubevirt.vm_status(
+            printable, ready=ready, restart_required=restart, created=created
+        )
+        signature = _signature(status)
+        if state.written.get("vm") == signature:
+            return
+        self.objects.patch_namespaced_custom_object_status(
+            *KUBEVIRT,
+            vm["metadata"]["namespace"],
+            "virtualmachines",
+            vm["metadata"]["name"],
+            {"status": status},
+        )
+        state.written["vm"] = signature
+
+
+def _signature(status: Manifest) -> str:
+    """Return what identifies a status, without timestamps: unchanged ones are not rewritten."""
+    conditions = [
+        {k: v for k, v in c.items() if k != "lastTransitionTime"}
+        for c in status.get("conditions", [])
+    ]
+    return json.dumps({**status, "conditions": conditions}, sort_keys=True)
+
+
+def _uid(obj: Any) -> str:
+    return str(obj.metadata.uid) if obj.metadata is not None else ""

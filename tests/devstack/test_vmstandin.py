@@ -1,0 +1,296 @@
+"""The VM stand-in plays KubeVirt on the real control plane, with real PostgreSQL guests."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import psycopg
+import pytest
+from kubernetes import client as k8s
+from pydantic import SecretStr
+
+from dbi.bootstrap import Bootstrap, to_userdata
+from devstack.vmstandin import faults
+
+pytestmark = pytest.mark.stack
+
+PASSWORD = "bootstrap-admin-pw"  # noqa: S105 (a test VM's bootstrap password)
+KUBEVIRT = ("kubevirt.io", "v1")
+
+
+def eventually(check: Callable[[], Any], *, timeout: float = 60, what: str = "it") -> Any:
+    """Return the first truthy value of ``check`` within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not happen within {timeout}s")
+
+
+class VMs:
+    """Create and inspect stand-in VMs in one namespace, as the orchestrator would."""
+
+    def __init__(self, api: Any, namespace: str) -> None:
+        self.core = k8s.CoreV1Api(api)
+        self.objects = k8s.CustomObjectsApi(api)
+        self.api = api
+        self.namespace = namespace
+
+    def create(
+        self, name: str, *, strategy: str = "Always", sockets: int = 1, storage: str = "1Gi"
+    ) -> None:
+        userdata = to_userdata(Bootstrap(admin_password=SecretStr(PASSWORD)))
+        meta = k8s.V1ObjectMeta(name=f"{name}-cloudinit")
+        self.core.create_namespaced_secret(
+            self.namespace, k8s.V1Secret(metadata=meta, string_data={"userdata": userdata})
+        )
+        claim = k8s.V1PersistentVolumeClaim(
+            metadata=k8s.V1ObjectMeta(name=f"{name}-data"),
+            spec=k8s.V1PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteOnce"],
+                resources=k8s.V1VolumeResourceRequirements(requests={"storage": storage}),
+            ),
+        )
+        self.core.create_namespaced_persistent_volume_claim(self.namespace, claim)
+        vm = {
+            "apiVersion": "kubevirt.io/v1",
+            "kind": "VirtualMachine",
+            "metadata": {"name": name},
+            "spec": {
+                "runStrategy": strategy,
+                "template": {
+                    "metadata": {"labels": {"dbi.dev/instance": name}},
+                    "spec": {
+                        "domain": {
+                            "cpu": {"sockets": sockets, "cores": 1, "threads": 1, "maxSockets": 4},
+                            "memory": {"guest": "1Gi", "maxGuest": "4Gi"},
+                            "devices": {},
+                        },
+                        "volumes": [
+                            {
+                                "name": "data",
+                                "persistentVolumeClaim": {"claimName": f"{name}-data"},
+                            },
+                            {
+                                "name": "cloudinit",
+                                "cloudInitNoCloud": {"secretRef": {"name": f"{name}-cloudinit"}},
+                            },
+                        ],
+                    },
+                },
+            },
+        }
+        self.objects.create_namespaced_custom_object(
+            *KUBEVIRT, self.namespace, "virtualmachines", vm
+        )
+
+    def get(self, plural: str, name: str) -> dict[str, Any] | None:
+        try:
+            found = self.objects.get_namespaced_custom_object(
+                *KUBEVIRT, self.namespace, plural, name
+            )
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return cast(dict[str, Any], found)
+
+    def patch(self, name: str, body: dict[str, Any]) -> None:
+        self.objects.patch_namespaced_custom_object(
+            *KUBEVIRT, self.namespace, "virtualmachines", name, body
+        )
+
+    def running_address(self, name: str, *, timeout: float = 60) -> str:
+        """Wait until the VMI runs, and return its address."""
+
+        def address() -> str | None:
+            vmi = self.get("virtualmachineinstances", name)
+            status = (vmi or {}).get("status", {})
+            if status.get("phase") != "Running":
+                return None
+            return str(status["interfaces"][0]["ipAddress"])
+
+        return str(eventually(address, timeout=timeout, what=f"VMI {name} Running"))
+
+    def printable(self, name: str) -> str | None:
+        vm = self.get("virtualmachines", name) or {}
+        printable = vm.get("status", {}).get("printableStatus")
+        return None if printable is None else str(printable)
+
+    def condition(self, name: str, kind: str) -> str | None:
+        vm = self.get("virtualmachines", name) or {}
+        found = [
+            c["status"] for c in vm.get("status", {}).get("conditions", []) if c["type"] == kind
+        ]
+        return found[0] if found else None
+
+
+def connect(address: str) -> psycopg.Connection[Any]:
+    return psycopg.connect(
+        host=address,
+        port=5432,
+        user="dbi_admin",
+        password=PASSWORD,
+        dbname="postgres",
+        connect_timeout=3,
+        autocommit=True,
+    )
+
+
+def show(address: str, setting: str) -> str:
+    with connect(address) as conn:
+        row = conn.execute(f"SHOW {setting}").fetchone()  # a fixed setting name of this test
+    assert row is not None
+    return str(row[0])
+
+
+@pytest.fixture
+def vms(kube_api: Any, namespace: str) -> VMs:
+    return VMs(kube_api, namespace)
+
+
+def test_a_vm_boots_postgres_that_takes_the_bootstrap_password(vms: VMs) -> None:
+    """A VM with a bootstrap Secret reaches VMI Running; its address serves PostgreSQL."""
+    vms.create("db")
+    address = vms.running_address("db")
+    assert address.startswith("127.") and address != "127.0.0.1"
+    with connect(address) as conn:
+        assert conn.execute("SELECT current_user").fetchone() == ("dbi_admin",)
+    assert eventually(lambda: vms.printable("db") == "Running", what="printableStatus Running")
+    vmi = vms.get("virtualmachineinstances", "db")
+    assert vmi is not None
+    conditions = {c["type"]: c["status"] for c in vmi["status"]["conditions"]}
+    assert conditions == {"Ready": "True", "AgentConnected": "True"}
+    assert vmi["metadata"]["labels"]["dbi.dev/instance"] == "db"
+    with pytest.raises(psycopg.OperationalError):
+        psycopg.connect(
+            host=address,
+            port=5432,
+            user="dbi_admin",
+            password="wrong",  # noqa: S106 (a deliberately wrong password)
+            dbname="postgres",
+            connect_timeout=3,
+        )
+
+
+def test_halting_stops_the_vm_and_starting_it_keeps_its_data(vms: VMs) -> None:
+    """Halted: refused connections, no VMI, Stopped. Always again: the rows written before."""
+    vms.create("db")
+    address = vms.running_address("db")
+    with connect(address) as conn:
+        conn.execute("CREATE TABLE kept (n int)")
+        conn.execute("INSERT INTO kept VALUES (1), (2), (3)")
+
+    vms.patch("db", {"spec": {"runStrategy": "Halted"}})
+    eventually(lambda: vms.printable("db") == "Stopped", what="printableStatus Stopped")
+    assert vms.get("virtualmachineinstances", "db") is None
+    with pytest.raises(psycopg.OperationalError):
+        connect(address)
+
+    vms.patch("db", {"spec": {"runStrategy": "Always"}})
+    assert vms.running_address("db") == address
+    with connect(address) as conn:
+        assert conn.execute("SELECT count(*) FROM kept").fetchone() == (3,)
+
+
+def test_a_cpu_change_beyond_max_sockets_needs_a_restart(vms: VMs) -> None:
+    """Sockets above maxSockets set RestartRequired; deleting the VMI restarts at the new size."""
+    vms.create("db", sockets=2)
+    address = vms.running_address("db")
+    assert show(address, "dbi.vm_cpus") == "2"
+    vms.patch("db", {"spec": {"template": {"spec": {"domain": {"cpu": {"sockets": 6}}}}}})
+    eventually(lambda: vms.condition("db", "RestartRequired") == "True", what="RestartRequired")
+    assert show(address, "dbi.vm_cpus") == "2"
+
+    vms.objects.delete_namespaced_custom_object(
+        *KUBEVIRT, vms.namespace, "virtualmachineinstances", "db"
+    )
+    eventually(
+        lambda: vms.condition("db", "RestartRequired") is None, what="RestartRequired cleared"
+    )
+    address = vms.running_address("db")
+    assert show(address, "dbi.vm_cpus") == "6"
+
+
+def test_live_changes_within_the_maxima_apply_without_restart(vms: VMs) -> None:
+    """Memory within maxGuest and sockets within maxSockets apply live, visible from SQL."""
+    vms.create("db")
+    address = vms.running_address("db")
+    vmi_uid = (vms.get("virtualmachineinstances", "db") or {})["metadata"]["uid"]
+    assert show(address, "effective_cache_size") == "768MB"
+    domain = {"cpu": {"sockets": 3}, "memory": {"guest": "2Gi"}}
+    vms.patch("db", {"spec": {"template": {"spec": {"domain": domain}}}})
+    eventually(lambda: show(address, "effective_cache_size") == "1536MB", what="memory in SQL")
+    assert show(address, "dbi.vm_cpus") == "3"
+    vmi = vms.get("virtualmachineinstances", "db") or {}
+    assert vmi["metadata"]["uid"] == vmi_uid
+    assert vmi["status"]["currentCPUTopology"]["sockets"] == 3
+    assert vms.condition("db", "RestartRequired") is None
+
+
+def test_a_grown_pvc_request_shows_in_its_capacity(vms: VMs) -> None:
+    """A PVC is bound with its request as capacity, and expands when the request grows."""
+    vms.create("db", storage="1Gi")
+
+    def capacity() -> str | None:
+        claim = vms.core.read_namespaced_persistent_volume_claim("db-data", vms.namespace)
+        status = claim.status
+        if status is None or status.phase != "Bound":
+            return None
+        return (status.capacity or {}).get("storage")
+
+    eventually(lambda: capacity() == "1Gi", what="PVC bound with 1Gi")
+    vms.core.patch_namespaced_persistent_volume_claim(
+        "db-data", vms.namespace, {"spec": {"resources": {"requests": {"storage": "3Gi"}}}}
+    )
+    eventually(lambda: capacity() == "3Gi", what="capacity 3Gi")
+
+
+@pytest.mark.parametrize("strategy", ["RerunOnFailure", "Always"])
+def test_a_crashed_vm_comes_back_by_itself(vms: VMs, strategy: str) -> None:
+    """A crash fails the VMI; both restarting strategies boot a new one with the same disk."""
+    vms.create("db", strategy=strategy)
+    address = vms.running_address("db")
+    with connect(address) as conn:
+        conn.execute("CREATE TABLE kept (n int)")
+        conn.execute("INSERT INTO kept VALUES (7)")
+    first = (vms.get("virtualmachineinstances", "db") or {})["metadata"]["uid"]
+
+    faults.crash(vms.api, vms.namespace, "db")
+
+    def restarted() -> bool:
+        vmi = vms.get("virtualmachineinstances", "db") or {}
+        return vmi.get("metadata", {}).get("uid") not in (None, first)
+
+    eventually(restarted, what="a new VMI")
+    assert vms.running_address("db") == address
+    with connect(address) as conn:
+        assert conn.execute("SELECT n FROM kept").fetchone() == (7,)
+
+
+def test_a_vm_that_fails_to_boot_shows_it(vms: VMs) -> None:
+    """A VM marked to fail its boot has a Failed VMI and is CrashLoopBackOff until fixed."""
+    vms.create("db")
+    vms.running_address("db")
+    faults.fail_boot(vms.api, vms.namespace, "db")
+    eventually(lambda: vms.printable("db") == "CrashLoopBackOff", what="CrashLoopBackOff")
+    vmi = vms.get("virtualmachineinstances", "db") or {}
+    assert vmi["status"]["phase"] == "Failed"
+    faults.fail_boot(vms.api, vms.namespace, "db", failing=False)
+    vms.running_address("db")
+
+
+def test_twenty_vms_run_at_once_each_on_its_own_address(vms: VMs) -> None:
+    """Twenty VMs created together all run, on twenty addresses, all reachable."""
+    names = [f"db{i}" for i in range(20)]
+    for name in names:
+        vms.create(name)
+    addresses = [vms.running_address(name, timeout=180) for name in names]
+    assert len(set(addresses)) == 20
+    for address in addresses:
+        with connect(address) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
