@@ -134,9 +134,10 @@ def _print_info(info: stack.StackInfo, *, seconds: float) -> None:
     ]
     if info.temporal_ui:
         lines.append(f"  Temporal UI     {info.temporal_ui}")
+    lines.append(f"  VM stand-in     KubeVirt API served, guests' data in {info.state_dir}/vms")
     lines.append(
-        "  Orchestrator    not part of the stack yet: the worker and the watcher come "
-        "with their issues."
+        "  Orchestrator    not started yet: the worker's steps and the watcher come with "
+        "their issues."
     )
     print("\n".join(lines), flush=True)
 
