@@ -281,8 +281,7 @@ def _observed(facts: Facts, previous: Observed | None) -> Observed | None:
     fresh = {k: v for k, v in seen.items() if v is not None}
     if not fresh:
         return previous
-    base = previous.model_dump() if previous is not None else {}
-    return Observed.model_validate({**base, **fresh})
+    return (previous or Observed()).model_copy(update=fresh)
 
 
 class StatusInput(BaseModel):

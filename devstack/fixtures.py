@@ -25,6 +25,7 @@ from dbi import names
 from devstack import tools
 from devstack.stack import LocalStack, StackInfo
 from devstack.temporal import NAMESPACE
+from workflows import worker
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -98,8 +99,8 @@ def namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def temporal_client(local_stack: StackInfo) -> AsyncIterator[Client]:
-    """Return a Temporal client connected to the stack's dev server."""
-    yield await Client.connect(local_stack.temporal_address, namespace=NAMESPACE)
+    """Return a Temporal client for the stack's dev server, configured as dbi's processes are."""
+    yield await worker.connect(local_stack.temporal_address, namespace=NAMESPACE)
 
 
 @pytest.fixture(scope="session")

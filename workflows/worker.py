@@ -2,8 +2,9 @@
 
 Run it with ``python -m workflows.worker`` (or ``dbi worker``). It connects to
 ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233) in ``TEMPORAL_NAMESPACE`` (default
-``default``) with the pydantic data converter and OpenTelemetry tracing, so every
-workflow and activity is a span.
+``default``), and to Kubernetes with ``KUBECONFIG`` (or in-cluster credentials),
+with the pydantic data converter and OpenTelemetry tracing, so every workflow and
+activity is a span.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import logging
 import os
 import signal
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from temporalio.client import Client
@@ -20,7 +22,11 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 
+from activities import kube, registry
+from activities.context import Context
+from activities.kube import Kube
 from dbi import names
+from dbi.config import Config
 from workflows.dbinstance import DBInstanceWorkflow
 
 log = logging.getLogger("dbi.worker")
@@ -41,26 +47,38 @@ def build_worker(
     activities: Sequence[Callable[..., Any]],
     *,
     task_queue: str = names.TASK_QUEUE,
+    executor: ThreadPoolExecutor | None = None,
 ) -> Worker:
-    """Return a worker for the DBInstance workflow and the given step activities."""
+    """Return a worker for the DBInstance workflow and the given activities.
+
+    The step activities are synchronous (the Kubernetes client and psycopg block), so
+    they run in ``executor``; stub activities in tests are async and need none.
+    """
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[DBInstanceWorkflow],
         activities=list(activities),
+        activity_executor=executor,
+        max_concurrent_activities=ACTIVITY_THREADS,
     )
 
 
-def step_activities() -> list[Callable[..., Any]]:
-    """Return the real step activities that exist so far (they land step by step)."""
-    return []
+ACTIVITY_THREADS = 32
+
+
+def step_activities(kubeconfig: str | None = None) -> list[Callable[..., Any]]:
+    """Return every step activity, talking to the cluster of ``kubeconfig`` (or $KUBECONFIG)."""
+    ctx = Context(kube=Kube(kube.connect(kubeconfig)), config=Config.from_env())
+    return registry.all_activities(ctx)
 
 
 async def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     address = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
     client = await connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"))
-    worker = build_worker(client, step_activities())
+    executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
+    worker = build_worker(client, step_activities(), executor=executor)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

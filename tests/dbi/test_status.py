@@ -194,6 +194,8 @@ def test_facts_fill_endpoint_and_observed_and_survive_passes_that_do_not_see_the
     steps = [result(s.name, facts=facts if s.name == "health" else None) for s in STEPS]
     first, _ = derive(DBInstanceStatus(), report(*steps), now=T0)
     second, _ = derive(first, until("vm", Outcome.PENDING, "VMUpdated"), now=T0)
+    third, _ = derive(second, report(*steps), now=T0)
+    assert third.observed == second.observed
     assert second.endpoint is not None and (second.endpoint.host, second.endpoint.port) == (
         "127.0.10.2",
         5432,

@@ -1,0 +1,52 @@
+"""What every step activity is given: the Kubernetes access and the configuration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from activities.kube import Instance, Kube
+from dbi.config import Config
+from dbi.steps import Outcome, StepInput, StepResult
+
+
+@dataclass(frozen=True)
+class Context:
+    kube: Kube
+    config: Config
+
+
+def result(
+    step: str,
+    condition: str,
+    outcome: Outcome,
+    reason: str,
+    message: str,
+    *,
+    requeue_after: float | None = None,
+    **facts: object,
+) -> StepResult:
+    """Return a StepResult; ``facts`` are the typed fields of ``dbi.steps.Facts``."""
+    return StepResult.model_validate(
+        {
+            "step": step,
+            "outcome": outcome,
+            "condition_type": condition,
+            "reason": reason,
+            "message": message,
+            "requeue_after_seconds": requeue_after,
+            "facts": facts,
+        }
+    )
+
+
+def load(ctx: Context, step_input: StepInput) -> Instance | None:
+    """Read the step's instance; None when it is gone or is another object of the same name."""
+    instance = ctx.kube.instance(step_input.namespace, step_input.name)
+    if instance is None or instance.uid != step_input.uid:
+        return None
+    return instance
+
+
+def gone(step: str, condition: str) -> StepResult:
+    """The result of a step whose instance disappeared: the next load ends the workflow."""
+    return result(step, condition, Outcome.PENDING, "InstanceGone", "The instance is gone.")

@@ -1,0 +1,165 @@
+"""credentials (CredentialsReady): the admin, app and cloud-init Secrets.
+
+Observes the three Secrets; makes what is missing in one go (a password only where
+there is none), and is Pending after writing, Satisfied when all three are complete.
+A Secret deleted between the read and the apply (409 on the UID precondition) gets a
+fresh password there and then: that is the rotation by deletion. Passwords never leave
+this activity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kubernetes import client as k8s
+from pydantic import SecretStr
+from temporalio import activity
+
+from activities import secrets
+from activities.context import Context, gone, load, result
+from activities.kube import Instance
+from dbi import bootstrap
+from dbi.config import ADMIN_USER
+from dbi.steps import Outcome, StepInput, StepResult
+
+STEP, CONDITION = "credentials", "CredentialsReady"
+
+
+class Reason(StrEnum):
+    READY = "SecretsReady"
+    CREATED = "SecretsWritten"
+
+
+@dataclass(frozen=True)
+class Observation:
+    admin_complete: bool
+    app_complete: bool
+    cloudinit_matches: bool
+
+
+def decide(obs: Observation, *, app_secret: str) -> StepResult:
+    """Return Satisfied when all three Secrets are complete, else Pending (after writing)."""
+    if obs.admin_complete and obs.app_complete and obs.cloudinit_matches:
+        return result(
+            STEP,
+            CONDITION,
+            Outcome.SATISFIED,
+            Reason.READY,
+            "The admin, credentials and cloud-init Secrets are complete.",
+            credentials_secret_name=app_secret,
+        )
+    return result(
+        STEP,
+        CONDITION,
+        Outcome.PENDING,
+        Reason.CREATED,
+        "Missing Secrets or passwords were written.",
+        requeue_after=1,
+    )
+
+
+def _app_data(instance: Instance, current: secrets.Read, password: str) -> dict[str, str]:
+    creds = instance.model.spec.credentials
+    # Keep what the access step added (host, port, uri): an apply owns exactly its keys.
+    return {
+        **current.data,
+        "username": creds.username,
+        "database": creds.database,
+        "password": password,
+    }
+
+
+def ensure(ctx: Context, instance: Instance) -> Observation:
+    """Observe the Secrets, write what is incomplete, and return what was observed."""
+    kube, ns = ctx.kube, instance.namespace
+    admin = secrets.read(kube, ns, secrets.admin_name(instance))
+    app = secrets.read(kube, ns, secrets.app_name(instance))
+    cloudinit = secrets.read(kube, ns, secrets.cloudinit_name(instance))
+    creds = instance.model.spec.credentials
+    obs = Observation(
+        admin_complete=bool(admin.password),
+        app_complete=bool(app.password)
+        and (app.data.get("username"), app.data.get("database"))
+        == (creds.username, creds.database),
+        cloudinit_matches=bool(admin.password)
+        and secrets.userdata_matches(cloudinit, admin.password),
+    )
+    admin_password = admin.password
+    if not obs.admin_complete:
+        admin_password = _write(
+            ctx,
+            instance,
+            secrets.admin_name(instance),
+            admin,
+            lambda pw: {"username": ADMIN_USER, "password": pw},
+        )
+    if not obs.app_complete:
+        _write(
+            ctx,
+            instance,
+            secrets.app_name(instance),
+            app,
+            lambda pw: _app_data(instance, app, pw),
+            keep=app.password,
+        )
+    if not obs.cloudinit_matches:
+        doc = bootstrap.Bootstrap(
+            admin_user=ADMIN_USER,
+            admin_password=SecretStr(admin_password),
+            memory_bytes=int(instance.model.spec.resources.memory_bytes()),
+        )
+        secrets.apply(
+            kube,
+            instance,
+            secrets.cloudinit_name(instance),
+            {bootstrap.USERDATA_KEY: bootstrap.to_userdata(doc)},
+            uid=cloudinit.uid,
+        )
+    return obs
+
+
+def _write(
+    ctx: Context,
+    instance: Instance,
+    name: str,
+    current: secrets.Read,
+    data_for: Callable[[str], dict[str, str]],
+    *,
+    keep: str = "",
+) -> str:
+    """Apply a Secret with the password it has (``keep``) or a new one; return the password.
+
+    A 409 on the UID precondition means the Secret was deleted after it was read: a new
+    password is made and applied without the precondition.
+    """
+    password = keep or secrets.new_password()
+    try:
+        secrets.apply(
+            ctx.kube,
+            instance,
+            name,
+            data_for(password),
+            uid=current.uid,
+            annotations=secrets.ours(current),
+        )
+    except k8s.ApiException as e:
+        if not secrets.conflict(e):
+            raise
+        activity.logger.info("Secret %s was deleted after it was read; new password", name)
+        password = secrets.new_password()
+        secrets.apply(ctx.kube, instance, name, data_for(password), uid=None)
+    return password
+
+
+class Credentials:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @activity.defn(name=STEP)
+    def run(self, step_input: StepInput) -> StepResult:
+        instance = load(self.ctx, step_input)
+        if instance is None:
+            return gone(STEP, CONDITION)
+        return decide(ensure(self.ctx, instance), app_secret=secrets.app_name(instance))

@@ -1,0 +1,30 @@
+"""load_instance: what the workflow needs to know of its DBInstance before a pass."""
+
+from __future__ import annotations
+
+from temporalio import activity
+
+from activities.context import Context
+from dbi.models import duration_seconds
+from dbi.steps import InstanceSnapshot, StepInput
+
+
+class LoadInstance:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @activity.defn(name="load_instance")
+    def run(self, step_input: StepInput) -> InstanceSnapshot:
+        """Read the DBInstance; a missing one is ``exists=False`` (the workflow then ends)."""
+        instance = self.ctx.kube.instance(step_input.namespace, step_input.name)
+        if instance is None:
+            return InstanceSnapshot(exists=False)
+        spec = instance.model.spec
+        return InstanceSnapshot(
+            exists=True,
+            uid=instance.uid,
+            generation=instance.generation,
+            deleting=instance.deleting,
+            power_state=spec.power_state,
+            health_check_interval_seconds=duration_seconds(spec.health_check_interval),
+        )

@@ -1,0 +1,160 @@
+"""Kubernetes access shared by the step activities (the official client, synchronous).
+
+Activities run in the worker's thread pool, so blocking calls are fine there. Every
+write is a server-side apply with the ``dbi-orchestrator`` field manager, or a
+narrow patch of one field another step owns.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from dbi import names
+from dbi.models import DBInstance
+
+Manifest = dict[str, Any]
+APPLY = "application/apply-patch+yaml"
+KUBEVIRT = ("kubevirt.io", "v1")
+
+
+def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
+    """Return an API client from ``kubeconfig``, $KUBECONFIG, or the pod's service account."""
+    path = kubeconfig or os.environ.get("KUBECONFIG")
+    if path:
+        return cast(k8s.ApiClient, k8s_config.new_client_from_config(config_file=path))
+    k8s_config.load_incluster_config()
+    return k8s.ApiClient()
+
+
+@dataclass(frozen=True)
+class Instance:
+    """A DBInstance as read from the API server: the model plus identity."""
+
+    model: DBInstance
+    uid: str
+    generation: int
+    deleting: bool
+    finalizers: tuple[str, ...]
+
+    @property
+    def namespace(self) -> str:
+        return str(self.model.metadata["namespace"])
+
+    @property
+    def name(self) -> str:
+        return str(self.model.metadata["name"])
+
+    def owner_reference(self) -> Manifest:
+        """Return the owner reference every child carries (the instance is its controller)."""
+        return {
+            "apiVersion": names.API_VERSION,
+            "kind": names.KIND,
+            "name": self.name,
+            "uid": self.uid,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+
+    def child_metadata(self, name: str, **extra: Any) -> Manifest:
+        return {
+            "name": name,
+            "namespace": self.namespace,
+            "labels": {names.INSTANCE_LABEL: self.name},
+            "ownerReferences": [self.owner_reference()],
+            **extra,
+        }
+
+
+class Kube:
+    """The API calls the steps make, with the names and options they always use."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+        self.core = k8s.CoreV1Api(api)
+        self.objects = k8s.CustomObjectsApi(api)
+
+    def instance(self, namespace: str, name: str) -> Instance | None:
+        """Read a DBInstance; None when it does not exist."""
+        raw = self.get_custom(names.GROUP, names.VERSION, namespace, names.PLURAL, name)
+        if raw is None:
+            return None
+        meta = raw["metadata"]
+        return Instance(
+            model=DBInstance.model_validate(raw),
+            uid=meta["uid"],
+            generation=int(meta.get("generation", 0)),
+            deleting=bool(meta.get("deletionTimestamp")),
+            finalizers=tuple(meta.get("finalizers", [])),
+        )
+
+    def get_custom(
+        self, group: str, version: str, namespace: str, plural: str, name: str
+    ) -> Manifest | None:
+        try:
+            found = self.objects.get_namespaced_custom_object(
+                group, version, namespace, plural, name
+            )
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return cast(Manifest, found)
+
+    def apply_custom(self, group: str, version: str, plural: str, manifest: Manifest) -> Manifest:
+        meta = manifest["metadata"]
+        applied = self.objects.patch_namespaced_custom_object(
+            group,
+            version,
+            meta["namespace"],
+            plural,
+            meta["name"],
+            manifest,
+            field_manager=names.FIELD_MANAGER,
+            force=True,
+            _content_type=APPLY,
+        )
+        return cast(Manifest, applied)
+
+    def secret(self, namespace: str, name: str) -> k8s.V1Secret | None:
+        try:
+            return self.core.read_namespaced_secret(name, namespace)
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def apply_secret(self, manifest: Manifest) -> k8s.V1Secret:
+        """Apply a Secret; when its metadata names a UID, a deleted Secret gives 409."""
+        meta = manifest["metadata"]
+        return self.core.patch_namespaced_secret(
+            meta["name"],
+            meta["namespace"],
+            manifest,
+            field_manager=names.FIELD_MANAGER,
+            force=True,
+            _content_type=APPLY,
+        )
+
+    def pvc(self, namespace: str, name: str) -> k8s.V1PersistentVolumeClaim | None:
+        try:
+            return self.core.read_namespaced_persistent_volume_claim(name, namespace)
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+
+    def apply_pvc(self, manifest: Manifest) -> k8s.V1PersistentVolumeClaim:
+        meta = manifest["metadata"]
+        return self.core.patch_namespaced_persistent_volume_claim(
+            meta["name"],
+            meta["namespace"],
+            manifest,
+            field_manager=names.FIELD_MANAGER,
+            force=True,
+            _content_type=APPLY,
+        )

@@ -1,0 +1,200 @@
+"""monitoring (MonitoringReady): a Service for the exporter and a ServiceMonitor.
+
+When enabled: the Service ``<name>-metrics`` (selecting the VM's pods by the instance
+label) and a ServiceMonitor for it, applied when missing or different (Pending), then
+Satisfied. A cluster without the ServiceMonitor API gets the Service only, and says so
+in the reason (no failure loop). When disabled: both are deleted (Pending), then
+Satisfied.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import StrEnum
+
+from kubernetes import client as k8s
+from temporalio import activity
+
+from activities import manifests
+from activities.context import Context, gone, load, result
+from activities.kube import Instance, Manifest
+from dbi import names
+from dbi.steps import Outcome, StepInput, StepResult
+
+STEP, CONDITION = "monitoring", "MonitoringReady"
+MONITORING = ("monitoring.coreos.com", "v1")
+
+
+class Reason(StrEnum):
+    READY = "MonitoringReady"
+    NO_SERVICE_MONITOR_API = "ServiceMonitorUnavailable"
+    APPLIED = "MonitoringApplied"
+    DISABLED = "Disabled"
+    REMOVED = "MonitoringRemoved"
+
+
+def service_name(instance: Instance) -> str:
+    return f"{instance.name}-metrics"
+
+
+def service(instance: Instance, port: int) -> Manifest:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": instance.child_metadata(service_name(instance)),
+        "spec": {
+            "selector": {names.INSTANCE_LABEL: instance.name},
+            "ports": [{"name": "metrics", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def service_monitor(instance: Instance) -> Manifest:
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "ServiceMonitor",
+        "metadata": instance.child_metadata(service_name(instance)),
+        "spec": {
+            "selector": {"matchLabels": {names.INSTANCE_LABEL: instance.name}},
+            "endpoints": [{"port": "metrics", "interval": "30s"}],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Observation:
+    enabled: bool
+    service_ok: bool
+    service_exists: bool
+    monitor_api: bool
+    monitor_ok: bool
+    monitor_exists: bool
+
+
+def decide(obs: Observation) -> StepResult:
+    """Return the outcome (pure); Pending means the step wrote or deleted something."""
+    if not obs.enabled:
+        if obs.service_exists or obs.monitor_exists:
+            return result(
+                STEP,
+                CONDITION,
+                Outcome.PENDING,
+                Reason.REMOVED,
+                "Monitoring is disabled; its objects were deleted.",
+                requeue_after=1,
+            )
+        return result(
+            STEP, CONDITION, Outcome.SATISFIED, Reason.DISABLED, "Monitoring is disabled."
+        )
+    if not obs.service_ok or (obs.monitor_api and not obs.monitor_ok):
+        return result(
+            STEP,
+            CONDITION,
+            Outcome.PENDING,
+            Reason.APPLIED,
+            "The metrics Service and ServiceMonitor were applied.",
+            requeue_after=1,
+        )
+    if not obs.monitor_api:
+        return result(
+            STEP,
+            CONDITION,
+            Outcome.SATISFIED,
+            Reason.NO_SERVICE_MONITOR_API,
+            "The metrics Service exists; the cluster has no ServiceMonitor API, so "
+            "Prometheus Operator will not scrape it.",
+        )
+    return result(
+        STEP,
+        CONDITION,
+        Outcome.SATISFIED,
+        Reason.READY,
+        "The metrics Service and ServiceMonitor exist.",
+    )
+
+
+def _service(ctx: Context, instance: Instance) -> Manifest | None:
+    try:
+        found = ctx.kube.core.read_namespaced_service(service_name(instance), instance.namespace)
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return dict(ctx.kube.api.sanitize_for_serialization(found))
+
+
+def _monitor(ctx: Context, instance: Instance) -> tuple[bool, Manifest | None]:
+    """Return whether the cluster serves the ServiceMonitor API, and the object if any."""
+    groups = k8s.ApisApi(ctx.kube.api).get_api_versions().groups or []
+    if not any(g.name == MONITORING[0] for g in groups):
+        return False, None
+    return True, ctx.kube.get_custom(
+        *MONITORING, instance.namespace, "servicemonitors", service_name(instance)
+    )
+
+
+def delete_all(ctx: Context, instance: Instance) -> None:
+    """Delete the metrics Service and ServiceMonitor; absent ones are fine."""
+    name = service_name(instance)
+    with _absent_is_fine():
+        ctx.kube.core.delete_namespaced_service(name, instance.namespace)
+    with _absent_is_fine():
+        ctx.kube.objects.delete_namespaced_custom_object(
+            *MONITORING, instance.namespace, "servicemonitors", name
+        )
+
+
+@contextlib.contextmanager
+def _absent_is_fine() -> Iterator[None]:
+    try:
+        yield
+    except k8s.ApiException as e:
+        if e.status != 404:
+            raise
+
+
+def observe(ctx: Context, instance: Instance) -> Observation:
+    svc = _service(ctx, instance)
+    api, monitor = _monitor(ctx, instance)
+    port = ctx.config.exporter_port
+    return Observation(
+        enabled=instance.model.spec.monitoring.enabled,
+        service_ok=svc is not None
+        and manifests.covers(service(instance, port)["spec"], svc.get("spec")),
+        service_exists=svc is not None,
+        monitor_api=api,
+        monitor_ok=monitor is not None
+        and manifests.covers(service_monitor(instance)["spec"], monitor.get("spec")),
+        monitor_exists=monitor is not None,
+    )
+
+
+class Monitoring:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @activity.defn(name=STEP)
+    def run(self, step_input: StepInput) -> StepResult:
+        instance = load(self.ctx, step_input)
+        if instance is None:
+            return gone(STEP, CONDITION)
+        obs = observe(self.ctx, instance)
+        decision = decide(obs)
+        if decision.reason == Reason.REMOVED:
+            delete_all(self.ctx, instance)
+        elif decision.reason == Reason.APPLIED:
+            kube = self.ctx.kube
+            svc = service(instance, self.ctx.config.exporter_port)
+            kube.core.patch_namespaced_service(
+                svc["metadata"]["name"],
+                instance.namespace,
+                svc,
+                field_manager=names.FIELD_MANAGER,
+                force=True,
+                _content_type="application/apply-patch+yaml",
+            )
+            if obs.monitor_api:
+                kube.apply_custom(*MONITORING, "servicemonitors", service_monitor(instance))
+        return decision

@@ -1,0 +1,152 @@
+"""resize (SizeSynced): CPU, memory and disk as the spec says.
+
+The vm step puts CPU and memory into the VM's template; KubeVirt applies what it can
+live. This step observes the rest: a VM that reports ``RestartRequired`` is restarted
+(its VMI deleted, so KubeVirt boots a new one) under ``resizePolicy: Restart`` or when
+a ``force_resize`` update allows it, and otherwise waits (Pending, RestartRequired);
+a live change is Pending until the VMI shows it. Storage grows through the PVC
+request, Pending until its capacity shows it. A stopped VM takes its size at the next
+start.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from enum import StrEnum
+
+from temporalio import activity
+
+from activities import manifests
+from activities.context import Context, gone, load, result
+from activities.kube import KUBEVIRT, Manifest
+from dbi.models import PowerState, ResizePolicy
+from dbi.quantity import parse_quantity
+from dbi.steps import Outcome, StepInput, StepResult
+
+STEP, CONDITION = "resize", "SizeSynced"
+CHECK = 2.0
+DEFERRED_CHECK = 300.0
+
+
+class Reason(StrEnum):
+    SYNCED = "SizeSynced"
+    EXPANDING = "StorageExpanding"
+    RESTARTING = "Restarting"
+    RESTART_REQUIRED = "RestartRequired"
+    LIVE_RESIZING = "LiveResizing"
+
+
+class Action(StrEnum):
+    NONE = "none"
+    GROW_CLAIM = "grow-claim"
+    RESTART = "restart"
+
+
+@dataclass(frozen=True)
+class Observation:
+    cpu: int
+    memory: Decimal
+    storage: Decimal
+    policy: ResizePolicy
+    allow_restart: bool
+    stopped: bool
+    restart_required: bool
+    vmi_sockets: int | None
+    vmi_memory: Decimal | None
+    claim_request: Decimal | None
+    claim_capacity: Decimal | None
+
+
+def decide(obs: Observation) -> tuple[StepResult, Action]:
+    """Return the outcome and the one action to take (pure)."""
+
+    def pending(reason: Reason, message: str, after: float = CHECK) -> StepResult:
+        return result(STEP, CONDITION, Outcome.PENDING, reason, message, requeue_after=after)
+
+    if obs.claim_request is not None and obs.claim_request < obs.storage:
+        return pending(Reason.EXPANDING, "The data disk is being expanded."), Action.GROW_CLAIM
+    if obs.claim_capacity is None or obs.claim_capacity < obs.storage:
+        return pending(Reason.EXPANDING, "The data disk is being expanded."), Action.NONE
+    if not obs.stopped and obs.restart_required:
+        if obs.policy is ResizePolicy.RESTART or obs.allow_restart:
+            return pending(
+                Reason.RESTARTING, "The VM restarts to take its new size."
+            ), Action.RESTART
+        return pending(
+            Reason.RESTART_REQUIRED,
+            "The new size needs a restart; resizePolicy is Deferred, so it waits for force_resize.",
+            DEFERRED_CHECK,
+        ), Action.NONE
+    live = (obs.vmi_sockets, obs.vmi_memory) == (obs.cpu, obs.memory)
+    if not obs.stopped and not live:
+        return pending(Reason.LIVE_RESIZING, "The VM is taking its new size live."), Action.NONE
+    return result(
+        STEP,
+        CONDITION,
+        Outcome.SATISFIED,
+        Reason.SYNCED,
+        "CPU, memory and disk match the spec.",
+    ), Action.NONE
+
+
+def _restart_required(vm: Manifest | None) -> bool:
+    conditions = (vm or {}).get("status", {}).get("conditions", [])
+    return any(c.get("type") == "RestartRequired" and c.get("status") == "True" for c in conditions)
+
+
+class Resize:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @activity.defn(name=STEP)
+    def run(self, step_input: StepInput) -> StepResult:
+        instance = load(self.ctx, step_input)
+        if instance is None:
+            return gone(STEP, CONDITION)
+        kube, spec = self.ctx.kube, instance.model.spec
+        vm = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
+        vmi = kube.get_custom(
+            *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
+        )
+        claim = kube.pvc(instance.namespace, manifests.data_claim_name(instance))
+        status = (vmi or {}).get("status", {})
+        request = (
+            (claim.spec.resources.requests or {}).get("storage")
+            if claim and claim.spec and claim.spec.resources
+            else None
+        )
+        capacity = (claim.status.capacity or {}).get("storage") if claim and claim.status else None
+        guest = status.get("memory", {}).get("guestCurrent")
+        obs = Observation(
+            cpu=spec.resources.cpu,
+            memory=spec.resources.memory_bytes(),
+            storage=spec.resources.storage_bytes(),
+            policy=spec.resize_policy,
+            allow_restart=step_input.allow_restart,
+            stopped=spec.power_state is PowerState.STOPPED,
+            restart_required=_restart_required(vm),
+            vmi_sockets=status.get("currentCPUTopology", {}).get("sockets"),
+            vmi_memory=parse_quantity(str(guest)) if guest else None,
+            claim_request=parse_quantity(request) if request else None,
+            claim_capacity=parse_quantity(capacity) if capacity else None,
+        )
+        decision, action = decide(obs)
+        if action is Action.GROW_CLAIM:
+            kube.core.patch_namespaced_persistent_volume_claim(
+                manifests.data_claim_name(instance),
+                instance.namespace,
+                {"spec": {"resources": {"requests": {"storage": spec.resources.storage}}}},
+            )
+        elif action is Action.RESTART:
+            kube.objects.delete_namespaced_custom_object(
+                *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
+            )
+        if decision.outcome is Outcome.SATISFIED:
+            facts = {
+                "cpu": spec.resources.cpu,
+                "memory": spec.resources.memory,
+                "storage": capacity,
+            }
+            return decision.model_copy(update={"facts": decision.facts.model_copy(update=facts)})
+        return decision

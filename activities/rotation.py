@@ -1,0 +1,88 @@
+"""rotate_credentials: a new app password on demand (behind the workflow's update).
+
+The new password is set on the role first, then written to the Secret with its UID
+precondition and the request's id (``dbi.dev/rotation-id``), then verified by logging
+in. A retry of the same request finds its id on the Secret and does not rotate again.
+If the role was changed but the Secret write failed, the retry makes another password:
+only the one in the Secret counts, and the access step keeps the role in line with it.
+"""
+
+from __future__ import annotations
+
+from kubernetes import client as k8s
+from psycopg import sql
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import postgres, secrets
+from activities.access import uri
+from activities.context import Context, load
+from activities.kube import KUBEVIRT
+from dbi.messages import RotationRequest, RotationResult
+from dbi.steps import StepInput
+
+
+class RotateCredentials:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @activity.defn(name="rotate_credentials")
+    def run(self, request: RotationRequest) -> RotationResult:
+        step_input = StepInput(namespace=request.namespace, name=request.name, uid=request.uid)
+        instance = load(self.ctx, step_input)
+        if instance is None:
+            raise ApplicationError(
+                "the instance no longer exists", type="InstanceGone", non_retryable=True
+            )
+        kube, name = self.ctx.kube, secrets.app_name(instance)
+        app = secrets.read(kube, instance.namespace, name)
+        if app.annotations.get(secrets.ROTATION_ANNOTATION) == request.request_id:
+            return RotationResult(
+                secret_name=name, resource_version=app.resource_version or "", rotated=False
+            )
+        vmi = kube.get_custom(
+            *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
+        )
+        interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
+        if not interfaces:
+            raise ApplicationError(
+                "the instance is not running; start it to rotate",
+                type="NotRunning",
+                non_retryable=True,
+            )
+        host = interfaces[0]["ipAddress"]
+        creds = instance.model.spec.credentials
+        admin = secrets.read(kube, instance.namespace, secrets.admin_name(instance))
+        password = secrets.new_password()
+        with postgres.connect(host, password=admin.password) as conn:
+            conn.execute(
+                sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
+                    sql.Identifier(creds.username), sql.Literal(password)
+                )
+            )
+        data = {
+            **app.data,
+            "username": creds.username,
+            "database": creds.database,
+            "password": password,
+            "host": host,
+            "port": str(postgres.PORT),
+            "uri": uri(creds.username, password, host, creds.database),
+        }
+        marker = {secrets.ROTATION_ANNOTATION: request.request_id}
+        try:
+            written = secrets.apply(kube, instance, name, data, uid=app.uid, annotations=marker)
+        except k8s.ApiException as e:
+            if not secrets.conflict(e):
+                raise
+            written = secrets.apply(kube, instance, name, data, uid=None, annotations=marker)
+        if not postgres.authenticates(
+            host, user=creds.username, password=password, dbname=creds.database
+        ):
+            raise RuntimeError("the new app password does not authenticate")  # retried
+        meta = written.metadata
+        return RotationResult(
+            secret_name=name,
+            resource_version=(meta.resource_version if meta else "") or "",
+            rotated=True,
+        )

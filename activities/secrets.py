@@ -1,0 +1,109 @@
+"""The instance's Secrets: admin, app credentials (users get it) and cloud-init user-data.
+
+The Secret is the password's source of truth: a password is generated (``secrets``)
+only when there is no Secret or no password in it. Writes are server-side applies;
+when the Secret was read, the apply names its UID, so if it was deleted since, the
+API server answers 409 Conflict instead of recreating it with the old password.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes import client as k8s
+
+from activities.kube import Instance, Kube, Manifest
+from dbi import bootstrap
+
+ROTATION_ANNOTATION = "dbi.dev/rotation-id"
+
+
+def admin_name(instance: Instance) -> str:
+    return f"{instance.name}-admin"
+
+
+def app_name(instance: Instance) -> str:
+    return f"{instance.name}-credentials"
+
+
+def cloudinit_name(instance: Instance) -> str:
+    return f"{instance.name}-cloudinit"
+
+
+def new_password() -> str:
+    """Return a strong password (192 random bits, URL-safe)."""
+    return secrets.token_urlsafe(24)
+
+
+@dataclass(frozen=True)
+class Read:
+    """A Secret as read: its UID (None when missing), data and annotations."""
+
+    uid: str | None
+    data: dict[str, str]
+    annotations: dict[str, str]
+    resource_version: str | None = None
+
+    @property
+    def password(self) -> str:
+        return self.data.get("password", "")
+
+
+def read(kube: Kube, namespace: str, name: str) -> Read:
+    found = kube.secret(namespace, name)
+    if found is None:
+        return Read(uid=None, data={}, annotations={})
+    meta = found.metadata or k8s.V1ObjectMeta()
+    data = {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
+    return Read(
+        uid=meta.uid,
+        data=data,
+        annotations=dict(meta.annotations or {}),
+        resource_version=meta.resource_version,
+    )
+
+
+def apply(
+    kube: Kube,
+    instance: Instance,
+    name: str,
+    data: dict[str, str],
+    *,
+    uid: str | None,
+    annotations: dict[str, str] | None = None,
+) -> k8s.V1Secret:
+    """Apply a Secret owned by the instance with exactly ``data`` (naming ``uid`` if read)."""
+    metadata: Manifest = instance.child_metadata(name)
+    if uid is not None:
+        metadata["uid"] = uid
+    if annotations:
+        metadata["annotations"] = annotations
+    manifest: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": metadata,
+        "type": "Opaque",
+        "stringData": data,
+    }
+    return kube.apply_secret(manifest)
+
+
+def ours(current: Read) -> dict[str, str]:
+    """Return the annotations we set on a Secret, to carry them into the next apply."""
+    return {k: v for k, v in current.annotations.items() if k == ROTATION_ANNOTATION}
+
+
+def conflict(error: k8s.ApiException) -> bool:
+    return bool(error.status == 409)
+
+
+def userdata_matches(cloudinit: Read, admin_password: str) -> bool:
+    """Tell whether the cloud-init Secret delivers ``admin_password`` to the VM."""
+    try:
+        doc = bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
+    except ValueError:
+        return False
+    return bool(doc.admin_password.get_secret_value() == admin_password)

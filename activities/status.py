@@ -1,0 +1,74 @@
+"""write_status: the status subresource from one pass, and Events for transitions only.
+
+Reads the status on the object (for lastTransitionTime and the transitions), derives
+the new one (``dbi.status.derive``), patches the status subresource, then emits an
+Event per changed condition. Retried after a failure, it emits nothing twice: the
+second try reads the status the first one wrote. A deleted instance is tolerated.
+"""
+
+from __future__ import annotations
+
+import secrets
+from datetime import UTC, datetime
+
+from kubernetes import client as k8s
+from temporalio import activity
+
+from activities.context import Context
+from activities.kube import Instance
+from dbi import names
+from dbi.status import Event, StatusInput, derive
+
+
+class WriteStatus:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @activity.defn(name="write_status")
+    def run(self, request: StatusInput) -> None:
+        instance = self.ctx.kube.instance(request.namespace, request.name)
+        if instance is None or instance.uid != request.uid:
+            return
+        now = datetime.now(UTC).replace(microsecond=0)
+        status, events = derive(instance.model.status, request.report, now=now)
+        try:
+            self.ctx.kube.objects.patch_namespaced_custom_object_status(
+                names.GROUP,
+                names.VERSION,
+                instance.namespace,
+                names.PLURAL,
+                instance.name,
+                {"status": status.model_dump(mode="json", exclude_none=True)},
+            )
+        except k8s.ApiException as e:
+            if e.status == 404:
+                return
+            raise
+        for event in events:
+            emit(self.ctx, instance, event, now)
+
+
+def emit(ctx: Context, instance: Instance, event: Event, now: datetime) -> None:
+    """Create a core/v1 Event about the instance."""
+    body = k8s.CoreV1Event(
+        metadata=k8s.V1ObjectMeta(
+            name=f"{instance.name}.{secrets.token_hex(8)}", namespace=instance.namespace
+        ),
+        involved_object=k8s.V1ObjectReference(
+            api_version=names.API_VERSION,
+            kind=names.KIND,
+            name=instance.name,
+            namespace=instance.namespace,
+            uid=instance.uid,
+        ),
+        reason=event.reason,
+        message=event.message,
+        type=event.type,
+        source=k8s.V1EventSource(component=names.FIELD_MANAGER),
+        first_timestamp=now,
+        last_timestamp=now,
+        count=1,
+        reporting_component=names.FIELD_MANAGER,
+        reporting_instance=activity.info().workflow_id or "",
+    )
+    ctx.kube.core.create_namespaced_event(instance.namespace, body)

@@ -1,0 +1,87 @@
+"""vm (VMProvisioned): the KubeVirt VirtualMachine and its data disk.
+
+Observes the VM; creates it (and the data PVC from the image) when missing, or
+re-applies it when a field we own drifted (someone edited the CPU by hand), with
+server-side apply: fields other managers own are left alone. Pending after a write,
+Satisfied when the VM matches. Idempotent: the names are fixed, so a retried create
+after a worker crash applies the same object again and cannot leak a second VM.
+``runStrategy`` belongs to the power step: an apply carries its current value.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from temporalio import activity
+
+from activities import manifests
+from activities.context import Context, gone, load, result
+from activities.kube import KUBEVIRT, Instance, Manifest
+from activities.power import desired_strategy
+from activities.preflight import image_for
+from dbi.steps import Outcome, StepInput, StepResult
+
+STEP, CONDITION = "vm", "VMProvisioned"
+
+
+class Reason(StrEnum):
+    PROVISIONED = "VMProvisioned"
+    CREATED = "VMCreated"
+    UPDATED = "VMUpdated"
+
+
+def decide(desired: Manifest, observed: Manifest | None) -> StepResult:
+    """Compare the wanted VM with the one observed (pure); runStrategy is not ours."""
+    if observed is None:
+        return result(
+            STEP,
+            CONDITION,
+            Outcome.PENDING,
+            Reason.CREATED,
+            "The VirtualMachine was created.",
+            requeue_after=2,
+        )
+    wanted = {**desired, "spec": {k: v for k, v in desired["spec"].items() if k != "runStrategy"}}
+    if not manifests.covers(wanted, observed):
+        return result(
+            STEP,
+            CONDITION,
+            Outcome.PENDING,
+            Reason.UPDATED,
+            "The VirtualMachine drifted and was corrected.",
+            requeue_after=1,
+        )
+    return result(
+        STEP,
+        CONDITION,
+        Outcome.SATISFIED,
+        Reason.PROVISIONED,
+        "The VirtualMachine matches the spec.",
+    )
+
+
+def desired_vm(instance: Instance, observed: Manifest | None) -> Manifest:
+    strategy = (observed or {}).get("spec", {}).get("runStrategy") or desired_strategy(instance)
+    return manifests.vm(instance, run_strategy=strategy)
+
+
+class VM:
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    @activity.defn(name=STEP)
+    def run(self, step_input: StepInput) -> StepResult:
+        instance = load(self.ctx, step_input)
+        if instance is None:
+            return gone(STEP, CONDITION)
+        kube = self.ctx.kube
+        observed = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
+        desired = desired_vm(instance, observed)
+        decision = decide(desired, observed)
+        if decision.reason == Reason.CREATED:
+            image = image_for(instance, self.ctx.config.images) or ""
+            if kube.pvc(instance.namespace, manifests.data_claim_name(instance)) is None:
+                kube.apply_pvc(manifests.data_claim(instance, image=image))
+        if decision.outcome is Outcome.PENDING:
+            kube.apply_custom(*KUBEVIRT, "virtualmachines", desired)
+        return decision

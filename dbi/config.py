@@ -1,0 +1,42 @@
+"""The orchestrator's configuration, from the environment.
+
+- ``DBI_IMAGES``: a JSON object of PostgreSQL major version to VirtualMachineImage
+  ``namespace/name`` (default: each supported version to ``dbi-images/postgres-<v>``).
+- ``DBI_EXPORTER_PORT``: the PostgreSQL exporter's port in the VM (default 9187).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+
+from dbi.models import SUPPORTED_VERSIONS
+
+ADMIN_USER = "dbi_admin"
+
+
+def _default_images() -> dict[int, str]:
+    return {v: f"dbi-images/postgres-{v}" for v in SUPPORTED_VERSIONS}
+
+
+@dataclass(frozen=True)
+class Config:
+    images: dict[int, str] = field(default_factory=_default_images)
+    exporter_port: int = 9187
+
+    @classmethod
+    def from_env(cls) -> Config:
+        """Read the configuration; a malformed variable is an error naming it."""
+        images = _default_images()
+        if raw := os.environ.get("DBI_IMAGES"):
+            try:
+                images = {int(k): str(v) for k, v in json.loads(raw).items()}
+            except (ValueError, AttributeError) as e:
+                raise ValueError(
+                    f"DBI_IMAGES must be a JSON object of version to image: {e}"
+                ) from None
+        port = os.environ.get("DBI_EXPORTER_PORT", "9187")
+        if not port.isdigit():
+            raise ValueError(f"DBI_EXPORTER_PORT must be a port number, not {port!r}")
+        return cls(images=images, exporter_port=int(port))

@@ -1,0 +1,110 @@
+"""The orchestrator on the real local stack: images, a worker with the real steps, helpers."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from kubernetes import client as k8s
+from temporalio.client import Client, WorkflowHandle
+
+from dbi import names
+from dbi.messages import WorkflowInput
+from dbi.models import SUPPORTED_VERSIONS
+from devstack.fixtures import Kubectl
+from devstack.stack import StackInfo
+from workflows.dbinstance import DBInstanceWorkflow
+from workflows.worker import ACTIVITY_THREADS, build_worker, step_activities
+
+IMAGES_NAMESPACE = "dbi-images"
+
+
+@pytest.fixture(scope="session")
+def images(kube_api: Any, dbinstance_crd: str, local_stack: StackInfo) -> dict[int, str]:
+    """Create the VirtualMachineImages the default configuration names, once."""
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=IMAGES_NAMESPACE)))
+    objects = k8s.CustomObjectsApi(kube_api)
+    for version in SUPPORTED_VERSIONS:
+        image = {
+            "apiVersion": "harvesterhci.io/v1beta1",
+            "kind": "VirtualMachineImage",
+            "metadata": {"name": f"postgres-{version}"},
+            "spec": {"displayName": f"PostgreSQL {version}", "sourceType": "download"},
+        }
+        objects.create_namespaced_custom_object(
+            "harvesterhci.io", "v1beta1", IMAGES_NAMESPACE, "virtualmachineimages", image
+        )
+    return {v: f"{IMAGES_NAMESPACE}/postgres-{v}" for v in SUPPORTED_VERSIONS}
+
+
+@dataclass
+class Orchestrator:
+    client: Client
+    task_queue: str
+    kubectl: Kubectl
+
+    async def start(self, namespace: str, name: str) -> WorkflowHandle[DBInstanceWorkflow, str]:
+        """Start the instance's workflow as the watcher will (it does not exist yet)."""
+        return await self.client.start_workflow(
+            DBInstanceWorkflow.run,
+            WorkflowInput(namespace=namespace, name=name),
+            id=names.workflow_id(namespace, name),
+            task_queue=self.task_queue,
+        )
+
+    def apply(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
+        manifest = {
+            "apiVersion": names.API_VERSION,
+            "kind": names.KIND,
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": spec,
+        }
+        self.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+
+    def wait_ready(self, namespace: str, name: str, *, timeout: int = 120) -> None:
+        self.kubectl(
+            "wait",
+            "--for=condition=Ready",
+            f"dbinstance/{name}",
+            "-n",
+            namespace,
+            f"--timeout={timeout}s",
+        )
+
+    def get(self, namespace: str, name: str) -> dict[str, Any]:
+        out = self.kubectl("get", "dbinstance", name, "-n", namespace, "-o", "json").stdout
+        return dict(json.loads(out))
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def orchestrator(
+    temporal_client: Client, local_stack: StackInfo, images: dict[int, str], kubectl: Kubectl
+) -> AsyncIterator[Orchestrator]:
+    """Run a worker with every real activity against the local stack, for the session."""
+    queue = f"dbi-test-{uuid.uuid4().hex[:8]}"
+    with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS) as executor:
+        worker = build_worker(
+            temporal_client,
+            step_activities(local_stack.kubeconfig),
+            task_queue=queue,
+            executor=executor,
+        )
+        async with worker:
+            yield Orchestrator(temporal_client, queue, kubectl)
+
+
+def eventually(check: Any, *, timeout: float = 60, what: str = "it") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen within {timeout}s")
