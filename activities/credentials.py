@@ -39,7 +39,7 @@ class Observation:
     cloudinit_matches: bool
 
 
-def decide(obs: Observation, *, app_secret: str) -> StepResult:
+def decide(obs: Observation, *, secret_name: str) -> StepResult:
     """Return Satisfied when all three Secrets are complete, else Pending (after writing)."""
     if obs.admin_complete and obs.app_complete and obs.cloudinit_matches:
         return result(
@@ -48,7 +48,7 @@ def decide(obs: Observation, *, app_secret: str) -> StepResult:
             Outcome.SATISFIED,
             Reason.READY,
             "The admin, credentials and cloud-init Secrets are complete.",
-            credentials_secret_name=app_secret,
+            credentials_secret_name=secret_name,
         )
     return result(
         STEP,
@@ -162,4 +162,4 @@ class Credentials:
         instance = load(self.ctx, step_input)
         if instance is None:
             return gone(STEP, CONDITION)
-        return decide(ensure(self.ctx, instance), app_secret=secrets.app_name(instance))
+        return decide(ensure(self.ctx, instance), secret_name=secrets.app_name(instance))
