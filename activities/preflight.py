@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 
+from kubernetes import client as k8s
 from temporalio import activity
 
 from activities.context import Context, gone, load, result
@@ -30,6 +31,7 @@ class Reason(StrEnum):
     UNSUPPORTED_VERSION = "UnsupportedVersion"
     IMAGE_NOT_FOUND = "ImageNotFound"
     STORAGE_BELOW_CAPACITY = "StorageBelowCapacity"
+    CONFLICT = "Conflict"
 
 
 @dataclass(frozen=True)
@@ -134,5 +136,18 @@ class Preflight:
             return gone(STEP, CONDITION)
         decision = decide(observe(self.ctx, instance))
         if decision.reason == Reason.FINALIZER_ADDED:
-            add_finalizer(self.ctx, instance)
+            try:
+                add_finalizer(self.ctx, instance)
+            except k8s.ApiException as e:
+                if e.status != 409:
+                    raise
+                # The instance changed since it was read; the next pass reads it again.
+                return result(
+                    STEP,
+                    CONDITION,
+                    Outcome.PENDING,
+                    Reason.CONFLICT,
+                    "The instance changed while the finalizer was added.",
+                    requeue_after=0.5,
+                )
         return decision

@@ -15,6 +15,7 @@ from types import FrameType
 
 from devstack import controlplane, stack, tools
 from devstack.process import StackError
+from watcher import __main__ as watcher_main
 from workflows import worker
 
 
@@ -80,6 +81,15 @@ def _parser() -> argparse.ArgumentParser:
         "Reads TEMPORAL_ADDRESS (default 127.0.0.1:7233) and TEMPORAL_NAMESPACE.",
     )
     worker.set_defaults(run=_worker)
+
+    watcher = commands.add_parser(
+        "watcher",
+        help="run the watcher (Kubernetes changes to workflow wake-ups)",
+        description="Watch DBInstances and their children and signal each instance's "
+        "workflow. Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, KUBECONFIG and "
+        "DBI_WATCH_NAMESPACES (comma-separated; all when unset).",
+    )
+    watcher.set_defaults(run=_watcher)
 
     build = dev_commands.add_parser(
         "build", help="build the control plane into the cache if its source changed"
@@ -153,6 +163,15 @@ def _worker(args: argparse.Namespace) -> int:
         asyncio.run(worker.main())
     except RuntimeError as e:  # the SDK reports a failed connection this way
         print(f"dbi: the worker could not run: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _watcher(args: argparse.Namespace) -> int:
+    try:
+        asyncio.run(watcher_main.main())
+    except RuntimeError as e:
+        print(f"dbi: the watcher could not run: {e}", file=sys.stderr)
         return 1
     return 0
 

@@ -89,6 +89,9 @@ class Progress(BaseModel):
     namespace: str
     name: str
     passes: int
+    generation: int | None = Field(
+        default=None, description="The DBInstance generation the last pass saw."
+    )
     summary: Summary | None
     last_pass: list[StepProgress]
     waiting_for: str

@@ -1,1 +1,1 @@
-pytest_plugins = ["devstack.fixtures"]
+pytest_plugins = ["devstack.fixtures", "tests.orchestrator"]

@@ -168,6 +168,7 @@ class DBInstanceWorkflow:
             namespace=self.s.namespace,
             name=self.s.name,
             passes=self.s.passes,
+            generation=self.s.last_report.generation if self.s.last_report else None,
             summary=self.s.summary,
             last_pass=[
                 StepProgress(step=r.step, outcome=r.outcome, reason=r.reason, message=r.message)

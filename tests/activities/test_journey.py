@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from kubernetes import client as k8s
 
-from tests.activities.conftest import Orchestrator
+from tests.orchestrator import Orchestrator
 
 pytestmark = pytest.mark.stack
 

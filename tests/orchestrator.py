@@ -1,4 +1,5 @@
-"""The orchestrator on the real local stack: images, a worker with the real steps, helpers."""
+"""Fixtures for tests of the whole orchestrator on the real local stack: images, a worker
+with the real steps, and helpers to apply and wait for DBInstances."""
 
 from __future__ import annotations
 

@@ -1,0 +1,226 @@
+"""The watcher on the real control plane and Temporal dev server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any, cast
+
+import pytest
+import pytest_asyncio
+from kubernetes import client as k8s
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.common import SearchAttributeKey
+
+from dbi import names
+from dbi.messages import Progress
+from devstack.fixtures import Kubectl
+from tests.orchestrator import Orchestrator
+from watcher.wakeups import Wakeups
+from watcher.watcher import Watcher
+
+pytestmark = pytest.mark.stack
+
+SPEC = {
+    "version": 18,
+    "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"},
+    "healthCheckInterval": "10s",
+}
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def watcher(
+    orchestrator: Orchestrator, kube_api: Any, namespace: str
+) -> AsyncIterator[Watcher]:
+    """Run a watcher for this test's namespace, signaling the orchestrator's task queue."""
+    w = Watcher(
+        api=kube_api,
+        client=orchestrator.client,
+        wakeups=Wakeups(orchestrator.client, task_queue=orchestrator.task_queue),
+        namespaces=frozenset({namespace}),
+        resync_seconds=2.0,
+    )
+    task = asyncio.create_task(w.run())
+    await asyncio.sleep(0.5)  # the watch threads list first; events after this are watched
+    yield w
+    w.stop.set()
+    task.cancel()
+
+
+async def wakes(client: Client, workflow_id: str) -> list[tuple[datetime, str]]:
+    """Return the wake signals in a workflow's history: (time, reason)."""
+    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    found = []
+    for event in history.events:
+        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+            attrs = event.workflow_execution_signaled_event_attributes
+            payload = json.loads(attrs.input.payloads[0].data) if attrs.input.payloads else {}
+            found.append((event.event_time.ToDatetime(), payload.get("reason", "")))
+    return found
+
+
+async def eventually(check: Any, *, timeout: float = 30, what: str = "it") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := await check():
+            return value
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{what} did not happen within {timeout}s")
+
+
+async def test_creating_an_instance_starts_its_workflow(
+    watcher: Watcher, orchestrator: Orchestrator, namespace: str
+) -> None:
+    """A new DBInstance gets its workflow, with its id and search attributes."""
+    orchestrator.apply(namespace, "db", SPEC)
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+
+    async def started() -> Any:
+        try:
+            return await handle.describe()
+        except Exception:
+            return None
+
+    described = await eventually(started, what="the workflow start")
+    attributes = described.typed_search_attributes
+    assert attributes.get(SearchAttributeKey.for_keyword("DbiNamespace")) == namespace
+    assert attributes.get(SearchAttributeKey.for_keyword("DbiName")) == "db"
+
+
+async def test_a_spec_patch_reaches_the_workflow_within_a_second(
+    watcher: Watcher, orchestrator: Orchestrator, namespace: str, kubectl: Kubectl
+) -> None:
+    """Each of 20 patches, spaced past the coalescing window, is a wake within one second."""
+    orchestrator.apply(namespace, "db", SPEC)
+    workflow_id = names.workflow_id(namespace, "db")
+    await eventually(lambda: _has_wakes(orchestrator.client, workflow_id, 1), what="first wake")
+    latencies = []
+    for n in range(20):
+        before = len(await wakes(orchestrator.client, workflow_id))
+        patched = time.time()
+        await asyncio.to_thread(
+            kubectl,
+            "patch",
+            "dbinstance",
+            "db",
+            "-n",
+            namespace,
+            "--type=merge",
+            "-p",
+            json.dumps(
+                {
+                    "metadata": {"labels": {"n": str(n)}},
+                    "spec": {"healthCheckInterval": f"{10 + n}s"},
+                }
+            ),
+        )
+        found = await eventually(
+            _wakes_reach(orchestrator.client, workflow_id, before + 1), what=f"wake {n}"
+        )
+        latencies.append(found[-1][0].timestamp() - patched)
+        await asyncio.sleep(0.3)
+    latencies.sort()
+    print(f"patch-to-wake p50 {latencies[9]:.3f}s p99 {latencies[-1]:.3f}s")
+    assert latencies[-1] < 1.0
+
+
+def _wakes_reach(client: Client, workflow_id: str, n: int) -> Any:
+    return lambda: _has_wakes(client, workflow_id, n)
+
+
+async def _has_wakes(client: Client, workflow_id: str, n: int) -> list[tuple[datetime, str]] | None:
+    try:
+        found = await wakes(client, workflow_id)
+    except Exception:
+        return None
+    return found if len(found) >= n else None
+
+
+async def test_deleting_an_owned_secret_wakes_the_owner(
+    watcher: Watcher, orchestrator: Orchestrator, namespace: str, kube_api: Any
+) -> None:
+    """A child Secret's deletion is a wake of its instance, naming the Secret."""
+    orchestrator.apply(namespace, "db", SPEC)
+    core = k8s.CoreV1Api(kube_api)
+    secret = k8s.V1Secret(
+        metadata=k8s.V1ObjectMeta(name="db-extra", labels={names.INSTANCE_LABEL: "db"})
+    )
+    core.create_namespaced_secret(namespace, secret)
+    # Once Ready, nothing else changes, so no other event folds into the deletion's wake.
+    await asyncio.to_thread(orchestrator.wait_ready, namespace, "db")
+    core.delete_namespaced_secret("db-extra", namespace)
+
+    async def deleted() -> bool:
+        found = await _has_wakes(orchestrator.client, names.workflow_id(namespace, "db"), 1)
+        return any("Secret db-extra deleted" in reason for _, reason in found or [])
+
+    await eventually(deleted, what="a wake for the deleted Secret")
+
+
+async def test_a_storm_of_patches_is_coalesced_and_the_last_spec_wins(
+    watcher: Watcher, orchestrator: Orchestrator, namespace: str, kube_api: Any
+) -> None:
+    """300 rapid patches give far fewer signals than events; the instance ends on the last spec."""
+    orchestrator.apply(namespace, "db", SPEC)
+    workflow_id = names.workflow_id(namespace, "db")
+    await eventually(lambda: _has_wakes(orchestrator.client, workflow_id, 1), what="first wake")
+    objects = k8s.CustomObjectsApi(kube_api)
+    seen_before = watcher.wakeups.counters.events_seen
+    sent_before = watcher.wakeups.counters.signals_sent
+
+    def storm() -> None:
+        for n in range(300):
+            objects.patch_namespaced_custom_object(
+                names.GROUP,
+                names.VERSION,
+                namespace,
+                names.PLURAL,
+                "db",
+                {"spec": {"healthCheckInterval": f"{10 + n}s"}},
+            )
+
+    await asyncio.to_thread(storm)
+
+    async def all_seen() -> bool:
+        return watcher.wakeups.counters.events_seen - seen_before >= 300
+
+    await eventually(all_seen, what="the watcher seeing all 300 patches")
+    await asyncio.sleep(watcher.wakeups.window * 2)
+    events = watcher.wakeups.counters.events_seen - seen_before
+    signals = watcher.wakeups.counters.signals_sent - sent_before
+    print(f"storm: {events} events, {signals} signals")
+    assert events >= 300 and signals * 5 < events
+    current = cast(
+        dict[str, Any],
+        objects.get_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, names.PLURAL, "db"
+        ),
+    )
+    generation = current["metadata"]["generation"]
+    handle = orchestrator.client.get_workflow_handle(workflow_id)
+
+    async def observed_last() -> bool:
+        progress: Progress = await handle.query("progress", result_type=Progress)
+        return bool(progress.generation == generation)
+
+    await eventually(observed_last, timeout=60, what="a pass of the last generation")
+
+
+async def test_resync_restarts_a_workflow_terminated_by_hand(
+    watcher: Watcher, orchestrator: Orchestrator, namespace: str
+) -> None:
+    """An instance whose workflow was terminated gets a running one again at the next resync."""
+    orchestrator.apply(namespace, "db", SPEC)
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+    await eventually(lambda: _has_wakes(orchestrator.client, handle.id, 1), what="first wake")
+    await handle.terminate("by hand")
+
+    async def running_again() -> bool:
+        described = await orchestrator.client.get_workflow_handle(handle.id).describe()
+        return described.status == WorkflowExecutionStatus.RUNNING
+
+    await eventually(running_again, timeout=15, what="a running workflow after resync")

@@ -1,0 +1,56 @@
+"""Run the watcher: ``python -m watcher`` (or ``dbi watcher``).
+
+Environment: ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233), ``TEMPORAL_NAMESPACE``
+(default ``default``), ``KUBECONFIG`` (or in-cluster credentials), and
+``DBI_WATCH_NAMESPACES`` (comma-separated; all namespaces when unset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+from activities import kube
+from watcher.wakeups import Wakeups
+from watcher.watcher import Watcher
+from workflows import worker
+
+log = logging.getLogger("dbi.watcher")
+
+
+async def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    address = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
+    client = await worker.connect(
+        address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default")
+    )
+    only = os.environ.get("DBI_WATCH_NAMESPACES")
+    namespaces = frozenset(n.strip() for n in only.split(",") if n.strip()) if only else None
+    watcher = Watcher(
+        api=kube.connect(), client=client, wakeups=Wakeups(client), namespaces=namespaces
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, watcher.stop.set)
+    log.info(
+        "watching %s; signaling at %s",
+        ", ".join(sorted(namespaces)) if namespaces else "all namespaces",
+        address,
+    )
+    task = asyncio.create_task(watcher.run())
+    await asyncio.get_running_loop().run_in_executor(None, watcher.stop.wait)
+    task.cancel()
+    await watcher.wakeups.drain()
+    c = watcher.wakeups.counters
+    log.info(
+        "stopped: %d events seen, %d signals sent, %d coalesced",
+        c.events_seen,
+        c.signals_sent,
+        c.coalesced,
+    )
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,109 @@
+"""Turn Kubernetes events into ``wake`` signals, at most one per instance per window.
+
+The first event for an instance is signaled at once; events that follow within the
+window are folded into one more signal at its end (carrying the newest generation), so
+a storm of events cannot exhaust a workflow's signal budget, and the last change is
+never left unsignaled. A signal is a signal-with-start: an instance whose workflow
+does not run gets one started, with its search attributes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from temporalio.client import Client
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+
+from dbi import names
+from dbi.messages import WAKE, Wake, WorkflowInput
+from workflows.dbinstance import DBInstanceWorkflow
+
+log = logging.getLogger("dbi.watcher")
+WINDOW = 0.25
+
+
+@dataclass
+class Counters:
+    """What the watcher did, for logs and the metrics endpoint."""
+
+    events_seen: int = 0
+    signals_sent: int = 0
+    coalesced: int = 0
+    send_failures: int = 0
+
+
+@dataclass
+class _Pending:
+    reason: str
+    generation: int | None
+    last_sent: float = 0.0
+    scheduled: bool = False
+
+
+@dataclass
+class Wakeups:
+    client: Client
+    task_queue: str = names.TASK_QUEUE
+    window: float = WINDOW
+    counters: Counters = field(default_factory=Counters)
+    _pending: dict[tuple[str, str], _Pending] = field(default_factory=dict)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def note(self, namespace: str, name: str, reason: str, generation: int | None) -> None:
+        """Record an event for an instance; signal now, or once the window has passed."""
+        self.counters.events_seen += 1
+        key = (namespace, name)
+        entry = self._pending.setdefault(key, _Pending(reason, generation))
+        entry.reason = reason
+        if generation is not None:
+            entry.generation = max(entry.generation or 0, generation)
+        if entry.scheduled:
+            self.counters.coalesced += 1
+            return
+        self._schedule(key, max(0.0, entry.last_sent + self.window - time.monotonic()))
+
+    def _schedule(self, key: tuple[str, str], delay: float) -> None:
+        self._pending[key].scheduled = True
+        task = asyncio.get_running_loop().create_task(self._send_after(key, delay))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_after(self, key: tuple[str, str], delay: float) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        entry = self._pending[key]
+        entry.scheduled = False
+        entry.last_sent = time.monotonic()
+        try:
+            await self.signal(*key, Wake(reason=entry.reason[:200], generation=entry.generation))
+        except Exception as e:
+            self.counters.send_failures += 1
+            log.warning("wake of %s/%s failed (%s); retrying in 1s", *key, type(e).__name__)
+            if not entry.scheduled:
+                self._schedule(key, 1.0)
+
+    async def signal(self, namespace: str, name: str, wake: Wake) -> None:
+        """Signal ``wake`` to the instance's workflow, starting it if it does not run."""
+        await self.client.start_workflow(
+            DBInstanceWorkflow.run,
+            WorkflowInput(namespace=namespace, name=name),
+            id=names.workflow_id(namespace, name),
+            task_queue=self.task_queue,
+            start_signal=WAKE,
+            start_signal_args=[wake],
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(SearchAttributeKey.for_keyword("DbiNamespace"), namespace),
+                    SearchAttributePair(SearchAttributeKey.for_keyword("DbiName"), name),
+                ]
+            ),
+        )
+        self.counters.signals_sent += 1
+
+    async def drain(self, timeout: float = 5.0) -> None:
+        """Wait for scheduled signals to go out (graceful shutdown)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout)

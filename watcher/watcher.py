@@ -1,0 +1,132 @@
+"""The watcher: Kubernetes changes become wake-ups of each instance's workflow.
+
+It watches DBInstances and the children they own (selected by the ``dbi.dev/instance``
+label: Secrets, VirtualMachines, VirtualMachineInstances, PVCs, Services), and hands
+every event to ``Wakeups``. It holds no state of its own but what its watches give it:
+the set of instances that exist, so a child's event after its instance is gone does
+not start a workflow. A periodic resync starts the workflow of any instance whose
+workflow is not running (one terminated by hand, say).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client as k8s
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError
+
+from dbi import names
+from dbi.messages import Wake
+from watcher.streams import Source, forever
+from watcher.wakeups import Wakeups
+
+log = logging.getLogger("dbi.watcher")
+RESYNC_SECONDS = 60.0
+
+
+def sources(api: k8s.ApiClient) -> list[Source]:
+    """Return the DBInstance source and the children's, selected by the instance label."""
+    core, objects = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+    child = names.INSTANCE_LABEL
+    return [
+        Source(
+            "DBInstance",
+            objects.list_cluster_custom_object,
+            (names.GROUP, names.VERSION, names.PLURAL),
+        ),
+        Source("Secret", core.list_secret_for_all_namespaces, label_selector=child),
+        Source(
+            "PersistentVolumeClaim",
+            core.list_persistent_volume_claim_for_all_namespaces,
+            label_selector=child,
+        ),
+        Source("Service", core.list_service_for_all_namespaces, label_selector=child),
+        Source(
+            "VirtualMachine",
+            objects.list_cluster_custom_object,
+            ("kubevirt.io", "v1", "virtualmachines"),
+            child,
+        ),
+        Source(
+            "VirtualMachineInstance",
+            objects.list_cluster_custom_object,
+            ("kubevirt.io", "v1", "virtualmachineinstances"),
+            child,
+        ),
+    ]
+
+
+@dataclass
+class Watcher:
+    api: k8s.ApiClient
+    client: Client
+    wakeups: Wakeups
+    namespaces: frozenset[str] | None = None  # None: all
+    resync_seconds: float = RESYNC_SECONDS
+    stop: threading.Event = field(default_factory=threading.Event)
+    instances: set[tuple[str, str]] = field(default_factory=set)
+
+    def handle(self, loop: asyncio.AbstractEventLoop, kind: str) -> Any:
+        """Return the handler that the watch thread of ``kind`` calls for each event."""
+
+        def on_event(event: str, obj: dict[str, Any]) -> None:
+            meta = obj.get("metadata", {})
+            namespace = meta.get("namespace", "")
+            if self.namespaces is not None and namespace not in self.namespaces:
+                return
+            if kind == "DBInstance":
+                name, generation = meta["name"], meta.get("generation")
+                key = (namespace, name)
+                if event == "DELETED":
+                    self.instances.discard(key)
+                else:
+                    self.instances.add(key)
+            else:
+                name = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
+                generation = None
+                if name is None or (namespace, name) not in self.instances:
+                    return
+            if event == "SYNC":
+                return  # the resync, not the relist, starts missing workflows
+            reason = f"{kind} {meta.get('name')} {event.lower()}"
+            loop.call_soon_threadsafe(self.wakeups.note, namespace, name, reason, generation)
+
+        return on_event
+
+    async def run(self) -> None:
+        """Watch until ``stop`` is set; resync every ``resync_seconds``."""
+        loop = asyncio.get_running_loop()
+        threads = [
+            threading.Thread(
+                target=forever,
+                args=(self.api, s, self.handle(loop, s.kind), self.stop),
+                name=f"watch-{s.kind}",
+                daemon=True,
+            )
+            for s in sources(self.api)
+        ]
+        for t in threads:
+            t.start()
+        while not self.stop.is_set():
+            await asyncio.sleep(self.resync_seconds)
+            await self.resync()
+        await self.wakeups.drain()
+
+    async def resync(self) -> None:
+        """Start the workflow of every known instance whose workflow is not running."""
+        for namespace, name in sorted(self.instances):
+            handle = self.client.get_workflow_handle(names.workflow_id(namespace, name))
+            try:
+                running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+            except RPCError:
+                running = False  # never started, or gone from the server
+            if not running:
+                log.info("resync: %s/%s has no running workflow; starting it", namespace, name)
+                await self.wakeups.signal(
+                    namespace, name, Wake(reason="resync: workflow not running")
+                )
