@@ -52,9 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     up = dev_commands.add_parser(
         "up",
         parents=[state],
-        help="start the control plane and Temporal; Ctrl-C stops them",
-        description="Build what is missing, start the local Kubernetes control plane and "
-        "the Temporal dev server, print where they are, and run until Ctrl-C.",
+        help="start the local stack and the orchestrator; Ctrl-C stops them",
+        description="Build what is missing, start the local Kubernetes control plane, the VM "
+        "stand-in, the Temporal dev server, the worker and the watcher, print where they "
+        "are, and run until Ctrl-C.",
     )
     up.add_argument(
         "--ui-port",
@@ -100,7 +101,9 @@ def _parser() -> argparse.ArgumentParser:
 
 def _dev_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    local = stack.LocalStack(state_dir=args.state_dir, ui_port=args.ui_port, detached=args.detach)
+    local = stack.LocalStack(
+        state_dir=args.state_dir, ui_port=args.ui_port, detached=args.detach, orchestrator=True
+    )
     # SIGTERM stops the stack as Ctrl-C does; SIGINT is handled even when the shell
     # that started us ignores it (a background job of a script).
     signal.signal(signal.SIGTERM, _interrupt)
@@ -145,10 +148,17 @@ def _print_info(info: stack.StackInfo, *, seconds: float) -> None:
     if info.temporal_ui:
         lines.append(f"  Temporal UI     {info.temporal_ui}")
     lines.append(f"  VM stand-in     KubeVirt API served, guests' data in {info.state_dir}/vms")
-    lines.append(
-        "  Orchestrator    not started yet: the worker's steps and the watcher come with "
-        "their issues."
-    )
+    lines.append(f"  Orchestrator    worker and watcher running; logs in {info.state_dir}")
+    lines += [
+        "",
+        "Try it:",
+        f"  export KUBECONFIG={info.kubeconfig}",
+        f"  {kubectl} apply -f deploy/samples/dbinstance.yaml",
+        f"  {kubectl} wait --for=condition=Ready dbinstance/orders --timeout=180s",
+        f"  {kubectl} get dbi",
+        f"  {kubectl} get secret orders-credentials -o jsonpath='{{.data.uri}}' | base64 -d",
+        '  psql "$(that uri)"   (or any PostgreSQL client)',
+    ]
     print("\n".join(lines), flush=True)
 
 

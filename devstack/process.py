@@ -42,10 +42,17 @@ class ManagedProcess:
     """Run one program of the local stack, with its output in a log file."""
 
     def __init__(
-        self, name: str, argv: list[str], *, log_path: Path, die_with_parent: bool = True
+        self,
+        name: str,
+        argv: list[str],
+        *,
+        log_path: Path,
+        die_with_parent: bool = True,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.name = name
         self.argv = argv
+        self.env = env
         self.log_path = log_path
         self.die_with_parent = die_with_parent
         self._popen: subprocess.Popen[bytes] | None = None
@@ -66,6 +73,7 @@ class ManagedProcess:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                env=self.env,
                 preexec_fn=_die_with_parent if self.die_with_parent else None,  # noqa: PLW1509
             )
 

@@ -1,4 +1,5 @@
-"""Bring the whole local stack up and down: control plane, VM stand-in, then Temporal.
+"""Bring the whole local stack up and down: control plane, VM stand-in, Temporal, and
+(for ``dbi dev up``) the orchestrator's worker and watcher.
 
 The stack keeps its state (etcd data, certificates, the Temporal database, logs and
 the ports it chose) in one directory, so ``dbi dev up`` after ``dbi dev down``
@@ -17,6 +18,7 @@ from types import TracebackType
 
 from devstack import controlplane, tools
 from devstack.controlplane import ControlPlane, ControlPlanePorts
+from devstack.orchestrator import Orchestrator
 from devstack.process import StackError, stop_group
 from devstack.temporal import TemporalDevServer
 from devstack.vmstandin.process import VMStandIn
@@ -102,11 +104,18 @@ class LocalStack:
     """
 
     def __init__(
-        self, *, state_dir: Path, ui_port: int | None = None, detached: bool = False
+        self,
+        *,
+        state_dir: Path,
+        ui_port: int | None = None,
+        detached: bool = False,
+        orchestrator: bool = False,
     ) -> None:
         self.state_dir = state_dir.resolve()
         self.ui_port = ui_port
         self.detached = detached
+        self.with_orchestrator = orchestrator
+        self.orchestrator: Orchestrator | None = None
         self.controlplane: ControlPlane | None = None
         self.temporal: TemporalDevServer | None = None
         self.vms: VMStandIn | None = None
@@ -145,6 +154,14 @@ class LocalStack:
                 die_with_parent=die_with_parent,
             )
             self.temporal.start()
+            if self.with_orchestrator:
+                self.orchestrator = Orchestrator(
+                    kubeconfig=self.controlplane.kubeconfig,
+                    temporal_address=self.temporal.address,
+                    log_dir=self.state_dir,
+                    die_with_parent=die_with_parent,
+                )
+                self.orchestrator.start()
         except BaseException:
             self.stop()
             raise
@@ -158,14 +175,18 @@ class LocalStack:
                 "controlplane": self.controlplane.process.pid,
                 "vmstandin": self.vms.process.pid,
                 "temporal": self.temporal.process.pid,
+                **(self.orchestrator.pids if self.orchestrator else {}),
             },
         )
         self.info.save()
         return self.info
 
     def stop(self) -> None:
-        """Stop Temporal, the VM stand-in, then the control plane; safe to call more than once."""
-        for part in (self.temporal, self.vms, self.controlplane):
+        """Stop the orchestrator, Temporal, the VM stand-in, then the control plane.
+
+        Safe to call more than once.
+        """
+        for part in (self.orchestrator, self.temporal, self.vms, self.controlplane):
             if part is not None:
                 part.stop()
         (self.state_dir / "stack.json").unlink(missing_ok=True)
@@ -188,7 +209,7 @@ def down(state_dir: Path, *, timeout: float = 30.0) -> list[str]:
     if info is None:
         return []
     stopped = []
-    for name in ("temporal", "vmstandin", "controlplane"):
+    for name in ("watcher", "worker", "temporal", "vmstandin", "controlplane"):
         pid = info.pids.get(name)
         if pid is not None and _is_alive(pid):
             stop_group(pid, timeout=timeout)

@@ -3,8 +3,9 @@
 - ``forever`` only restarts: it runs ``list_then_watch`` again and again, backing off
   after errors, until asked to stop.
 - ``list_then_watch`` lists (every object is reported as ``SYNC``), then watches from
-  the list's resourceVersion with bookmarks, and returns normally on 410 Gone so the
-  next round relists: nothing between the list and the watch is lost.
+  the list's resourceVersion with bookmarks, resuming after a timeout, and returns
+  normally on 410 Gone so the next round relists: nothing between the list and the
+  watch is lost.
 - The handler is the caller's: it gets (event type, object as a dict).
 """
 
@@ -45,7 +46,12 @@ def _as_dict(api: k8s.ApiClient, obj: Any) -> dict[str, Any]:
 def list_then_watch(
     api: k8s.ApiClient, source: Source, handler: Handler, stop: threading.Event
 ) -> None:
-    """List, report each object, then stream changes until 410 Gone, a timeout or ``stop``."""
+    """List and report each object (``SYNC``), then stream changes from the list's
+    resourceVersion (kept current by bookmarks) until 410 Gone or ``stop``.
+
+    A watch that times out is resumed where it stopped, not relisted: relists happen
+    only at start and after 410, when events may have been missed.
+    """
     kwargs: dict[str, Any] = {}
     if source.label_selector:
         kwargs["label_selector"] = source.label_selector
@@ -53,28 +59,29 @@ def list_then_watch(
     for item in listed.get("items", []):
         handler("SYNC", item)
     version = listed["metadata"]["resourceVersion"]
-    stream = watch.Watch()
-    try:
-        for event in stream.stream(
-            source.list_fn,
-            *source.args,
-            resource_version=version,
-            allow_watch_bookmarks=True,
-            timeout_seconds=WATCH_SECONDS,
-            **kwargs,
-        ):
-            if stop.is_set():
+    while not stop.is_set():
+        stream = watch.Watch()
+        try:
+            for event in stream.stream(
+                source.list_fn,
+                *source.args,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=WATCH_SECONDS,
+                **kwargs,
+            ):
+                if event["type"] != "BOOKMARK":
+                    handler(event["type"], _as_dict(api, event["object"]))
+                if stop.is_set():
+                    return
+        except k8s.ApiException as e:
+            if e.status == 410:
+                log.info("watch of %s expired (410 Gone): relisting", source.kind)
                 return
-            if event["type"] == "BOOKMARK":
-                continue
-            handler(event["type"], _as_dict(api, event["object"]))
-    except k8s.ApiException as e:
-        if e.status == 410:
-            log.info("watch of %s expired (410 Gone): relisting", source.kind)
-            return
-        raise
-    finally:
-        stream.stop()
+            raise
+        finally:
+            stream.stop()
+        version = stream.resource_version or version
 
 
 def forever(api: k8s.ApiClient, source: Source, handler: Handler, stop: threading.Event) -> None:

@@ -2,7 +2,8 @@
 
 It watches DBInstances and the children they own (selected by the ``dbi.dev/instance``
 label: Secrets, VirtualMachines, VirtualMachineInstances, PVCs, Services), and hands
-every event to ``Wakeups``. It holds no state of its own but what its watches give it:
+every event to ``Wakeups``; a (re)list of DBInstances wakes each one, since events may
+have been missed before it. It holds no state of its own but what its watches give it:
 the set of instances that exist, so a child's event after its instance is gone does
 not start a workflow. A periodic resync starts the workflow of any instance whose
 workflow is not running (one terminated by hand, say).
@@ -91,9 +92,11 @@ class Watcher:
                 generation = None
                 if name is None or (namespace, name) not in self.instances:
                     return
-            if event == "SYNC":
-                return  # the resync, not the relist, starts missing workflows
-            reason = f"{kind} {meta.get('name')} {event.lower()}"
+            if event == "SYNC" and kind != "DBInstance":
+                return  # the instance's own SYNC wakes it
+            # A (re)list may follow missed events (a restart, 410 Gone): every instance
+            # listed is woken, so none is left behind on a change it did not see.
+            reason = "relisted" if event == "SYNC" else f"{kind} {meta.get('name')} {event.lower()}"
             loop.call_soon_threadsafe(self.wakeups.note, namespace, name, reason, generation)
 
         return on_event

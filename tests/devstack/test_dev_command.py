@@ -57,8 +57,10 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
     stack.down(tmp_path / "dev")
 
 
-def test_dev_up_prints_where_things_are_and_ctrl_c_stops_them(state_dir: Path) -> None:
-    """The run command prints a working kubeconfig and UI address; Ctrl-C stops every process."""
+def test_dev_up_runs_the_orchestrator_and_ctrl_c_stops_everything(
+    state_dir: Path, repo_root: Path
+) -> None:
+    """The run command prints working addresses, the sample becomes Ready, Ctrl-C stops all."""
     ui_port = tools.free_port()
     up = subprocess.Popen(
         [DBI, "dev", "up", "--state-dir", str(state_dir), "--ui-port", str(ui_port)],
@@ -76,6 +78,13 @@ def test_dev_up_prints_where_things_are_and_ctrl_c_stops_them(state_dir: Path) -
         assert _kubectl(info.kubeconfig, "get", "--raw", "/readyz").stdout == "ok"
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/", timeout=10) as ui:
             assert ui.status == 200
+        sample = str(repo_root / "deploy" / "samples" / "dbinstance.yaml")
+        assert _kubectl(info.kubeconfig, "apply", "-f", sample).returncode == 0
+        ready = _kubectl(
+            info.kubeconfig, "wait", "--for=condition=Ready", "dbinstance/orders", "--timeout=120s"
+        )
+        assert ready.returncode == 0, ready.stderr
+        assert {"worker", "watcher"} <= info.pids.keys()
 
         up.send_signal(signal.SIGINT)
         assert up.wait(timeout=60) == 0

@@ -1,0 +1,135 @@
+"""Run the orchestrator on the local stack: install its API, then the worker and the watcher.
+
+This is what ``dbi dev up`` adds on top of the local stack: the DBInstance CRD, the
+dev VirtualMachineImages the default configuration names, and the worker and watcher
+as processes (``python -m workflows.worker``, ``python -m watcher``), pointed at the
+stack's Temporal and kubeconfig.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+
+from activities import kube
+from dbi import names
+from dbi.models import SUPPORTED_VERSIONS
+from devstack import tools
+from devstack.process import ManagedProcess, StackError
+
+IMAGES_NAMESPACE = "dbi-images"
+
+
+def install(api: k8s.ApiClient) -> None:
+    """Apply the DBInstance CRD and the dev images; wait until the CRD is served."""
+    crd = yaml.safe_load((tools.REPO_ROOT / "crds" / "dbinstance.yaml").read_text())
+    ext = k8s.ApiextensionsV1Api(api)
+    ext.patch_custom_resource_definition(
+        crd["metadata"]["name"],
+        crd,
+        field_manager=names.FIELD_MANAGER,
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
+    deadline = time.monotonic() + 60
+    while not _established(ext.read_custom_resource_definition(crd["metadata"]["name"])):
+        if time.monotonic() > deadline:
+            raise StackError("the DBInstance CRD was not established within 60s")
+        time.sleep(0.1)
+    core, objects = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
+    namespace: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": IMAGES_NAMESPACE},
+    }
+    core.patch_namespace(
+        IMAGES_NAMESPACE,
+        namespace,
+        field_manager=names.FIELD_MANAGER,
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
+    for version in SUPPORTED_VERSIONS:
+        image: dict[str, Any] = {
+            "apiVersion": "harvesterhci.io/v1beta1",
+            "kind": "VirtualMachineImage",
+            "metadata": {"name": f"postgres-{version}", "namespace": IMAGES_NAMESPACE},
+            "spec": {"displayName": f"PostgreSQL {version} (dev)", "sourceType": "download"},
+        }
+        objects.patch_namespaced_custom_object(
+            "harvesterhci.io",
+            "v1beta1",
+            IMAGES_NAMESPACE,
+            "virtualmachineimages",
+            image["metadata"]["name"],
+            image,
+            field_manager=names.FIELD_MANAGER,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+
+
+def _established(crd: k8s.V1CustomResourceDefinition) -> bool:
+    conditions = crd.status.conditions if crd.status is not None else None
+    return any(c.type == "Established" and c.status == "True" for c in conditions or [])
+
+
+class Orchestrator:
+    """The worker and the watcher as processes of the local stack."""
+
+    def __init__(
+        self, *, kubeconfig: Path, temporal_address: str, log_dir: Path, die_with_parent: bool
+    ) -> None:
+        self.kubeconfig = kubeconfig
+        self.temporal_address = temporal_address
+        self.processes = [
+            ManagedProcess(
+                name,
+                [sys.executable, "-m", module],
+                log_path=log_dir / f"{name}.log",
+                die_with_parent=die_with_parent,
+                env=self._env(),
+            )
+            for name, module in (("worker", "workflows.worker"), ("watcher", "watcher"))
+        ]
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "TEMPORAL_ADDRESS": self.temporal_address,
+        }
+
+    def start(self) -> None:
+        install(kube.connect(str(self.kubeconfig)))
+        for process in self.processes:
+            process.start()
+            process.wait_until(_logged(process.log_path), what="it to say it runs", timeout=60)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+
+    @property
+    def pids(self) -> dict[str, int]:
+        return {p.name: p.pid for p in self.processes}
+
+
+def _logged(path: Path) -> Callable[[], bool]:
+    """Return a probe: has the process logged that it runs (worker: polling, watcher: watching)?"""
+
+    def probe() -> bool:
+        try:
+            text = path.read_text()
+        except FileNotFoundError:
+            return False
+        return "polling task queue" in text or "watching" in text
+
+    return probe
