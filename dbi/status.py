@@ -29,8 +29,6 @@ class Reason(StrEnum):
     """Reasons of the conditions that summarize the steps (Ready, Reconciling, Stalled)."""
 
     CONVERGED = "Converged"
-    PROGRESSING = "Progressing"
-    STALLED = "Stalled"
     DELETING = "Deleting"
     NOT_REACHED = "NotReached"
 

@@ -1,0 +1,65 @@
+"""Render the reference table of steps, conditions and reasons from the code.
+
+``docs/steps.md`` holds its output between markers; a test fails when they differ.
+Regenerate with ``python -m activities.reference``.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+from types import ModuleType
+
+from activities import (
+    access,
+    credentials,
+    health,
+    monitoring,
+    power,
+    preflight,
+    resize,
+    teardown,
+    vm,
+)
+from dbi import pipeline
+from dbi import status as summary
+from workflows import pipeline as runner
+
+START, END = "<!-- reference:start -->", "<!-- reference:end -->"
+
+_MODULES: dict[str, ModuleType] = {
+    m.STEP: m for m in (preflight, credentials, vm, power, resize, health, access, monitoring)
+}
+
+
+def _reasons(reasons: type[StrEnum]) -> str:
+    return ", ".join(f"`{r.value}`" for r in reasons)
+
+
+def table() -> str:
+    """Return the markdown table: every step, its condition, and the reasons it uses."""
+    rows = ["| step | condition | reasons |", "|---|---|---|"]
+    for spec in pipeline.CONVERGE:
+        rows.append(
+            f"| {spec.name} | `{spec.condition_type}` | {_reasons(_MODULES[spec.name].Reason)} |"
+        )
+    for spec in pipeline.TEARDOWN:
+        rows.append(f"| {spec.name} | `{spec.condition_type}` | {_reasons(teardown.Reason)} |")
+    rows.append(
+        f"| (summary) | `Ready`, `Reconciling`, `Stalled` | {_reasons(summary.Reason)}, or the blocking step's reason |"
+    )
+    rows.append(
+        f"| (any step) | its own | `{runner.STEP_FAILED}` (an activity kept raising), `InstanceGone` |"
+    )
+    return "\n".join(rows) + "\n"
+
+
+def replace_in(text: str) -> str:
+    """Return ``text`` with the table between the markers replaced by the current one."""
+    head, _, rest = text.partition(START)
+    _, _, tail = rest.partition(END)
+    return f"{head}{START}\n{table()}{END}{tail}"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(table())
