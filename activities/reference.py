@@ -45,12 +45,12 @@ def table() -> str:
         )
     for spec in pipeline.TEARDOWN:
         rows.append(f"| {spec.name} | `{spec.condition_type}` | {_reasons(teardown.Reason)} |")
+    summarized = "`Ready`, `Reconciling`, `Stalled`"
     rows.append(
-        f"| (summary) | `Ready`, `Reconciling`, `Stalled` | {_reasons(summary.Reason)}, or the blocking step's reason |"
+        f"| (summary) | {summarized} | {_reasons(summary.Reason)}, or the blocking step's |"
     )
-    rows.append(
-        f"| (any step) | its own | `{runner.STEP_FAILED}` (an activity kept raising), `InstanceGone` |"
-    )
+    failed = f"`{runner.STEP_FAILED}` (an activity kept raising), `InstanceGone`"
+    rows.append(f"| (any step) | its own | {failed} |")
     return "\n".join(rows) + "\n"
 
 
