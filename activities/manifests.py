@@ -18,10 +18,25 @@ def data_claim_name(instance: Instance) -> str:
     return f"{instance.name}-data"
 
 
-def vm(instance: Instance, *, run_strategy: str) -> Manifest:
-    """Return the VirtualMachine: CPU, memory, the data disk and the cloud-init Secret."""
+def vm(
+    instance: Instance,
+    *,
+    run_strategy: str,
+    max_sockets: int | None = None,
+    max_guest_mebibytes: int | None = None,
+) -> Manifest:
+    """Return the VirtualMachine: CPU, memory, the data disk and the cloud-init Secret.
+
+    The hot-plug limits are boot-time settings: the VM's current ones (``max_*``) are
+    kept while the spec fits in them, so a change within them stays live; a change
+    beyond them raises them (4x the new size) and needs a restart anyway.
+    """
     resources = instance.model.spec.resources
     mebibytes = int(resources.memory_bytes() // 2**20)
+    if max_sockets is None or max_sockets < resources.cpu:
+        max_sockets = min(resources.cpu * HOTPLUG_FACTOR, 128)
+    if max_guest_mebibytes is None or max_guest_mebibytes < mebibytes:
+        max_guest_mebibytes = mebibytes * HOTPLUG_FACTOR
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
@@ -36,11 +51,11 @@ def vm(instance: Instance, *, run_strategy: str) -> Manifest:
                             "sockets": resources.cpu,
                             "cores": 1,
                             "threads": 1,
-                            "maxSockets": min(resources.cpu * HOTPLUG_FACTOR, 128),
+                            "maxSockets": max_sockets,
                         },
                         "memory": {
                             "guest": f"{mebibytes}Mi",
-                            "maxGuest": f"{mebibytes * HOTPLUG_FACTOR}Mi",
+                            "maxGuest": f"{max_guest_mebibytes}Mi",
                         },
                         "devices": {
                             "disks": [

@@ -19,6 +19,7 @@ from activities.context import Context, gone, load, result
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.power import desired_strategy
 from activities.preflight import image_for
+from dbi.quantity import parse_quantity
 from dbi.steps import Outcome, StepInput, StepResult
 
 STEP, CONDITION = "vm", "VMProvisioned"
@@ -61,8 +62,16 @@ def decide(desired: Manifest, observed: Manifest | None) -> StepResult:
 
 
 def desired_vm(instance: Instance, observed: Manifest | None) -> Manifest:
-    strategy = (observed or {}).get("spec", {}).get("runStrategy") or desired_strategy(instance)
-    return manifests.vm(instance, run_strategy=strategy)
+    """Return the VM to apply: our fields, with runStrategy and hot-plug limits as observed."""
+    spec = (observed or {}).get("spec", {})
+    domain = spec.get("template", {}).get("spec", {}).get("domain", {})
+    max_guest = domain.get("memory", {}).get("maxGuest")
+    return manifests.vm(
+        instance,
+        run_strategy=spec.get("runStrategy") or desired_strategy(instance),
+        max_sockets=domain.get("cpu", {}).get("maxSockets"),
+        max_guest_mebibytes=int(parse_quantity(max_guest) // 2**20) if max_guest else None,
+    )
 
 
 class VM:

@@ -3,6 +3,7 @@ with the real steps, and helpers to apply and wait for DBInstances."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -21,6 +22,8 @@ from dbi.messages import WorkflowInput
 from dbi.models import SUPPORTED_VERSIONS
 from devstack.fixtures import Kubectl
 from devstack.stack import StackInfo
+from watcher.wakeups import Wakeups
+from watcher.watcher import Watcher
 from workflows.dbinstance import DBInstanceWorkflow
 from workflows.worker import ACTIVITY_THREADS, build_worker, step_activities
 
@@ -80,6 +83,26 @@ class Orchestrator:
             f"--timeout={timeout}s",
         )
 
+    def patch(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
+        body = json.dumps({"spec": spec})
+        self.kubectl("patch", "dbinstance", name, "-n", namespace, "--type=merge", "-p", body)
+
+    def condition(self, namespace: str, name: str, kind: str) -> tuple[str, str] | None:
+        """Return (status, reason) of a condition, or None when it is absent."""
+        for c in self.get(namespace, name).get("status", {}).get("conditions", []):
+            if c["type"] == kind:
+                return (c["status"], c["reason"])
+        return None
+
+    async def until(self, check: Any, *, timeout: float = 120, what: str = "it") -> Any:
+        """Wait (without blocking the worker's event loop) until ``check()`` is truthy."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if value := await asyncio.to_thread(check):
+                return value
+            await asyncio.sleep(0.3)
+        raise AssertionError(f"{what} did not happen within {timeout}s")
+
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         out = self.kubectl("get", "dbinstance", name, "-n", namespace, "-o", "json").stdout
         return dict(json.loads(out))
@@ -109,3 +132,22 @@ def eventually(check: Any, *, timeout: float = 60, what: str = "it") -> Any:
             return value
         time.sleep(0.2)
     raise AssertionError(f"{what} did not happen within {timeout}s")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def watcher(
+    orchestrator: Orchestrator, kube_api: Any, namespace: str
+) -> AsyncIterator[Watcher]:
+    """Run a watcher for this test's namespace, signaling the orchestrator's task queue."""
+    w = Watcher(
+        api=kube_api,
+        client=orchestrator.client,
+        wakeups=Wakeups(orchestrator.client, task_queue=orchestrator.task_queue),
+        namespaces=frozenset({namespace}),
+        resync_seconds=2.0,
+    )
+    task = asyncio.create_task(w.run())
+    await asyncio.sleep(0.5)  # the watch threads list first
+    yield w
+    w.stop.set()
+    task.cancel()

@@ -71,7 +71,8 @@ func runAPIServer(ctx context.Context, port int, etcd string, p pki) error {
 }
 
 // runControllerManager runs kube-controller-manager with only the controllers the
-// local stack needs: garbage collection (owner references) and namespace deletion.
+// local stack needs: garbage collection (owner references), namespace deletion, and
+// PVC protection (which lets a deleted PVC go).
 func runControllerManager(ctx context.Context, kubeconfig string) error {
 	s, err := kcmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
@@ -84,7 +85,9 @@ func runControllerManager(ctx context.Context, kubeconfig string) error {
 	}
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
-		"--controllers=garbage-collector-controller,namespace-controller",
+		// pvc-protection releases a deleted PVC once no pod uses it (the stand-in's
+		// VMs run no pods), as in a real cluster.
+		"--controllers=garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
 		"--secure-port=0",

@@ -5,12 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any, cast
 
 import pytest
-import pytest_asyncio
 from kubernetes import client as k8s
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -20,7 +18,6 @@ from dbi import names
 from dbi.messages import Progress
 from devstack.fixtures import Kubectl
 from tests.orchestrator import Orchestrator
-from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -30,25 +27,6 @@ SPEC = {
     "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"},
     "healthCheckInterval": "10s",
 }
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def watcher(
-    orchestrator: Orchestrator, kube_api: Any, namespace: str
-) -> AsyncIterator[Watcher]:
-    """Run a watcher for this test's namespace, signaling the orchestrator's task queue."""
-    w = Watcher(
-        api=kube_api,
-        client=orchestrator.client,
-        wakeups=Wakeups(orchestrator.client, task_queue=orchestrator.task_queue),
-        namespaces=frozenset({namespace}),
-        resync_seconds=2.0,
-    )
-    task = asyncio.create_task(w.run())
-    await asyncio.sleep(0.5)  # the watch threads list first; events after this are watched
-    yield w
-    w.stop.set()
-    task.cancel()
 
 
 async def wakes(client: Client, workflow_id: str) -> list[tuple[datetime, str]]:

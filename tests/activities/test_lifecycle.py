@@ -1,0 +1,271 @@
+"""The compute steps on the real stack: stop and start, resize, drift, Events, deletion."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections import Counter
+from typing import Any, cast
+
+import psycopg
+import pytest
+from kubernetes import client as k8s
+
+from activities.context import Context
+from activities.kube import Kube
+from activities.vm import VM
+from dbi import names
+from dbi.config import Config
+from dbi.messages import ResizeResult, Wake
+from dbi.steps import StepInput
+from tests.orchestrator import Orchestrator
+from watcher.watcher import Watcher
+
+pytestmark = pytest.mark.stack
+
+SPEC: dict[str, Any] = {
+    "version": 18,
+    "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"},
+    "healthCheckInterval": "30s",
+}
+KUBEVIRT = ("kubevirt.io", "v1")
+
+
+def uri(kube_api: Any, namespace: str, name: str) -> str:
+    secret = k8s.CoreV1Api(kube_api).read_namespaced_secret(f"{name}-credentials", namespace)
+    return base64.b64decode((secret.data or {})["uri"]).decode()
+
+
+def sql(kube_api: Any, namespace: str, statement: str) -> Any:
+    """Run one of this module's fixed statements as the app user of instance ``db``."""
+    with psycopg.connect(
+        uri(kube_api, namespace, "db"), connect_timeout=3, autocommit=True
+    ) as conn:
+        cursor = conn.execute(statement.encode())
+        return cursor.fetchone() if cursor.description else None
+
+
+async def ready(orchestrator: Orchestrator, namespace: str, name: str = "db") -> dict[str, Any]:
+    """Wait until Ready is True for the current generation; return the object."""
+
+    def check() -> dict[str, Any] | None:
+        db = orchestrator.get(namespace, name)
+        fresh = db.get("status", {}).get("observedGeneration") == db["metadata"]["generation"]
+        converged = orchestrator.condition(namespace, name, "Ready") == ("True", "Converged")
+        return db if fresh and converged else None
+
+    found: dict[str, Any] = await orchestrator.until(check, what="Ready for the current generation")
+    return found
+
+
+async def create(
+    orchestrator: Orchestrator, namespace: str, spec: dict[str, Any] = SPEC
+) -> dict[str, Any]:
+    orchestrator.apply(namespace, "db", spec)
+    return await ready(orchestrator, namespace)
+
+
+def custom(kube_api: Any, namespace: str, plural: str, name: str) -> dict[str, Any]:
+    """Return a KubeVirt object, or {} when it does not exist."""
+    try:
+        found = k8s.CustomObjectsApi(kube_api).get_namespaced_custom_object(
+            *KUBEVIRT, namespace, plural, name
+        )
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return {}
+        raise
+    return cast(dict[str, Any], found)
+
+
+def listed(
+    kube_api: Any, namespace: str, plural: str, *, label_selector: str | None = None
+) -> list[dict[str, Any]]:
+    found = k8s.CustomObjectsApi(kube_api).list_namespaced_custom_object(
+        *KUBEVIRT, namespace, plural, label_selector=label_selector
+    )
+    return cast(list[dict[str, Any]], cast(dict[str, Any], found)["items"])
+
+
+def vmi_uid(kube_api: Any, namespace: str) -> str | None:
+    uid = (
+        custom(kube_api, namespace, "virtualmachineinstances", "db").get("metadata", {}).get("uid")
+    )
+    return None if uid is None else str(uid)
+
+
+async def test_stop_and_start_keep_the_data(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """Stopped: phase Stopped, Ready, unreachable. Running again: Ready, and the rows are there."""
+    await create(orchestrator, namespace)
+    sql(kube_api, namespace, "CREATE TABLE kept (n int)")
+    sql(kube_api, namespace, "INSERT INTO kept VALUES (42)")
+
+    orchestrator.patch(namespace, "db", {"powerState": "Stopped"})
+    stopped = await ready(orchestrator, namespace)
+    assert stopped["status"]["phase"] == "Stopped"
+    assert orchestrator.condition(namespace, "db", "DatabaseHealthy") == ("True", "Stopped")
+    with pytest.raises(psycopg.OperationalError):
+        sql(kube_api, namespace, "SELECT 1")
+
+    orchestrator.patch(namespace, "db", {"powerState": "Running"})
+    running = await ready(orchestrator, namespace)
+    assert running["status"]["phase"] == "Running"
+    assert sql(kube_api, namespace, "SELECT n FROM kept") == (42,)
+
+
+async def test_a_cpu_change_beyond_the_hotplug_limit_restarts_under_restart(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """resizePolicy Restart: a CPU change that needs a restart is applied by one."""
+    await create(orchestrator, namespace)
+    before = vmi_uid(kube_api, namespace)
+    orchestrator.patch(namespace, "db", {"resources": {"cpu": 6}})
+    await ready(orchestrator, namespace)
+    assert vmi_uid(kube_api, namespace) not in (None, before)
+    assert sql(kube_api, namespace, "SHOW dbi.vm_cpus") == ("6",)
+
+
+async def test_a_deferred_restart_waits_for_force_resize(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """resizePolicy Deferred: RestartRequired until force_resize, which returns once resized."""
+    await create(orchestrator, namespace, {**SPEC, "resizePolicy": "Deferred"})
+    orchestrator.patch(namespace, "db", {"resources": {"cpu": 6}})
+    deferred = ("False", "RestartRequired")
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "db", "SizeSynced") == deferred,
+        what="SizeSynced False RestartRequired",
+    )
+    await asyncio.sleep(2)
+    assert orchestrator.condition(namespace, "db", "SizeSynced") == deferred
+    assert sql(kube_api, namespace, "SHOW dbi.vm_cpus") == ("1",)
+
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+    result = await handle.execute_update("force_resize", result_type=ResizeResult)
+    assert result.resized
+    await ready(orchestrator, namespace)
+    assert sql(kube_api, namespace, "SHOW dbi.vm_cpus") == ("6",)
+
+
+async def test_memory_grows_live_and_storage_grows(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """Memory within the hot-plug limit applies without a restart; storage grows with the PVC."""
+    await create(orchestrator, namespace)
+    before = vmi_uid(kube_api, namespace)
+    orchestrator.patch(namespace, "db", {"resources": {"memory": "2Gi", "storage": "3Gi"}})
+    db = await ready(orchestrator, namespace)
+    assert vmi_uid(kube_api, namespace) == before
+    assert sql(kube_api, namespace, "SHOW effective_cache_size") == ("1536MB",)
+    claim = k8s.CoreV1Api(kube_api).read_namespaced_persistent_volume_claim("db-data", namespace)
+    assert claim.status is not None and (claim.status.capacity or {}).get("storage") == "3Gi"
+    assert db["status"]["observed"]["storage"] == "3Gi"
+
+
+async def test_a_hand_edit_of_the_vm_is_put_back_and_foreign_fields_stay(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """Someone edits the VM's CPU: the next pass restores it; a field another manager owns stays."""
+    await create(orchestrator, namespace)
+    edit = {
+        "metadata": {"annotations": {"team.example/owner": "payments"}},
+        "spec": {"template": {"spec": {"domain": {"cpu": {"sockets": 3}}}}},
+    }
+    k8s.CustomObjectsApi(kube_api).patch_namespaced_custom_object(
+        *KUBEVIRT, namespace, "virtualmachines", "db", edit
+    )
+
+    def sockets() -> int:
+        vm = custom(kube_api, namespace, "virtualmachines", "db")
+        return int(vm["spec"]["template"]["spec"]["domain"]["cpu"]["sockets"])
+
+    await orchestrator.until(lambda: sockets() == 1, timeout=60, what="the CPU put back")
+    vm = custom(kube_api, namespace, "virtualmachines", "db")
+    assert vm["metadata"]["annotations"]["team.example/owner"] == "payments"
+
+
+async def test_the_vm_step_retried_after_a_crash_creates_one_vm(
+    orchestrator: Orchestrator, namespace: str, kube_api: Any
+) -> None:
+    """A vm activity run again (as after a worker crash mid-step) leaves exactly one VM."""
+    orchestrator.apply(namespace, "lone", SPEC)
+    db = orchestrator.get(namespace, "lone")
+    step = VM(Context(kube=Kube(kube_api), config=Config()))
+    step_input = StepInput(namespace=namespace, name="lone", uid=db["metadata"]["uid"])
+    first = await asyncio.to_thread(step.run, step_input)
+    second = await asyncio.to_thread(step.run, step_input)
+    assert (first.reason, second.reason) == ("VMCreated", "VMProvisioned")
+    selector = f"{names.INSTANCE_LABEL}=lone"
+    assert len(listed(kube_api, namespace, "virtualmachines", label_selector=selector)) == 1
+
+
+def events_of(kube_api: Any, namespace: str) -> list[tuple[str, str]]:
+    items = k8s.CoreV1Api(kube_api).list_namespaced_event(namespace).items
+    return sorted(
+        (e.reason or "", e.message or "") for e in items if e.involved_object.name == "db"
+    )
+
+
+async def test_idle_passes_emit_no_event_and_a_transition_emits_one_each(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """Ten passes that change nothing add no Event; a change is announced once per condition."""
+    await create(orchestrator, namespace)
+    await asyncio.sleep(1)
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+    before = events_of(kube_api, namespace)
+    for n in range(10):
+        await handle.signal("wake", Wake(reason=f"test idle pass {n}"))
+        await asyncio.sleep(0.4)
+    assert events_of(kube_api, namespace) == before
+
+    k8s.CoreV1Api(kube_api).delete_namespaced_service("db-metrics", namespace)
+    await orchestrator.until(
+        lambda: len(events_of(kube_api, namespace)) > len(before), what="an Event for the change"
+    )
+    await ready(orchestrator, namespace)
+    for n in range(5):
+        await handle.signal("wake", Wake(reason=f"test idle pass after {n}"))
+        await asyncio.sleep(0.4)
+    added = Counter(events_of(kube_api, namespace)) - Counter(before)
+    assert added, "the change produced no Event"
+    assert all(count == 1 for count in added.values()), added
+
+
+@pytest.mark.parametrize(("policy", "kept"), [("Delete", False), ("Retain", True)])
+async def test_deletion_leaves_what_the_policy_says(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    policy: str,
+    kept: bool,
+) -> None:
+    """Delete removes the VM and disk; Retain keeps them released; instance and workflow end."""
+    await create(orchestrator, namespace, {**SPEC, "deletionPolicy": policy})
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+    # In a thread: the worker runs on this event loop, and kubectl waits for the teardown.
+    await asyncio.to_thread(
+        orchestrator.kubectl, "delete", "dbinstance", "db", "-n", namespace, "--timeout=60s"
+    )
+    assert await asyncio.wait_for(handle.result(), 60) == "deleted"
+    core = k8s.CoreV1Api(kube_api)
+    if kept:
+        vms = listed(kube_api, namespace, "virtualmachines")
+        assert [v["metadata"]["name"] for v in vms] == ["db"]
+        assert not vms[0]["metadata"].get("ownerReferences")
+        claims = core.list_namespaced_persistent_volume_claim(namespace).items
+        assert [c.metadata.name for c in claims if c.metadata] == ["db-data"]
+    else:
+        await orchestrator.until(
+            lambda: (
+                not listed(kube_api, namespace, "virtualmachines")
+                and not core.list_namespaced_persistent_volume_claim(namespace).items
+            ),
+            what="the VM and its disk gone",
+        )
+    remaining = orchestrator.kubectl("get", "dbinstances", "-n", namespace, "-o", "json").stdout
+    assert json.loads(remaining)["items"] == []
