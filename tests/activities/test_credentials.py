@@ -1,0 +1,237 @@
+"""Credentials and access on the real stack: the Secret is the source of truth, rotation
+is race-free, and no password leaks."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import subprocess
+from typing import Any
+
+import psycopg
+import pytest
+from kubernetes import client as k8s
+
+from activities import credentials, secrets
+from activities.context import Context
+from activities.kube import Kube
+from dbi import names
+from dbi.config import ADMIN_USER, Config
+from dbi.messages import RotationResult, Wake
+from devstack import tools
+from devstack.stack import StackInfo
+from tests.activities.test_lifecycle import SPEC, create, ready
+from tests.orchestrator import Orchestrator
+from watcher.watcher import Watcher
+
+pytestmark = pytest.mark.stack
+
+
+def secret(kube_api: Any, namespace: str, name: str) -> dict[str, str]:
+    found = k8s.CoreV1Api(kube_api).read_namespaced_secret(name, namespace)
+    return {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
+
+
+def logs_in(host: str, user: str, password: str, dbname: str) -> bool:
+    try:
+        with psycopg.connect(
+            host=host, port=5432, user=user, password=password, dbname=dbname, connect_timeout=3
+        ):
+            return True
+    except psycopg.OperationalError:
+        return False
+
+
+def app_works(kube_api: Any, namespace: str, password: str) -> bool:
+    data = secret(kube_api, namespace, "db-credentials")
+    return logs_in(data["host"], "app", password, "app")
+
+
+async def settled(orchestrator: Orchestrator, namespace: str, kube_api: Any) -> dict[str, str]:
+    """Wait until Ready and the Secret's password works; return the Secret's data."""
+    await ready(orchestrator, namespace)
+
+    def working() -> dict[str, str] | None:
+        data = secret(kube_api, namespace, "db-credentials")
+        return data if "host" in data and app_works(kube_api, namespace, data["password"]) else None
+
+    found: dict[str, str] = await orchestrator.until(working, what="a working app password")
+    return found
+
+
+async def test_the_app_secret_connects_and_the_admin_password_is_the_admins_only(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """The app Secret's uri opens the app database; the admin password works for the admin only."""
+    await create(orchestrator, namespace)
+    app = await settled(orchestrator, namespace, kube_api)
+    with psycopg.connect(app["uri"], connect_timeout=3, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (n int)")
+    admin = secret(kube_api, namespace, "db-admin")["password"]
+    assert logs_in(app["host"], ADMIN_USER, admin, "postgres")
+    assert not logs_in(app["host"], "app", admin, "app")
+    assert not logs_in(app["host"], ADMIN_USER, app["password"], "postgres")
+
+
+async def test_passes_keep_the_password_and_an_emptied_one_is_replaced(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """Many passes keep the same password; a Secret whose password was emptied gets a new one."""
+    await create(orchestrator, namespace)
+    first = (await settled(orchestrator, namespace, kube_api))["password"]
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+    for n in range(5):
+        await handle.signal("wake", Wake(reason=f"test pass {n}"))
+        await asyncio.sleep(0.5)
+    assert secret(kube_api, namespace, "db-credentials")["password"] == first
+
+    k8s.CoreV1Api(kube_api).patch_namespaced_secret(
+        "db-credentials", namespace, {"stringData": {"password": ""}}
+    )
+    await orchestrator.until(
+        lambda: secret(kube_api, namespace, "db-credentials").get("password") not in ("", first),
+        what="a new password",
+    )
+    second = (await settled(orchestrator, namespace, kube_api))["password"]
+    assert second != first
+    assert not app_works(kube_api, namespace, first)
+
+
+async def test_deleting_the_app_secret_rotates_the_password(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """Within seconds of deleting the Secret a new one exists; the old password is refused."""
+    await create(orchestrator, namespace)
+    old = (await settled(orchestrator, namespace, kube_api))["password"]
+    k8s.CoreV1Api(kube_api).delete_namespaced_secret("db-credentials", namespace)
+    new = (await settled(orchestrator, namespace, kube_api))["password"]
+    assert new != old
+    assert not app_works(kube_api, namespace, old)
+
+
+async def test_a_secret_deleted_between_read_and_apply_ends_with_one_new_password(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """The race, made deterministic: an apply naming the read UID after the deletion makes a new
+    password once, and the Secret and the role then agree."""
+    await create(orchestrator, namespace)
+    old = (await settled(orchestrator, namespace, kube_api))["password"]
+    ctx = Context(kube=Kube(kube_api), config=Config())
+    instance = ctx.kube.instance(namespace, "db")
+    assert instance is not None
+    read = secrets.read(ctx.kube, namespace, "db-credentials")  # the step reads ...
+    k8s.CoreV1Api(kube_api).delete_namespaced_secret(
+        "db-credentials", namespace
+    )  # ... someone deletes
+    written = credentials._write(  # ... and the step applies what it read
+        ctx,
+        instance,
+        "db-credentials",
+        read,
+        lambda pw: {**read.data, "password": pw},
+        keep=read.password,
+    )
+    assert written != old
+    assert secret(kube_api, namespace, "db-credentials")["password"] == written
+    final = (await settled(orchestrator, namespace, kube_api))["password"]
+    assert final == written
+    assert not app_works(kube_api, namespace, old)
+
+
+async def test_rotate_credentials_through_the_client_and_the_cli(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
+) -> None:
+    """The update rotates (old refused, new works), from the SDK and the temporal CLI; a retry
+    of the same request does not rotate again."""
+    await create(orchestrator, namespace)
+    old = (await settled(orchestrator, namespace, kube_api))["password"]
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+    result = await handle.execute_update(
+        "rotate_credentials", id="rotate-1", result_type=RotationResult
+    )
+    credentials_name = "db-credentials"
+    assert result.rotated and result.secret_name == credentials_name
+    new = secret(kube_api, namespace, "db-credentials")["password"]
+    assert (
+        new != old
+        and app_works(kube_api, namespace, new)
+        and not app_works(kube_api, namespace, old)
+    )
+    again = await handle.execute_update(
+        "rotate_credentials", id="rotate-1", result_type=RotationResult
+    )
+    assert again.resource_version == result.resource_version
+    assert secret(kube_api, namespace, "db-credentials")["password"] == new
+
+    cli = await asyncio.to_thread(
+        subprocess.run,
+        [
+            str(tools.venv_tool("temporal")),
+            "workflow",
+            "update",
+            "execute",
+            "--address",
+            local_stack.temporal_address,
+            "--workflow-id",
+            handle.id,
+            "--name",
+            "rotate_credentials",
+            "--output",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert "db-credentials" in cli.stdout
+    newest = secret(kube_api, namespace, "db-credentials")["password"]
+    assert (
+        newest != new
+        and app_works(kube_api, namespace, newest)
+        and not app_works(kube_api, namespace, new)
+    )
+    assert newest not in cli.stdout
+
+
+async def test_no_password_appears_in_history_logs_events_or_status(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """After creation and rotations by deletion and by update, passwords are only in Secrets."""
+    caplog.set_level(logging.DEBUG)
+    await create(orchestrator, namespace, {**SPEC})
+    passwords = {(await settled(orchestrator, namespace, kube_api))["password"]}
+    passwords.add(secret(kube_api, namespace, "db-admin")["password"])
+    k8s.CoreV1Api(kube_api).delete_namespaced_secret("db-credentials", namespace)
+    passwords.add((await settled(orchestrator, namespace, kube_api))["password"])
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+    await handle.execute_update("rotate_credentials", result_type=RotationResult)
+    passwords.add(secret(kube_api, namespace, "db-credentials")["password"])
+    assert len(passwords) == 4
+
+    history = (await handle.fetch_history()).to_json()
+    events = json.dumps(
+        k8s.ApiClient().sanitize_for_serialization(
+            k8s.CoreV1Api(kube_api).list_namespaced_event(namespace)
+        )
+    )
+    status = json.dumps(orchestrator.get(namespace, "db")["status"])
+    for password in passwords:
+        for where, text in (
+            ("history", history),
+            ("events", events),
+            ("status", status),
+            ("logs", caplog.text),
+        ):
+            assert password not in text, f"a password is in the {where}"
