@@ -2,7 +2,10 @@
 
 Environment: ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233), ``TEMPORAL_NAMESPACE``
 (default ``default``), ``KUBECONFIG`` (or in-cluster credentials), and
-``DBI_WATCH_NAMESPACES`` (comma-separated; all namespaces when unset).
+``DBI_WATCH_NAMESPACES`` (comma-separated; all namespaces when unset), and
+``DBI_LEASE_NAMESPACE``: when set, replicas elect a leader on the Lease
+``dbi-watcher`` there (identity ``POD_NAME``, or host and pid; ``DBI_LEASE_SECONDS``,
+default 15); only the leader signals.
 """
 
 from __future__ import annotations
@@ -11,8 +14,10 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 
 from activities import kube
+from watcher.leader import LeaderElection
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
 from workflows import worker
@@ -28,8 +33,16 @@ async def main() -> None:
     )
     only = os.environ.get("DBI_WATCH_NAMESPACES")
     namespaces = frozenset(n.strip() for n in only.split(",") if n.strip()) if only else None
+    api = kube.connect()
+    election = None
+    if lease_namespace := os.environ.get("DBI_LEASE_NAMESPACE"):
+        identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+        duration = float(os.environ.get("DBI_LEASE_SECONDS", "15"))
+        election = LeaderElection(
+            api=api, namespace=lease_namespace, identity=identity, duration=duration
+        )
     watcher = Watcher(
-        api=kube.connect(), client=client, wakeups=Wakeups(client), namespaces=namespaces
+        api=api, client=client, wakeups=Wakeups(client), namespaces=namespaces, election=election
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -23,6 +23,7 @@ from temporalio.service import RPCError
 
 from dbi import names
 from dbi.messages import Wake
+from watcher.leader import LeaderElection
 from watcher.streams import Source, forever
 from watcher.wakeups import Wakeups
 
@@ -71,11 +72,14 @@ class Watcher:
     resync_seconds: float = RESYNC_SECONDS
     stop: threading.Event = field(default_factory=threading.Event)
     instances: set[tuple[str, str]] = field(default_factory=set)
+    election: LeaderElection | None = None
 
-    def handle(self, loop: asyncio.AbstractEventLoop, kind: str) -> Any:
+    def handle(self, loop: asyncio.AbstractEventLoop, kind: str, term: threading.Event) -> Any:
         """Return the handler that the watch thread of ``kind`` calls for each event."""
 
         def on_event(event: str, obj: dict[str, Any]) -> None:
+            if term.is_set():
+                return  # leadership ended: the next leader relists
             meta = obj.get("metadata", {})
             namespace = meta.get("namespace", "")
             if self.namespaces is not None and namespace not in self.namespaces:
@@ -102,23 +106,40 @@ class Watcher:
         return on_event
 
     async def run(self) -> None:
-        """Watch until ``stop`` is set; resync every ``resync_seconds``."""
+        """Watch until ``stop`` is set, while leading; resync every ``resync_seconds``.
+
+        Without an election the watcher always leads. Each term of leadership starts
+        its own watches (their first list wakes every instance, so a new leader misses
+        nothing its predecessor did not send) and ends them when leadership is lost.
+        """
         loop = asyncio.get_running_loop()
-        threads = [
-            threading.Thread(
-                target=forever,
-                args=(self.api, s, self.handle(loop, s.kind), self.stop),
-                name=f"watch-{s.kind}",
-                daemon=True,
-            )
-            for s in sources(self.api)
-        ]
-        for t in threads:
-            t.start()
+        if self.election is not None:
+            threading.Thread(target=self.election.run, name="lease", daemon=True).start()
         while not self.stop.is_set():
-            await asyncio.sleep(self.resync_seconds)
-            await self.resync()
+            if not self._leading():
+                await asyncio.sleep(0.2)
+                continue
+            term = threading.Event()
+            for s in sources(self.api):
+                threading.Thread(
+                    target=forever,
+                    args=(self.api, s, self.handle(loop, s.kind, term), term),
+                    name=f"watch-{s.kind}",
+                    daemon=True,
+                ).start()
+            next_resync = loop.time() + self.resync_seconds
+            while self._leading() and not self.stop.is_set():
+                await asyncio.sleep(0.2)
+                if loop.time() >= next_resync:
+                    await self.resync()
+                    next_resync = loop.time() + self.resync_seconds
+            term.set()
+        if self.election is not None:
+            self.election.stop.set()
         await self.wakeups.drain()
+
+    def _leading(self) -> bool:
+        return self.election is None or self.election.leading.is_set()
 
     async def resync(self) -> None:
         """Start the workflow of every known instance whose workflow is not running."""

@@ -54,7 +54,12 @@ async def settled(orchestrator: Orchestrator, namespace: str, kube_api: Any) -> 
     await ready(orchestrator, namespace)
 
     def working() -> dict[str, str] | None:
-        data = secret(kube_api, namespace, "db-credentials")
+        try:
+            data = secret(kube_api, namespace, "db-credentials")
+        except k8s.ApiException as e:
+            if e.status == 404:  # deleted, and not made again yet
+                return None
+            raise
         return data if "host" in data and app_works(kube_api, namespace, data["password"]) else None
 
     found: dict[str, str] = await orchestrator.until(working, what="a working app password")

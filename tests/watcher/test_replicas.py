@@ -1,0 +1,158 @@
+"""Watchers as processes: a killed one loses nothing, and two elect one leader."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from temporalio.client import Client
+
+from dbi import names
+from devstack.stack import StackInfo
+from tests.watcher.test_watcher import wakes
+
+pytestmark = pytest.mark.stack
+
+SPEC = {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}}
+
+
+@contextmanager
+def watcher_process(
+    local_stack: StackInfo, namespace: str, log: Path, **env: str
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``python -m watcher`` for one namespace; kill it on exit."""
+    environment = {
+        **os.environ,
+        "KUBECONFIG": local_stack.kubeconfig,
+        "TEMPORAL_ADDRESS": local_stack.temporal_address,
+        "DBI_WATCH_NAMESPACES": namespace,
+        **env,
+    }
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "watcher"], env=environment, stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def until(check: Any, *, timeout: float = 30, what: str = "it") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"{what} did not happen within {timeout}s")
+
+
+def patch(objects: Any, namespace: str, name: str, n: int) -> None:
+    objects.patch_namespaced_custom_object(
+        names.GROUP,
+        names.VERSION,
+        namespace,
+        names.PLURAL,
+        name,
+        {"metadata": {"labels": {"change": str(n)}}},
+    )
+
+
+async def last_wake(client: Client, namespace: str, name: str) -> float:
+    try:
+        found = await wakes(client, names.workflow_id(namespace, name))
+    except Exception:
+        return 0.0
+    return max((when.timestamp() for when, _ in found), default=0.0)
+
+
+async def test_a_killed_watcher_loses_no_change(
+    local_stack: StackInfo, namespace: str, kube_api: Any, temporal_client: Client, tmp_path: Path
+) -> None:
+    """Killed during a burst of changes to 20 instances and restarted, the watcher wakes every
+    instance after its last change."""
+    objects = k8s.CustomObjectsApi(kube_api)
+    instances = [f"db{i}" for i in range(20)]
+    for name in instances:
+        body = {
+            "apiVersion": names.API_VERSION,
+            "kind": names.KIND,
+            "metadata": {"name": name},
+            "spec": SPEC,
+        }
+        objects.create_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, names.PLURAL, body
+        )
+    last_change: dict[str, float] = {}
+    with watcher_process(local_stack, namespace, tmp_path / "first.log") as first:
+        await asyncio.sleep(2)
+        for n in range(3):
+            for name in instances:
+                await asyncio.to_thread(patch, objects, namespace, name, n)
+                last_change[name] = time.time()
+                if n == 1 and name == "db9":
+                    first.send_signal(signal.SIGKILL)
+    with watcher_process(local_stack, namespace, tmp_path / "second.log"):
+        for name in instances:
+            deadline = time.monotonic() + 30
+            while await last_wake(temporal_client, namespace, name) < last_change[name]:
+                assert time.monotonic() < deadline, f"{name} was not woken after its last change"
+                await asyncio.sleep(0.2)
+
+
+async def test_two_watchers_elect_one_leader_and_the_other_takes_over(
+    local_stack: StackInfo, namespace: str, kube_api: Any, temporal_client: Client, tmp_path: Path
+) -> None:
+    """Of two replicas one holds the Lease; killed, the other takes over within its duration
+    and signals the next change."""
+    coordination = k8s.CoordinationV1Api(kube_api)
+
+    def holder() -> str | None:
+        try:
+            lease = coordination.read_namespaced_lease("dbi-watcher", namespace)
+        except k8s.ApiException:
+            return None
+        return lease.spec.holder_identity if lease.spec else None
+
+    env = {"DBI_LEASE_NAMESPACE": namespace, "DBI_LEASE_SECONDS": "3"}
+    with (
+        watcher_process(local_stack, namespace, tmp_path / "a.log", POD_NAME="a", **env) as a,
+        watcher_process(local_stack, namespace, tmp_path / "b.log", POD_NAME="b", **env) as b,
+    ):
+        leader = await asyncio.to_thread(until, holder, what="a leader")
+        assert leader in {"a", "b"}
+        killed, survivor = (a, "b") if leader == "a" else (b, "a")
+        killed.send_signal(signal.SIGKILL)
+        started = time.monotonic()
+        await asyncio.to_thread(until, lambda: holder() == survivor, timeout=10, what="a takeover")
+        assert time.monotonic() - started < 3 + 2  # the lease's duration, and a renewal period
+
+        objects = k8s.CustomObjectsApi(kube_api)
+        body = {
+            "apiVersion": names.API_VERSION,
+            "kind": names.KIND,
+            "metadata": {"name": "db"},
+            "spec": SPEC,
+        }
+        objects.create_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, names.PLURAL, body
+        )
+        created = time.time()
+        deadline = time.monotonic() + 15
+        while await last_wake(temporal_client, namespace, "db") < created - 1:
+            assert time.monotonic() < deadline, "the new leader did not signal"
+            await asyncio.sleep(0.2)
+        log = (tmp_path / f"{survivor}.log").read_text()
+        assert f"leading as {survivor}" in log
