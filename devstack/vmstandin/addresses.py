@@ -2,12 +2,14 @@
 
 Linux routes all of 127.0.0.0/8 to the loopback interface, so every VM's PostgreSQL
 can listen on port 5432 of an address of its own, as on a real network. Addresses
-are kept in a JSON file by VM UID, so a restarted stand-in hands out the same ones.
+are kept in a JSON file by VM UID, so a restarted stand-in hands out the same ones; an
+address another stack's VM already listens on is skipped.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 
@@ -16,6 +18,16 @@ _PER_BLOCK = 250
 
 def _address(index: int) -> str:
     return f"127.10.{index // _PER_BLOCK}.{index % _PER_BLOCK + 2}"
+
+
+def _in_use(address: str) -> bool:
+    """Tell whether something (another stack's VM, say) already listens on address:5432."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((address, 5432))
+        except OSError:
+            return True
+        return False
 
 
 class Addresses:
@@ -30,7 +42,7 @@ class Addresses:
             if uid not in self._by_uid:
                 taken = set(self._by_uid.values())
                 index = 0
-                while _address(index) in taken:
+                while _address(index) in taken or _in_use(_address(index)):
                     index += 1
                 self._by_uid[uid] = _address(index)
                 self._save()
