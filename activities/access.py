@@ -19,7 +19,7 @@ from psycopg import sql
 from temporalio import activity
 
 from activities import postgres, secrets
-from activities.context import Context, gone, load, result
+from activities.context import Context, Step, result
 from activities.kube import KUBEVIRT, Instance
 from dbi.models import PowerState
 from dbi.steps import Outcome, StepInput, StepResult
@@ -128,15 +128,12 @@ def uri(user: str, password: str, host: str, database: str) -> str:
     return f"postgresql://{credentials}@{host}:{postgres.PORT}/{quote(database, safe='')}"
 
 
-class Access:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class Access(Step):
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
-        instance = load(self.ctx, step_input)
-        if instance is None:
-            return gone(STEP, CONDITION)
+        return self.on(step_input, STEP, CONDITION)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         if instance.model.spec.power_state is PowerState.STOPPED:
             return decide(Observation(True, False, False, False, False, False, False))[0]
         kube = self.ctx.kube

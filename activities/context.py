@@ -50,3 +50,24 @@ def load(ctx: Context, step_input: StepInput) -> Instance | None:
 def gone(step: str, condition: str) -> StepResult:
     """The result of a step whose instance disappeared: the next load ends the workflow."""
     return result(step, condition, Outcome.PENDING, "InstanceGone", "The instance is gone.")
+
+
+class Activity:
+    """Base of the activity classes: the Context they run with."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+
+class Step(Activity):
+    """A step activity: ``converge`` runs on the step's instance, when it still exists."""
+
+    def on(self, step_input: StepInput, step: str, condition: str) -> StepResult:
+        """Load the instance and converge it; a gone instance is reported as such."""
+        instance = load(self.ctx, step_input)
+        if instance is None:
+            return gone(step, condition)
+        return self.converge(instance, step_input)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
+        raise NotImplementedError

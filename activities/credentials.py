@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from temporalio import activity
 
 from activities import secrets
-from activities.context import Context, gone, load, result
+from activities.context import Context, Step, result
 from activities.kube import Instance
 from dbi import bootstrap
 from dbi.config import ADMIN_USER
@@ -153,13 +153,10 @@ def _write(
     return password
 
 
-class Credentials:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class Credentials(Step):
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
-        instance = load(self.ctx, step_input)
-        if instance is None:
-            return gone(STEP, CONDITION)
+        return self.on(step_input, STEP, CONDITION)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         return decide(ensure(self.ctx, instance), secret_name=secrets.app_name(instance))

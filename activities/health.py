@@ -15,8 +15,8 @@ import psycopg
 from temporalio import activity
 
 from activities import postgres, secrets
-from activities.context import Context, gone, load, result
-from activities.kube import KUBEVIRT
+from activities.context import Step, result
+from activities.kube import KUBEVIRT, Instance
 from dbi.models import PowerState
 from dbi.steps import Outcome, StepInput, StepResult
 
@@ -88,15 +88,12 @@ def probe(address: str, password: str) -> tuple[bool, str | None, bool]:
     return True, str(row[0]), bool(row[1])
 
 
-class Health:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class Health(Step):
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
-        instance = load(self.ctx, step_input)
-        if instance is None:
-            return gone(STEP, CONDITION)
+        return self.on(step_input, STEP, CONDITION)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         stopped = instance.model.spec.power_state is PowerState.STOPPED
         address, reachable, version, recovery = None, False, None, False
         if not stopped:

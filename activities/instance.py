@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities.context import Context
+from activities.context import Activity
 from dbi.models import duration_seconds
 from dbi.steps import InstanceSnapshot, StepInput
 
 
-class LoadInstance:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class LoadInstance(Activity):
     @activity.defn(name="load_instance")
     def run(self, step_input: StepInput) -> InstanceSnapshot:
         """Read the DBInstance; a missing one is ``exists=False`` (the workflow then ends)."""

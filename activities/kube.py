@@ -8,8 +8,9 @@ narrow patch of one field another step owns.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -18,6 +19,7 @@ from dbi import names
 from dbi.models import DBInstance
 
 Manifest = dict[str, Any]
+T = TypeVar("T")
 APPLY = "application/apply-patch+yaml"
 KUBEVIRT = ("kubevirt.io", "v1")
 
@@ -95,66 +97,54 @@ class Kube:
     def get_custom(
         self, group: str, version: str, namespace: str, plural: str, name: str
     ) -> Manifest | None:
-        try:
-            found = self.objects.get_namespaced_custom_object(
+        """Read a custom object; None when it does not exist."""
+        found = or_none(
+            lambda: self.objects.get_namespaced_custom_object(
                 group, version, namespace, plural, name
             )
-        except k8s.ApiException as e:
-            if e.status == 404:
-                return None
-            raise
-        return cast(Manifest, found)
+        )
+        return None if found is None else cast(Manifest, found)
 
     def apply_custom(self, group: str, version: str, plural: str, manifest: Manifest) -> Manifest:
         meta = manifest["metadata"]
         applied = self.objects.patch_namespaced_custom_object(
-            group,
-            version,
-            meta["namespace"],
-            plural,
-            meta["name"],
-            manifest,
-            field_manager=names.FIELD_MANAGER,
-            force=True,
-            _content_type=APPLY,
+            group, version, meta["namespace"], plural, meta["name"], manifest, **_APPLY
         )
         return cast(Manifest, applied)
 
     def secret(self, namespace: str, name: str) -> k8s.V1Secret | None:
-        try:
-            return self.core.read_namespaced_secret(name, namespace)
-        except k8s.ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+        return or_none(lambda: self.core.read_namespaced_secret(name, namespace))
 
     def apply_secret(self, manifest: Manifest) -> k8s.V1Secret:
         """Apply a Secret; when its metadata names a UID, a deleted Secret gives 409."""
         meta = manifest["metadata"]
         return self.core.patch_namespaced_secret(
-            meta["name"],
-            meta["namespace"],
-            manifest,
-            field_manager=names.FIELD_MANAGER,
-            force=True,
-            _content_type=APPLY,
+            meta["name"], meta["namespace"], manifest, **_APPLY
         )
 
     def pvc(self, namespace: str, name: str) -> k8s.V1PersistentVolumeClaim | None:
-        try:
-            return self.core.read_namespaced_persistent_volume_claim(name, namespace)
-        except k8s.ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+        return or_none(lambda: self.core.read_namespaced_persistent_volume_claim(name, namespace))
 
     def apply_pvc(self, manifest: Manifest) -> k8s.V1PersistentVolumeClaim:
         meta = manifest["metadata"]
         return self.core.patch_namespaced_persistent_volume_claim(
-            meta["name"],
-            meta["namespace"],
-            manifest,
-            field_manager=names.FIELD_MANAGER,
-            force=True,
-            _content_type=APPLY,
+            meta["name"], meta["namespace"], manifest, **_APPLY
         )
+
+
+# Server-side apply, as the orchestrator: it owns (and forces) the fields it sets.
+_APPLY: dict[str, Any] = {
+    "field_manager": names.FIELD_MANAGER,
+    "force": True,
+    "_content_type": APPLY,
+}
+
+
+def or_none(read: Callable[[], T]) -> T | None:
+    """Return what ``read`` returns, or None when the object does not exist (404)."""
+    try:
+        return read()
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return None
+        raise

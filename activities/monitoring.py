@@ -18,7 +18,7 @@ from kubernetes import client as k8s
 from temporalio import activity
 
 from activities import manifests
-from activities.context import Context, gone, load, result
+from activities.context import Context, Step, result
 from activities.kube import Instance, Manifest
 from dbi import names
 from dbi.steps import Outcome, StepInput, StepResult
@@ -171,15 +171,12 @@ def observe(ctx: Context, instance: Instance) -> Observation:
     )
 
 
-class Monitoring:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class Monitoring(Step):
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
-        instance = load(self.ctx, step_input)
-        if instance is None:
-            return gone(STEP, CONDITION)
+        return self.on(step_input, STEP, CONDITION)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         obs = observe(self.ctx, instance)
         decision = decide(obs)
         if decision.reason == Reason.REMOVED:

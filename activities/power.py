@@ -13,7 +13,7 @@ from enum import StrEnum
 
 from temporalio import activity
 
-from activities.context import Context, gone, load, result
+from activities.context import Step, result
 from activities.kube import KUBEVIRT, Instance
 from dbi.models import PowerState
 from dbi.steps import Outcome, StepInput, StepResult
@@ -78,15 +78,12 @@ def decide(obs: Observation) -> tuple[StepResult, bool]:
     return pending(Reason.STOPPING, "The VM is stopping."), change
 
 
-class Power:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class Power(Step):
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
-        instance = load(self.ctx, step_input)
-        if instance is None:
-            return gone(STEP, CONDITION)
+        return self.on(step_input, STEP, CONDITION)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         kube = self.ctx.kube
         vm = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
         vmi = kube.get_custom(

@@ -16,7 +16,7 @@ from enum import StrEnum
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities.context import Context, gone, load, result
+from activities.context import Context, Step, result
 from activities.kube import Instance
 from dbi import names
 from dbi.quantity import parse_quantity
@@ -125,15 +125,12 @@ def add_finalizer(ctx: Context, instance: Instance) -> None:
     )
 
 
-class Preflight:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class Preflight(Step):
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
-        instance = load(self.ctx, step_input)
-        if instance is None:
-            return gone(STEP, CONDITION)
+        return self.on(step_input, STEP, CONDITION)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         decision = decide(observe(self.ctx, instance))
         if decision.reason == Reason.FINALIZER_ADDED:
             try:

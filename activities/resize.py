@@ -18,8 +18,8 @@ from enum import StrEnum
 from temporalio import activity
 
 from activities import manifests
-from activities.context import Context, gone, load, result
-from activities.kube import KUBEVIRT, Manifest
+from activities.context import Step, result
+from activities.kube import KUBEVIRT, Instance, Manifest
 from dbi.models import PowerState, ResizePolicy
 from dbi.quantity import parse_quantity
 from dbi.steps import Outcome, StepInput, StepResult
@@ -95,15 +95,12 @@ def _restart_required(vm: Manifest | None) -> bool:
     return any(c.get("type") == "RestartRequired" and c.get("status") == "True" for c in conditions)
 
 
-class Resize:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class Resize(Step):
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
-        instance = load(self.ctx, step_input)
-        if instance is None:
-            return gone(STEP, CONDITION)
+        return self.on(step_input, STEP, CONDITION)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         kube, spec = self.ctx.kube, instance.model.spec
         vm = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
         vmi = kube.get_custom(

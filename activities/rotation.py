@@ -16,16 +16,13 @@ from temporalio.exceptions import ApplicationError
 
 from activities import postgres, secrets
 from activities.access import uri
-from activities.context import Context, load
+from activities.context import Activity, load
 from activities.kube import KUBEVIRT
 from dbi.messages import RotationRequest, RotationResult
 from dbi.steps import StepInput
 
 
-class RotateCredentials:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class RotateCredentials(Activity):
     @activity.defn(name="rotate_credentials")
     def run(self, request: RotationRequest) -> RotationResult:
         step_input = StepInput(namespace=request.namespace, name=request.name, uid=request.uid)

@@ -3,7 +3,8 @@
 Reads the status on the object (for lastTransitionTime and the transitions), derives
 the new one (``dbi.status.derive``), patches the status subresource, then emits an
 Event per changed condition. Retried after a failure, it emits nothing twice: the
-second try reads the status the first one wrote. A deleted instance is tolerated.
+second try reads the status the first one wrote. A deleted instance is tolerated, and
+so is an Event the API refuses (a namespace being deleted, say): Events are best effort.
 """
 
 from __future__ import annotations
@@ -14,16 +15,13 @@ from datetime import UTC, datetime
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities.context import Context
+from activities.context import Activity, Context
 from activities.kube import Instance
 from dbi import names
 from dbi.status import Event, StatusInput, derive
 
 
-class WriteStatus:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class WriteStatus(Activity):
     @activity.defn(name="write_status")
     def run(self, request: StatusInput) -> None:
         instance = self.ctx.kube.instance(request.namespace, request.name)
@@ -45,7 +43,11 @@ class WriteStatus:
                 return
             raise
         for event in events:
-            emit(self.ctx, instance, event, now)
+            try:
+                emit(self.ctx, instance, event, now)
+            except k8s.ApiException as e:
+                # Events are best effort: the status, already written, is what counts.
+                activity.logger.warning("Event %s not recorded: %s", event.reason, e.reason)
 
 
 def emit(ctx: Context, instance: Instance, event: Event, now: datetime) -> None:

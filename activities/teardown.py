@@ -14,7 +14,7 @@ from kubernetes import client as k8s
 from temporalio import activity
 
 from activities import manifests, monitoring
-from activities.context import Context, gone, load, result
+from activities.context import Activity, gone, load, result
 from activities.kube import KUBEVIRT, Instance, Manifest
 from dbi import names
 from dbi.models import DeletionPolicy
@@ -31,11 +31,8 @@ class Reason(StrEnum):
     FINALIZER_REMOVED = "FinalizerRemoved"
 
 
-class TeardownMonitoring:
+class TeardownMonitoring(Activity):
     STEP, CONDITION = "teardown_monitoring", "MonitoringRemoved"
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
 
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
@@ -67,11 +64,8 @@ def _owned(meta: Manifest | None, uid: str) -> bool:
     return any(r.get("uid") == uid for r in refs)
 
 
-class TeardownVM:
+class TeardownVM(Activity):
     STEP, CONDITION = "teardown_vm", "VMReleased"
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
 
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
@@ -144,11 +138,8 @@ class TeardownVM:
         )
 
 
-class TeardownFinalizer:
+class TeardownFinalizer(Activity):
     STEP, CONDITION = "teardown_finalizer", "FinalizerRemoved"
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
 
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:

@@ -15,7 +15,7 @@ from enum import StrEnum
 from temporalio import activity
 
 from activities import manifests
-from activities.context import Context, gone, load, result
+from activities.context import Step, result
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.power import desired_strategy
 from activities.preflight import image_for
@@ -74,15 +74,12 @@ def desired_vm(instance: Instance, observed: Manifest | None) -> Manifest:
     )
 
 
-class VM:
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
+class VM(Step):
     @activity.defn(name=STEP)
     def run(self, step_input: StepInput) -> StepResult:
-        instance = load(self.ctx, step_input)
-        if instance is None:
-            return gone(STEP, CONDITION)
+        return self.on(step_input, STEP, CONDITION)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         kube = self.ctx.kube
         observed = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
         desired = desired_vm(instance, observed)
