@@ -61,7 +61,7 @@ def kubectl(local_stack: StackInfo) -> Kubectl:
             capture_output=True,
             check=False,
             text=True,
-            timeout=60,
+            timeout=300,
         )
         if check and result.returncode != 0:
             raise AssertionError(

@@ -150,4 +150,4 @@ async def watcher(
     await asyncio.sleep(0.5)  # the watch threads list first
     yield w
     w.stop.set()
-    task.cancel()
+    await asyncio.wait_for(task, 10)

@@ -120,20 +120,22 @@ class Watcher:
                 await asyncio.sleep(0.2)
                 continue
             term = threading.Event()
-            for s in sources(self.api):
-                threading.Thread(
-                    target=forever,
-                    args=(self.api, s, self.handle(loop, s.kind, term), term),
-                    name=f"watch-{s.kind}",
-                    daemon=True,
-                ).start()
-            next_resync = loop.time() + self.resync_seconds
-            while self._leading() and not self.stop.is_set():
-                await asyncio.sleep(0.2)
-                if loop.time() >= next_resync:
-                    await self.resync()
-                    next_resync = loop.time() + self.resync_seconds
-            term.set()
+            try:
+                for s in sources(self.api):
+                    threading.Thread(
+                        target=forever,
+                        args=(self.api, s, self.handle(loop, s.kind, term), term),
+                        name=f"watch-{s.kind}",
+                        daemon=True,
+                    ).start()
+                next_resync = loop.time() + self.resync_seconds
+                while self._leading() and not self.stop.is_set():
+                    await asyncio.sleep(0.2)
+                    if loop.time() >= next_resync:
+                        await self.resync()
+                        next_resync = loop.time() + self.resync_seconds
+            finally:
+                term.set()  # also when cancelled: no watch thread outlives its term
         if self.election is not None:
             self.election.stop.set()
         await self.wakeups.drain()

@@ -27,7 +27,7 @@ def _kubectl(kubeconfig: str, *args: str) -> subprocess.CompletedProcess[str]:
         [str(tools.venv_tool("kubectl")), "--kubeconfig", kubeconfig, *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=200,
         check=False,
     )
 
