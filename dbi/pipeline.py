@@ -17,7 +17,9 @@ class StepSpec:
     name: str
     condition_type: str
     summary: str
-    timeout: timedelta = timedelta(minutes=2)
+    # A step makes a few short API calls and connections (3 s connect timeouts); an
+    # attempt lost with a dying worker is retried after this much.
+    timeout: timedelta = timedelta(seconds=30)
 
     @property
     def reported(self) -> PipelineStep:

@@ -2,7 +2,8 @@
 
 Run it with ``python -m workflows.worker`` (or ``dbi worker``). It connects to
 ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233) in ``TEMPORAL_NAMESPACE`` (default
-``default``), and to Kubernetes with ``KUBECONFIG`` (or in-cluster credentials),
+``default``) on the task queue ``DBI_TASK_QUEUE`` (default ``dbi``), and to
+Kubernetes with ``KUBECONFIG`` (or in-cluster credentials),
 with the pydantic data converter and OpenTelemetry tracing, so every workflow and
 activity is a span.
 """
@@ -78,12 +79,13 @@ async def main() -> None:
     address = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
     client = await connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"))
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
-    worker = build_worker(client, step_activities(), executor=executor)
+    task_queue = os.environ.get("DBI_TASK_QUEUE", names.TASK_QUEUE)
+    worker = build_worker(client, step_activities(), task_queue=task_queue, executor=executor)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    log.info("worker polling task queue %s at %s", names.TASK_QUEUE, address)
+    log.info("worker polling task queue %s at %s", task_queue, address)
     async with worker:
         await stop.wait()
         log.info("worker shutting down")

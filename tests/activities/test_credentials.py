@@ -17,9 +17,10 @@ from kubernetes import client as k8s
 from activities import credentials, secrets
 from activities.context import Context
 from activities.kube import Kube
+from activities.rotation import RotateCredentials
 from dbi import names
 from dbi.config import ADMIN_USER, Config
-from dbi.messages import RotationResult, Wake
+from dbi.messages import RotationRequest, RotationResult, Wake
 from devstack import tools
 from devstack.stack import StackInfo
 from tests.activities.test_lifecycle import SPEC, create, ready
@@ -172,6 +173,12 @@ async def test_rotate_credentials_through_the_client_and_the_cli(
         "rotate_credentials", id="rotate-1", result_type=RotationResult
     )
     assert again.resource_version == result.resource_version
+    assert secret(kube_api, namespace, "db-credentials")["password"] == new
+    # A retried activity of that request (its id is on the Secret) does not rotate again.
+    uid = orchestrator.get(namespace, "db")["metadata"]["uid"]
+    retry = RotationRequest(namespace=namespace, name="db", uid=uid, request_id="rotate-1")
+    step = RotateCredentials(Context(kube=Kube(kube_api), config=Config()))
+    assert not (await asyncio.to_thread(step.run, retry)).rotated
     assert secret(kube_api, namespace, "db-credentials")["password"] == new
 
     cli = await asyncio.to_thread(

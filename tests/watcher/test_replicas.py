@@ -21,7 +21,7 @@ from dbi import names
 from devstack.stack import StackInfo
 from tests.watcher.test_watcher import wakes
 
-pytestmark = pytest.mark.stack
+pytestmark = [pytest.mark.stack, pytest.mark.usefixtures("dbinstance_crd")]
 
 SPEC = {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}}
 
@@ -81,10 +81,10 @@ async def last_wake(client: Client, namespace: str, name: str) -> float:
 async def test_a_killed_watcher_loses_no_change(
     local_stack: StackInfo, namespace: str, kube_api: Any, temporal_client: Client, tmp_path: Path
 ) -> None:
-    """Killed during a burst of changes to 20 instances and restarted, the watcher wakes every
+    """Killed during a burst of changes to 50 instances and restarted, the watcher wakes every
     instance after its last change."""
     objects = k8s.CustomObjectsApi(kube_api)
-    instances = [f"db{i}" for i in range(20)]
+    instances = [f"db{i}" for i in range(50)]
     for name in instances:
         body = {
             "apiVersion": names.API_VERSION,
@@ -102,7 +102,7 @@ async def test_a_killed_watcher_loses_no_change(
             for name in instances:
                 await asyncio.to_thread(patch, objects, namespace, name, n)
                 last_change[name] = time.time()
-                if n == 1 and name == "db9":
+                if n == 1 and name == "db24":
                     first.send_signal(signal.SIGKILL)
     with watcher_process(local_stack, namespace, tmp_path / "second.log"):
         for name in instances:

@@ -72,12 +72,12 @@ async def test_creating_an_instance_starts_its_workflow(
 async def test_a_spec_patch_reaches_the_workflow_within_a_second(
     watcher: Watcher, orchestrator: Orchestrator, namespace: str, kubectl: Kubectl
 ) -> None:
-    """Each of 20 patches, spaced past the coalescing window, is a wake within one second."""
+    """Each of 50 patches, spaced past the coalescing window, is a wake within one second (p99)."""
     orchestrator.apply(namespace, "db", SPEC)
     workflow_id = names.workflow_id(namespace, "db")
     await eventually(lambda: _has_wakes(orchestrator.client, workflow_id, 1), what="first wake")
     latencies = []
-    for n in range(20):
+    for n in range(50):
         before = len(await wakes(orchestrator.client, workflow_id))
         patched = time.time()
         await asyncio.to_thread(
@@ -102,8 +102,9 @@ async def test_a_spec_patch_reaches_the_workflow_within_a_second(
         latencies.append(found[-1][0].timestamp() - patched)
         await asyncio.sleep(0.3)
     latencies.sort()
-    print(f"patch-to-wake p50 {latencies[9]:.3f}s p99 {latencies[-1]:.3f}s")
-    assert latencies[-1] < 1.0
+    p50, p99 = latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99) - 1]
+    print(f"patch-to-wake p50 {p50:.3f}s p99 {p99:.3f}s max {latencies[-1]:.3f}s")
+    assert p99 < 1.0
 
 
 def _wakes_reach(client: Client, workflow_id: str, n: int) -> Any:
@@ -142,7 +143,7 @@ async def test_deleting_an_owned_secret_wakes_the_owner(
 async def test_a_storm_of_patches_is_coalesced_and_the_last_spec_wins(
     watcher: Watcher, orchestrator: Orchestrator, namespace: str, kube_api: Any
 ) -> None:
-    """300 rapid patches give far fewer signals than events; the instance ends on the last spec."""
+    """1,000 rapid patches make far fewer signals than events; the last spec is converged."""
     orchestrator.apply(namespace, "db", SPEC)
     workflow_id = names.workflow_id(namespace, "db")
     await eventually(lambda: _has_wakes(orchestrator.client, workflow_id, 1), what="first wake")
@@ -151,7 +152,7 @@ async def test_a_storm_of_patches_is_coalesced_and_the_last_spec_wins(
     sent_before = watcher.wakeups.counters.signals_sent
 
     def storm() -> None:
-        for n in range(300):
+        for n in range(1000):
             objects.patch_namespaced_custom_object(
                 names.GROUP,
                 names.VERSION,
@@ -164,14 +165,14 @@ async def test_a_storm_of_patches_is_coalesced_and_the_last_spec_wins(
     await asyncio.to_thread(storm)
 
     async def all_seen() -> bool:
-        return watcher.wakeups.counters.events_seen - seen_before >= 300
+        return watcher.wakeups.counters.events_seen - seen_before >= 1000
 
-    await eventually(all_seen, what="the watcher seeing all 300 patches")
+    await eventually(all_seen, timeout=60, what="the watcher seeing all 1,000 patches")
     await asyncio.sleep(watcher.wakeups.window * 2)
     events = watcher.wakeups.counters.events_seen - seen_before
     signals = watcher.wakeups.counters.signals_sent - sent_before
     print(f"storm: {events} events, {signals} signals")
-    assert events >= 300 and signals * 5 < events
+    assert events >= 1000 and signals * 5 < events
     current = cast(
         dict[str, Any],
         objects.get_namespaced_custom_object(
