@@ -30,6 +30,7 @@ class Reason(StrEnum):
     NO_ADDRESS = "NoAddress"
     BOOTING = "Booting"
     IN_RECOVERY = "InRecovery"
+    ADMIN_REFUSED = "AdminPasswordRefused"
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class Observation:
     reachable: bool
     version: str | None
     in_recovery: bool
+    admin_refused: bool = False
 
 
 def decide(obs: Observation) -> StepResult:
@@ -57,6 +59,14 @@ def decide(obs: Observation) -> StepResult:
         )
     if obs.address is None:
         return pending(Reason.NO_ADDRESS, "The VM has no address yet.")
+    if obs.admin_refused:
+        return result(
+            STEP,
+            CONDITION,
+            Outcome.TERMINAL,
+            Reason.ADMIN_REFUSED,
+            "PostgreSQL refuses the admin password in the admin Secret; restore that Secret.",
+        )
     if not obs.reachable:
         return pending(Reason.BOOTING, "PostgreSQL does not answer yet.")
     if obs.in_recovery:
@@ -73,8 +83,8 @@ def decide(obs: Observation) -> StepResult:
     )
 
 
-def probe(address: str, password: str) -> tuple[bool, str | None, bool]:
-    """Return (reachable, server version, in recovery) as the admin sees it."""
+def probe(address: str, password: str) -> tuple[bool, str | None, bool, bool]:
+    """Return (reachable, server version, in recovery, admin refused) as the admin sees it."""
     try:
         with postgres.connect(address, password=password) as conn:
             conn.execute("SELECT 1")
@@ -82,10 +92,12 @@ def probe(address: str, password: str) -> tuple[bool, str | None, bool]:
                 "SELECT current_setting('server_version'), pg_is_in_recovery()"
             ).fetchone()
     except psycopg.OperationalError as e:
+        # The server answered and said no (libpq reports it in the message, no sqlstate).
+        refused = "password authentication failed" in str(e)
         activity.logger.info("health probe of %s failed: %s", address, type(e).__name__)
-        return False, None, False
+        return False, None, False, refused
     assert row is not None
-    return True, str(row[0]), bool(row[1])
+    return True, str(row[0]), bool(row[1]), False
 
 
 class Health(Step):
@@ -95,7 +107,7 @@ class Health(Step):
 
     def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         stopped = instance.model.spec.power_state is PowerState.STOPPED
-        address, reachable, version, recovery = None, False, None, False
+        address, reachable, version, recovery, refused = None, False, None, False, False
         if not stopped:
             vmi = self.ctx.kube.get_custom(
                 *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
@@ -106,5 +118,5 @@ class Health(Step):
                 admin = secrets.read(
                     self.ctx.kube, instance.namespace, secrets.admin_name(instance)
                 )
-                reachable, version, recovery = probe(address, admin.password)
-        return decide(Observation(stopped, address, reachable, version, recovery))
+                reachable, version, recovery, refused = probe(address, admin.password)
+        return decide(Observation(stopped, address, reachable, version, recovery, refused))

@@ -247,3 +247,17 @@ async def test_no_password_appears_in_history_logs_events_or_status(
             ("logs", caplog.text),
         ):
             assert password not in text, f"a password is in the {where}"
+
+
+async def test_a_lost_admin_secret_stalls_with_a_clear_reason(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """A deleted admin Secret gets a new password the database never had: health says so."""
+    await create(orchestrator, namespace)
+    k8s.CoreV1Api(kube_api).delete_namespaced_secret("db-admin", namespace)
+    stalled = ("False", "AdminPasswordRefused")
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "db", "DatabaseHealthy") == stalled,
+        what="DatabaseHealthy False AdminPasswordRefused",
+    )
+    assert orchestrator.condition(namespace, "db", "Stalled") == ("True", "AdminPasswordRefused")

@@ -297,6 +297,12 @@ def test_resize(obs: resize.Observation, reason: str, action: resize.Action) -> 
             "InRecovery",
             id="recovery",
         ),
+        pytest.param(
+            health.Observation(False, "127.10.0.2", False, None, False, admin_refused=True),
+            Outcome.TERMINAL,
+            "AdminPasswordRefused",
+            id="admin-refused",
+        ),
     ],
 )
 def test_health(obs: health.Observation, outcome: Outcome, reason: str) -> None:
