@@ -1,8 +1,9 @@
 """The teardown pipeline, run once the DBInstance is being deleted.
 
 teardown_monitoring removes the metrics objects; teardown_vm deletes the VM and its
-data disk (``deletionPolicy: Delete``) or releases them by removing our owner
-references (``Retain``); teardown_finalizer removes the finalizer last, and the
+data disk (``deletionPolicy: Delete``) or releases them, with the cloud-init and admin
+Secrets the VM needs to boot and be managed, by removing our owner references
+(``Retain``); teardown_finalizer removes the finalizer last, and the
 instance is gone. Each is Pending until what it asked for is observed done.
 """
 
@@ -13,7 +14,7 @@ from enum import StrEnum
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities import manifests, monitoring
+from activities import manifests, monitoring, secrets
 from activities.context import Activity, gone, load, result
 from activities.kube import KUBEVIRT, Instance, Manifest
 from dbi import names
@@ -108,34 +109,51 @@ class TeardownVM(Activity):
         vm: Manifest | None,
         claim: k8s.V1PersistentVolumeClaim | None,
     ) -> StepResult:
-        kube = self.ctx.kube
-        claim_meta = kube.api.sanitize_for_serialization(claim.metadata) if claim else None
-        vm_meta = vm.get("metadata") if vm else None
-        if not _owned(vm_meta, instance.uid) and not _owned(claim_meta, instance.uid):
+        """Remove our owner references from the VM, its disk, and the Secrets it boots
+        and is managed with (cloud-init, admin), so the garbage collector keeps them."""
+        kube, ns = self.ctx.kube, instance.namespace
+        owned: list[tuple[str, str]] = []
+        if vm is not None and _owned(vm.get("metadata"), instance.uid):
+            owned.append(("vm", instance.name))
+        if claim is not None and _owned(
+            kube.api.sanitize_for_serialization(claim.metadata), instance.uid
+        ):
+            owned.append(("pvc", manifests.data_claim_name(instance)))
+        for name in (secrets.cloudinit_name(instance), secrets.admin_name(instance)):
+            found = kube.secret(ns, name)
+            if found is not None and _owned(
+                kube.api.sanitize_for_serialization(found.metadata), instance.uid
+            ):
+                owned.append(("secret", name))
+        if not owned:
             return result(
                 self.STEP,
                 self.CONDITION,
                 Outcome.SATISFIED,
                 Reason.RELEASED,
-                "The VM and its data disk are kept, released from the instance.",
+                "The VM, its data disk, cloud-init and admin Secrets are kept, released.",
             )
-        release = {"metadata": {"ownerReferences": None}}
-        if vm is not None:
-            kube.objects.patch_namespaced_custom_object(
-                *KUBEVIRT, instance.namespace, "virtualmachines", instance.name, release
-            )
-        if claim is not None:
-            kube.core.patch_namespaced_persistent_volume_claim(
-                manifests.data_claim_name(instance), instance.namespace, release
-            )
+        for kind, name in owned:
+            self._release_one(ns, kind, name)
         return result(
             self.STEP,
             self.CONDITION,
             Outcome.PENDING,
             Reason.RELEASING,
-            "The VM and its data disk are being released.",
+            "The VM and what it needs are being released from the instance.",
             requeue_after=1,
         )
+
+    def _release_one(self, namespace: str, kind: str, name: str) -> None:
+        kube, release = self.ctx.kube, {"metadata": {"ownerReferences": None}}
+        if kind == "vm":
+            kube.objects.patch_namespaced_custom_object(
+                *KUBEVIRT, namespace, "virtualmachines", name, release
+            )
+        elif kind == "pvc":
+            kube.core.patch_namespaced_persistent_volume_claim(name, namespace, release)
+        else:
+            kube.core.patch_namespaced_secret(name, namespace, release)
 
 
 class TeardownFinalizer(Activity):
