@@ -125,15 +125,6 @@ async def orchestrator(
             yield Orchestrator(temporal_client, queue, kubectl)
 
 
-def eventually(check: Any, *, timeout: float = 60, what: str = "it") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen within {timeout}s")
-
-
 @pytest_asyncio.fixture(loop_scope="session")
 async def watcher(
     orchestrator: Orchestrator, kube_api: Any, namespace: str

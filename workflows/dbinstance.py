@@ -73,15 +73,7 @@ class State:
     refused: dict[str, str] = field(default_factory=dict)
 
     def carried(self) -> Carried:
-        return Carried(
-            uid=self.uid,
-            woken=self.woken,
-            retry=self.retry,
-            signaled_generation=self.signaled_generation,
-            transient_streak=self.transient_streak,
-            passes=self.passes,
-            summary=self.summary,
-        )
+        return Carried(**{name: getattr(self, name) for name in Carried.model_fields})
 
 
 @workflow.defn(name="DBInstanceWorkflow")
@@ -89,12 +81,9 @@ class DBInstanceWorkflow:
     @workflow.init
     def __init__(self, input: WorkflowInput) -> None:
         self.input = input
-        self.s = State(namespace=input.namespace, name=input.name)
-        if input.carried is not None:
-            c = input.carried
-            self.s.uid, self.s.woken, self.s.retry = c.uid, c.woken, c.retry
-            self.s.signaled_generation, self.s.passes = c.signaled_generation, c.passes
-            self.s.transient_streak, self.s.summary = c.transient_streak, c.summary
+        carried = input.carried or Carried()
+        # Carried's fields are State's own, under the same names.
+        self.s = State(namespace=input.namespace, name=input.name, **dict(carried))
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,16 +10,9 @@ import pytest
 from kubernetes import client as k8s
 
 from devstack.fixtures import Kubectl
+from tests.polling import eventually
 
 pytestmark = pytest.mark.stack
-
-
-def _eventually(check: Callable[[], bool], *, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout}s")
-        time.sleep(0.2)
 
 
 def _gone(read: Callable[[], object]) -> Callable[[], bool]:
@@ -145,7 +137,7 @@ def test_deleting_an_owner_collects_its_dependents(kube_api: Any, namespace: str
 
     core.delete_namespaced_config_map("owner", namespace)
 
-    _eventually(
+    eventually(
         _gone(lambda: core.read_namespaced_secret("owned", namespace)),
         timeout=60,
         what="garbage collection of the owned Secret",
@@ -163,10 +155,10 @@ def test_deleting_a_namespace_removes_its_objects(kube_api: Any, namespace: str)
 
     core.delete_namespace(doomed)
 
-    _eventually(
+    eventually(
         _gone(lambda: core.read_namespace(doomed)), timeout=90, what="deletion of the namespace"
     )
-    _eventually(
+    eventually(
         _gone(lambda: core.read_namespaced_config_map("cm", doomed)),
         timeout=5,
         what="deletion of the ConfigMap",

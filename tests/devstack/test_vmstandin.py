@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any, cast
 
 import psycopg
@@ -13,22 +11,12 @@ from pydantic import SecretStr
 
 from dbi.bootstrap import Bootstrap, to_userdata
 from devstack.vmstandin import faults
+from tests.polling import eventually
 
 pytestmark = pytest.mark.stack
 
 PASSWORD = "bootstrap-admin-pw"  # noqa: S105 (a test VM's bootstrap password)
 KUBEVIRT = ("kubevirt.io", "v1")
-
-
-def eventually(check: Callable[[], Any], *, timeout: float = 60, what: str = "it") -> Any:
-    """Return the first truthy value of ``check`` within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} did not happen within {timeout}s")
 
 
 class VMs:

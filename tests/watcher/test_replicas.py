@@ -19,6 +19,7 @@ from temporalio.client import Client
 
 from dbi import names
 from devstack.stack import StackInfo
+from tests.polling import eventually
 from tests.watcher.test_watcher import wakes
 
 pytestmark = [pytest.mark.stack, pytest.mark.usefixtures("dbinstance_crd")]
@@ -48,15 +49,6 @@ def watcher_process(
         if process.poll() is None:
             process.kill()
         process.wait()
-
-
-def until(check: Any, *, timeout: float = 30, what: str = "it") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := check():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"{what} did not happen within {timeout}s")
 
 
 def patch(objects: Any, namespace: str, name: str, n: int) -> None:
@@ -131,12 +123,14 @@ async def test_two_watchers_elect_one_leader_and_the_other_takes_over(
         watcher_process(local_stack, namespace, tmp_path / "a.log", POD_NAME="a", **env) as a,
         watcher_process(local_stack, namespace, tmp_path / "b.log", POD_NAME="b", **env) as b,
     ):
-        leader = await asyncio.to_thread(until, holder, what="a leader")
+        leader = await asyncio.to_thread(eventually, holder, what="a leader")
         assert leader in {"a", "b"}
         killed, survivor = (a, "b") if leader == "a" else (b, "a")
         killed.send_signal(signal.SIGKILL)
         started = time.monotonic()
-        await asyncio.to_thread(until, lambda: holder() == survivor, timeout=10, what="a takeover")
+        await asyncio.to_thread(
+            eventually, lambda: holder() == survivor, timeout=10, what="a takeover"
+        )
         assert time.monotonic() - started < 3 + 2  # the lease's duration, and a renewal period
 
         objects = k8s.CustomObjectsApi(kube_api)
