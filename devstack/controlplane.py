@@ -108,8 +108,15 @@ class ControlPlane:
     """Run the control plane with its state in ``data_dir``, which survives restarts."""
 
     def __init__(
-        self, *, binary: Path, data_dir: Path, ports: ControlPlanePorts, die_with_parent: bool
+        self,
+        *,
+        binary: Path,
+        data_dir: Path,
+        ports: ControlPlanePorts,
+        die_with_parent: bool,
+        apiserver_args: tuple[str, ...] = (),
     ) -> None:
+        """``apiserver_args`` are extra kube-apiserver flags, e.g. ``--watch-cache=false``."""
         self.data_dir = data_dir
         self.ports = ports
         self.process = ManagedProcess(
@@ -120,6 +127,7 @@ class ControlPlane:
                 f"--apiserver-port={ports.apiserver}",
                 f"--etcd-port={ports.etcd}",
                 f"--etcd-peer-port={ports.etcd_peer}",
+                *(f"--apiserver-arg={arg}" for arg in apiserver_args),
             ],
             log_path=data_dir / "controlplane.log",
             die_with_parent=die_with_parent,
@@ -128,6 +136,12 @@ class ControlPlane:
     @property
     def kubeconfig(self) -> Path:
         return self.data_dir / "kubeconfig"
+
+    @property
+    def etcd(self) -> str:
+        """The embedded etcd's client URL (plain HTTP on loopback; its JSON gateway
+        answers under ``/v3/``)."""
+        return f"http://127.0.0.1:{self.ports.etcd}"
 
     @property
     def server(self) -> str:

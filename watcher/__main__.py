@@ -5,7 +5,9 @@ Environment: ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233), ``TEMPORAL_NAMESPACE
 ``DBI_WATCH_NAMESPACES`` (comma-separated; all namespaces when unset), and
 ``DBI_LEASE_NAMESPACE``: when set, replicas elect a leader on the Lease
 ``dbi-watcher`` there (identity ``POD_NAME``, or host and pid; ``DBI_LEASE_SECONDS``,
-default 15); only the leader signals.
+default 15); only the leader signals. ``DBI_TASK_QUEUE`` (default ``dbi``) is the
+queue the workflows it starts run on; ``DBI_WATCH_SECONDS`` (default 240) is how long
+one watch request lasts before it is resumed from its last resourceVersion.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import signal
 import socket
 
 from activities import kube
+from dbi import names
 from watcher.leader import LeaderElection
+from watcher.streams import WATCH_SECONDS
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
 from workflows import worker
@@ -42,7 +46,12 @@ async def main() -> None:
             api=api, namespace=lease_namespace, identity=identity, duration=duration
         )
     watcher = Watcher(
-        api=api, client=client, wakeups=Wakeups(client), namespaces=namespaces, election=election
+        api=api,
+        client=client,
+        wakeups=Wakeups(client, task_queue=os.environ.get("DBI_TASK_QUEUE", names.TASK_QUEUE)),
+        namespaces=namespaces,
+        election=election,
+        watch_seconds=int(os.environ.get("DBI_WATCH_SECONDS", str(WATCH_SECONDS))),
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -44,7 +44,11 @@ def _as_dict(api: k8s.ApiClient, obj: Any) -> dict[str, Any]:
 
 
 def list_then_watch(
-    api: k8s.ApiClient, source: Source, handler: Handler, stop: threading.Event
+    api: k8s.ApiClient,
+    source: Source,
+    handler: Handler,
+    stop: threading.Event,
+    watch_seconds: int = WATCH_SECONDS,
 ) -> None:
     """List and report each object (``SYNC``), then stream changes from the list's
     resourceVersion (kept current by bookmarks) until 410 Gone or ``stop``.
@@ -67,7 +71,7 @@ def list_then_watch(
                 *source.args,
                 resource_version=version,
                 allow_watch_bookmarks=True,
-                timeout_seconds=WATCH_SECONDS,
+                timeout_seconds=watch_seconds,
                 **kwargs,
             ):
                 if event["type"] != "BOOKMARK":
@@ -84,12 +88,18 @@ def list_then_watch(
         version = stream.resource_version or version
 
 
-def forever(api: k8s.ApiClient, source: Source, handler: Handler, stop: threading.Event) -> None:
+def forever(
+    api: k8s.ApiClient,
+    source: Source,
+    handler: Handler,
+    stop: threading.Event,
+    watch_seconds: int = WATCH_SECONDS,
+) -> None:
     """Run ``list_then_watch`` until ``stop``; back off exponentially after errors."""
     backoff = 0.5
     while not stop.is_set():
         try:
-            list_then_watch(api, source, handler, stop)
+            list_then_watch(api, source, handler, stop, watch_seconds)
             backoff = 0.5
         except Exception as e:  # a network error, or the API server going away
             log.warning(

@@ -24,7 +24,7 @@ from temporalio.service import RPCError
 from dbi import names
 from dbi.messages import Wake
 from watcher.leader import LeaderElection
-from watcher.streams import Source, forever
+from watcher.streams import WATCH_SECONDS, Source, forever
 from watcher.wakeups import Wakeups
 
 log = logging.getLogger("dbi.watcher")
@@ -70,6 +70,7 @@ class Watcher:
     wakeups: Wakeups
     namespaces: frozenset[str] | None = None  # None: all
     resync_seconds: float = RESYNC_SECONDS
+    watch_seconds: int = WATCH_SECONDS  # how long one watch request lasts before it is resumed
     stop: threading.Event = field(default_factory=threading.Event)
     instances: set[tuple[str, str]] = field(default_factory=set)
     election: LeaderElection | None = None
@@ -122,9 +123,10 @@ class Watcher:
             term = threading.Event()
             try:
                 for s in sources(self.api):
+                    handler = self.handle(loop, s.kind, term)
                     threading.Thread(
                         target=forever,
-                        args=(self.api, s, self.handle(loop, s.kind, term), term),
+                        args=(self.api, s, handler, term, self.watch_seconds),
                         name=f"watch-{s.kind}",
                         daemon=True,
                     ).start()

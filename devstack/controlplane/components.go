@@ -24,7 +24,7 @@ import (
 // runAPIServer runs kube-apiserver until ctx is done. The flags follow what
 // controller-runtime's envtest gives its API server: loopback only, client
 // certificates from our CA, RBAC, and service-account signing keys.
-func runAPIServer(ctx context.Context, port int, etcd string, p pki) error {
+func runAPIServer(ctx context.Context, port int, etcd string, p pki, extra []string) error {
 	s := apiserveroptions.NewServerRunOptions()
 	fs := pflag.NewFlagSet("kube-apiserver", pflag.ContinueOnError)
 	for _, f := range s.Flags().FlagSets {
@@ -50,7 +50,7 @@ func runAPIServer(ctx context.Context, port int, etcd string, p pki) error {
 		// runs in a pod, so it needs no endpoints.
 		"--endpoint-reconciler-type=none",
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(append(args, extra...)); err != nil {
 		return err
 	}
 	if err := s.GenericServerRunOptions.ComponentGlobalsRegistry.Set(); err != nil {

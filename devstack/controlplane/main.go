@@ -32,6 +32,8 @@ type settings struct {
 	apiPort      int
 	etcdPort     int
 	etcdPeerPort int
+	// apiserverArgs are extra kube-apiserver flags, after ours (a later flag wins).
+	apiserverArgs []string
 }
 
 func main() {
@@ -40,6 +42,10 @@ func main() {
 	flag.IntVar(&s.apiPort, "apiserver-port", 6443, "kube-apiserver secure port on 127.0.0.1")
 	flag.IntVar(&s.etcdPort, "etcd-port", 2379, "etcd client port on 127.0.0.1")
 	flag.IntVar(&s.etcdPeerPort, "etcd-peer-port", 2380, "etcd peer port on 127.0.0.1")
+	flag.Func("apiserver-arg", "an extra kube-apiserver flag, such as --watch-cache=false (repeatable)", func(v string) error {
+		s.apiserverArgs = append(s.apiserverArgs, v)
+		return nil
+	})
 	flag.Parse()
 	if s.dataDir == "" {
 		fmt.Fprintln(os.Stderr, "controlplane: --data-dir is required")
@@ -98,7 +104,7 @@ func run(s settings) error {
 	}
 
 	start("kube-apiserver", func(ctx context.Context) error {
-		return runAPIServer(ctx, s.apiPort, "http://127.0.0.1:"+strconv.Itoa(s.etcdPort), pki)
+		return runAPIServer(ctx, s.apiPort, "http://127.0.0.1:"+strconv.Itoa(s.etcdPort), pki, s.apiserverArgs)
 	})
 	if err := waitReady(ctx, server, pki); err != nil {
 		cancel(err)
