@@ -17,7 +17,8 @@ from temporalio import activity
 
 from activities.context import Activity, Context
 from activities.kube import Instance
-from dbi import names
+from dbi import metrics, names
+from dbi.models import DBInstanceStatus
 from dbi.status import Event, StatusInput, derive
 
 
@@ -42,12 +43,24 @@ class WriteStatus(Activity):
             if e.status == 404:
                 return
             raise
+        _count(request, instance.model.status.observed_generation, status, datetime.now(UTC))
         for event in events:
             try:
                 emit(self.ctx, instance, event, now)
             except k8s.ApiException as e:
                 # Events are best effort: the status, already written, is what counts.
                 activity.logger.warning("Event %s not recorded: %s", event.reason, e.reason)
+
+
+def _count(
+    request: StatusInput, before: int | None, status: DBInstanceStatus, now: datetime
+) -> None:
+    """Count the pass; time a generation's convergence the first time status shows it."""
+    metrics.PASSES.labels(request.report.outcome).inc()
+    generation = request.report.generation
+    seen = request.generation_seen_at
+    if status.observed_generation == generation and before != generation and seen is not None:
+        metrics.GENERATION_READY_SECONDS.observe(max(0.0, (now - seen).total_seconds()))
 
 
 def emit(ctx: Context, instance: Instance, event: Event, now: datetime) -> None:

@@ -30,6 +30,11 @@ class Wake(BaseModel):
     generation: int | None = Field(
         default=None, description="The DBInstance's generation, when the event was about it."
     )
+    trace: dict[str, str] | None = Field(
+        default=None,
+        description="W3C trace context (traceparent) of the watcher's span: the pass this "
+        "wake causes joins that trace.",
+    )
 
 
 class Carried(BaseModel):

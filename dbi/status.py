@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from dbi.models import (
     Condition,
@@ -74,6 +74,12 @@ class PassReport(BaseModel):
         return len(self.results) == len(self.pipeline) and all(
             r.outcome is Outcome.SATISFIED for r in self.results
         )
+
+    @property
+    def outcome(self) -> str:
+        """``Converged``, or the outcome of the step that ended the pass (for metrics)."""
+        blocking = self.blocking
+        return "Converged" if blocking is None else blocking.outcome.value
 
     @property
     def blocking(self) -> StepResult | None:
@@ -291,3 +297,7 @@ class StatusInput(BaseModel):
     name: str
     uid: str
     report: PassReport
+    generation_seen_at: datetime | None = Field(
+        default=None,
+        description="When the workflow's first pass saw the report's generation (metrics).",
+    )

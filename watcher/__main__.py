@@ -5,7 +5,8 @@ Environment: ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233), ``TEMPORAL_NAMESPACE
 ``DBI_WATCH_NAMESPACES`` (comma-separated; all namespaces when unset), and
 ``DBI_LEASE_NAMESPACE``: when set, replicas elect a leader on the Lease
 ``dbi-watcher`` there (identity ``POD_NAME``, or host and pid; ``DBI_LEASE_SECONDS``,
-default 15); only the leader signals. ``DBI_TASK_QUEUE`` (default ``dbi``) is the
+default 15); only the leader signals. ``DBI_METRICS_PORT``, ``DBI_LOG_FORMAT`` and the
+``OTEL_*`` variables are read by ``dbi.telemetry``. ``DBI_TASK_QUEUE`` (default ``dbi``) is the
 queue the workflows it starts run on; ``DBI_WATCH_SECONDS`` (default 240) is how long
 one watch request lasts before it is resumed from its last resourceVersion.
 """
@@ -18,8 +19,11 @@ import os
 import signal
 import socket
 
+from prometheus_client import REGISTRY
+from temporalio.runtime import Runtime
+
 from activities import kube
-from dbi import names
+from dbi import metrics, names, telemetry
 from watcher.leader import LeaderElection
 from watcher.streams import WATCH_SECONDS
 from watcher.wakeups import Wakeups
@@ -30,10 +34,14 @@ log = logging.getLogger("dbi.watcher")
 
 
 async def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    async with telemetry.process_telemetry("dbi-watcher") as runtime:
+        await serve(runtime)
+
+
+async def serve(runtime: Runtime) -> None:
     address = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
     client = await worker.connect(
-        address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default")
+        address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), runtime=runtime
     )
     only = os.environ.get("DBI_WATCH_NAMESPACES")
     namespaces = frozenset(n.strip() for n in only.split(",") if n.strip()) if only else None
@@ -52,6 +60,9 @@ async def main() -> None:
         namespaces=namespaces,
         election=election,
         watch_seconds=int(os.environ.get("DBI_WATCH_SECONDS", str(WATCH_SECONDS))),
+    )
+    REGISTRY.register(
+        metrics.WatcherCollector(lambda: watcher.wakeups.counters, lambda: watcher.phases)
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

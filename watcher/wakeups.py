@@ -14,6 +14,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from opentelemetry import propagate, trace
+from opentelemetry.trace import SpanKind
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
@@ -22,6 +24,7 @@ from dbi.messages import WAKE, Wake, WorkflowInput
 from workflows.dbinstance import DBInstanceWorkflow
 
 log = logging.getLogger("dbi.watcher")
+tracer = trace.get_tracer("dbi.watcher")
 WINDOW = 0.25
 
 
@@ -39,6 +42,7 @@ class Counters:
 class _Pending:
     reason: str
     generation: int | None
+    events: int = 0  # since the last signal
     last_sent: float = 0.0
     scheduled: bool = False
 
@@ -58,6 +62,7 @@ class Wakeups:
         key = (namespace, name)
         entry = self._pending.setdefault(key, _Pending(reason, generation))
         entry.reason = reason
+        entry.events += 1
         if generation is not None:
             entry.generation = max(entry.generation or 0, generation)
         if entry.scheduled:
@@ -77,13 +82,38 @@ class Wakeups:
         entry = self._pending[key]
         entry.scheduled = False
         entry.last_sent = time.monotonic()
+        events, entry.events = entry.events, 0
         try:
-            await self.signal(*key, Wake(reason=entry.reason[:200], generation=entry.generation))
+            await self._traced_signal(key, entry, events)
         except Exception as e:
             self.counters.send_failures += 1
-            log.warning("wake of %s/%s failed (%s); retrying in 1s", *key, type(e).__name__)
+            log.warning(
+                "wake of %s/%s failed (%s); retrying in 1s",
+                *key,
+                type(e).__name__,
+                extra={"instance": "/".join(key)},
+            )
+            entry.events += events
             if not entry.scheduled:
                 self._schedule(key, 1.0)
+
+    async def _traced_signal(self, key: tuple[str, str], entry: _Pending, events: int) -> None:
+        """Signal under a ``dbi.wake`` span whose context the wake carries, so the pass it
+        causes joins this trace (the span records a failure)."""
+        attributes: dict[str, str | int] = {
+            "dbi.instance": "/".join(key),
+            "dbi.reason": entry.reason[:200],
+            "dbi.events": events,
+        }
+        if entry.generation is not None:
+            attributes["dbi.generation"] = entry.generation
+        with tracer.start_as_current_span(
+            "dbi.wake", kind=SpanKind.PRODUCER, attributes=attributes
+        ):
+            carrier: dict[str, str] = {}
+            propagate.inject(carrier)
+            wake = Wake(reason=entry.reason[:200], generation=entry.generation, trace=carrier)
+            await self.signal(*key, wake)
 
     async def signal(self, namespace: str, name: str, wake: Wake) -> None:
         """Signal ``wake`` to the instance's workflow, starting it if it does not run."""

@@ -73,6 +73,7 @@ class Watcher:
     watch_seconds: int = WATCH_SECONDS  # how long one watch request lasts before it is resumed
     stop: threading.Event = field(default_factory=threading.Event)
     instances: set[tuple[str, str]] = field(default_factory=set)
+    phases: dict[tuple[str, str], str] = field(default_factory=dict)  # for dbi_instances
     election: LeaderElection | None = None
 
     def handle(self, loop: asyncio.AbstractEventLoop, kind: str, term: threading.Event) -> Any:
@@ -90,8 +91,10 @@ class Watcher:
                 key = (namespace, name)
                 if event == "DELETED":
                     self.instances.discard(key)
+                    self.phases.pop(key, None)
                 else:
                     self.instances.add(key)
+                    self.phases[key] = (obj.get("status") or {}).get("phase") or "Unknown"
             else:
                 name = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
                 generation = None

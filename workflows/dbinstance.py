@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from dbi.status import PassReport, StatusInput, Summary, summarize
     from dbi.steps import InstanceSnapshot, Outcome, StepInput
-    from workflows import ui
+    from workflows import tracing, ui
     from workflows.pipeline import run_pass
     from workflows.waiting import Wait, next_wait
 
@@ -71,6 +71,10 @@ class State:
     resize_waiters: list[str] = field(default_factory=list)
     resized: dict[str, ResizeResult] = field(default_factory=dict)
     refused: dict[str, str] = field(default_factory=dict)
+    # Not carried: the trace of the wake that caused the next pass, and when a pass
+    # first saw the current generation.
+    trace: dict[str, str] | None = None
+    generation_seen: tuple[int, datetime] | None = None
 
     def carried(self) -> Carried:
         return Carried(**{name: getattr(self, name) for name in Carried.model_fields})
@@ -89,22 +93,25 @@ class DBInstanceWorkflow:
     async def run(self, input: WorkflowInput) -> str:
         self._identify()
         while True:
-            snapshot = await self._load()
-            if not snapshot.exists or (self.s.uid is not None and snapshot.uid != self.s.uid):
-                self._refuse_all("the instance no longer exists")
-                return "the instance no longer exists"
-            self.s.uid = snapshot.uid
-            self.s.deleting = snapshot.deleting
-            if snapshot.deleting:
-                self._refuse_all("the instance is being deleted")
-            await self._serve_rotations()
-            report = await self._pass(snapshot)
-            if snapshot.deleting and report.converged:
-                return "deleted"
-            self._answer_resize_waiters(report)
-            wait = next_wait(report, snapshot, transient_streak=self.s.transient_streak)
-            if self._should_continue_as_new():
-                await self._continue_as_new()
+            # A pass a wake caused joins the watcher's trace: kubectl change to step.
+            carrier, self.s.trace = self.s.trace, None
+            with tracing.joined(carrier):
+                snapshot = await self._load()
+                if not snapshot.exists or (self.s.uid is not None and snapshot.uid != self.s.uid):
+                    self._refuse_all("the instance no longer exists")
+                    return "the instance no longer exists"
+                self.s.uid = snapshot.uid
+                self.s.deleting = snapshot.deleting
+                if snapshot.deleting:
+                    self._refuse_all("the instance is being deleted")
+                await self._serve_rotations()
+                report = await self._pass(snapshot)
+                if snapshot.deleting and report.converged:
+                    return "deleted"
+                self._answer_resize_waiters(report)
+                wait = next_wait(report, snapshot, transient_streak=self.s.transient_streak)
+                if self._should_continue_as_new():
+                    await self._continue_as_new()
             await self._wait(wait, report)
 
     # Messages -------------------------------------------------------------------
@@ -112,6 +119,7 @@ class DBInstanceWorkflow:
     @workflow.signal(name=WAKE)
     def wake(self, signal: Wake) -> None:
         self.s.woken = True
+        self.s.trace = signal.trace or self.s.trace
         if signal.generation is not None:
             self.s.signaled_generation = max(self.s.signaled_generation, signal.generation)
 
@@ -230,6 +238,8 @@ class DBInstanceWorkflow:
             uid=snapshot.uid or "",
             allow_restart=bool(self.s.resize_waiters),
         )
+        if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
+            self.s.generation_seen = (snapshot.generation, workflow.now())
         results = await run_pass(pipeline, step_input)
         report = PassReport(
             workflow_id=workflow.info().workflow_id,
@@ -241,6 +251,7 @@ class DBInstanceWorkflow:
         )
         self.s.passes += 1
         self.s.last_report = report
+        tracing.pass_span(report, f"{self.s.namespace}/{self.s.name}")
         blocking = report.blocking
         self.s.transient_streak = (
             self.s.transient_streak + 1
@@ -256,7 +267,11 @@ class DBInstanceWorkflow:
         await workflow.execute_activity(
             steps.WRITE_STATUS,
             StatusInput(
-                namespace=self.s.namespace, name=self.s.name, uid=self.s.uid or "", report=report
+                namespace=self.s.namespace,
+                name=self.s.name,
+                uid=self.s.uid or "",
+                report=report,
+                generation_seen_at=self.s.generation_seen[1] if self.s.generation_seen else None,
             ),
             start_to_close_timeout=SHORT,
             summary="write status and Events",

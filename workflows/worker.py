@@ -5,7 +5,8 @@ Run it with ``python -m workflows.worker`` (or ``dbi worker``). It connects to
 ``default``) on the task queue ``DBI_TASK_QUEUE`` (default ``dbi``), and to
 Kubernetes with ``KUBECONFIG`` (or in-cluster credentials),
 with the pydantic data converter and OpenTelemetry tracing, so every workflow and
-activity is a span.
+activity is a span. ``DBI_METRICS_PORT``, ``DBI_LOG_FORMAT`` and the ``OTEL_*``
+variables are read by ``dbi.telemetry``.
 """
 
 from __future__ import annotations
@@ -21,25 +22,30 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from activities import kube, registry
 from activities.context import Context
 from activities.kube import Kube
-from dbi import names
+from activities.observe import StepTelemetry
+from dbi import names, telemetry
 from dbi.config import Config
 from workflows.dbinstance import DBInstanceWorkflow
 
 log = logging.getLogger("dbi.worker")
 
 
-async def connect(address: str, *, namespace: str = "default") -> Client:
+async def connect(
+    address: str, *, namespace: str = "default", runtime: Runtime | None = None
+) -> Client:
     """Return a client with the data converter and interceptors every dbi process uses."""
     return await Client.connect(
         address,
         namespace=namespace,
         data_converter=pydantic_data_converter,
         interceptors=[TracingInterceptor()],
+        runtime=runtime,
     )
 
 
@@ -62,6 +68,7 @@ def build_worker(
         activities=list(activities),
         activity_executor=executor,
         max_concurrent_activities=ACTIVITY_THREADS,
+        interceptors=[StepTelemetry()],
     )
 
 
@@ -75,9 +82,15 @@ def step_activities(kubeconfig: str | None = None) -> list[Callable[..., Any]]:
 
 
 async def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    async with telemetry.process_telemetry("dbi-worker") as runtime:
+        await serve(runtime)
+
+
+async def serve(runtime: Runtime) -> None:
     address = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
-    client = await connect(address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"))
+    client = await connect(
+        address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), runtime=runtime
+    )
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
     task_queue = os.environ.get("DBI_TASK_QUEUE", names.TASK_QUEUE)
     worker = build_worker(client, step_activities(), task_queue=task_queue, executor=executor)

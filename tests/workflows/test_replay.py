@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import WorkflowHistory
+from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
@@ -28,5 +29,9 @@ def test_histories_are_kept() -> None:
 async def test_a_recorded_history_replays_on_the_current_code(path: Path) -> None:
     """Replaying a recorded history issues the same commands as when it was recorded."""
     history = WorkflowHistory.from_json(f"dbinstance/{path.stem}", path.read_text())
-    replayer = Replayer(workflows=[DBInstanceWorkflow], data_converter=pydantic_data_converter)
+    replayer = Replayer(
+        workflows=[DBInstanceWorkflow],
+        data_converter=pydantic_data_converter,
+        interceptors=[TracingInterceptor()],  # as the worker runs it
+    )
     await replayer.replay_workflow(history)

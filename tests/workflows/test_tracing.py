@@ -2,28 +2,12 @@
 
 from __future__ import annotations
 
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import pipeline
+from tests.spans import EXPORTER
 from tests.workflows.conftest import running, settled
 from tests.workflows.stubs import World
-
-EXPORTER = InMemorySpanExporter()
-
-
-def _provider() -> None:
-    # The global provider can be set once per process; the interceptor's proxy
-    # tracer follows it.
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(EXPORTER))
-    trace.set_tracer_provider(provider)
-
-
-_provider()
 
 
 async def test_each_step_activity_of_a_pass_is_a_span(time_env: WorkflowEnvironment) -> None:

@@ -1,0 +1,72 @@
+"""dbi's Prometheus metrics, and the collectors that read the watcher's state.
+
+Names and labels follow Prometheus conventions (base units, ``_total`` counters) and
+stay bounded: steps, outcomes, reasons and phases are finite sets from the code; no
+series is labeled with an instance's name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from collections.abc import Callable, Iterable, Mapping
+
+from prometheus_client import Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+PASSES = Counter(
+    "dbi_passes",
+    "Convergence passes whose status was written, by outcome: converged, or the outcome "
+    "of the step that stopped the pass (pending, transient, terminal).",
+    ["outcome"],
+)
+STEP_OUTCOMES = Counter(
+    "dbi_step_outcomes",
+    "Step activity results by step, outcome and reason; outcome 'error' is an attempt "
+    "that raised (reason: the exception's type).",
+    ["step", "outcome", "reason"],
+)
+STEP_SECONDS = Histogram(
+    "dbi_step_duration_seconds",
+    "Time one step activity attempt took.",
+    ["step"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+GENERATION_READY_SECONDS = Histogram(
+    "dbi_generation_ready_seconds",
+    "From the first pass that saw a new generation of a DBInstance to the status showing "
+    "it converged (Ready, observedGeneration equal to it).",
+    buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800),
+)
+
+
+class WatcherCollector(Collector):
+    """Export the watcher's counters and the instances it sees by phase."""
+
+    def __init__(
+        self, counters: Callable[[], object], phases: Callable[[], Mapping[tuple[str, str], str]]
+    ) -> None:
+        self._counters = counters
+        self._phases = phases
+
+    def collect(self) -> Iterable[Metric]:
+        c = self._counters()
+        for name, attribute, help in (
+            ("dbi_watcher_events", "events_seen", "Kubernetes events the watcher acted on."),
+            ("dbi_watcher_signals", "signals_sent", "Wake signals (signal-with-start) sent."),
+            (
+                "dbi_watcher_coalesced",
+                "coalesced",
+                "Events folded into a pending wake instead of a signal of their own.",
+            ),
+            ("dbi_watcher_signal_failures", "send_failures", "Wake signals that failed."),
+        ):
+            family = CounterMetricFamily(name, help)
+            family.add_metric([], float(getattr(c, attribute)))
+            yield family
+        by_phase = GaugeMetricFamily(
+            "dbi_instances", "DBInstances the watcher sees, by status phase.", labels=["phase"]
+        )
+        for phase, count in sorted(Tally(self._phases().values()).items()):
+            by_phase.add_metric([phase], count)
+        yield by_phase

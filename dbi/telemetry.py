@@ -1,0 +1,177 @@
+"""Process-wide telemetry for the worker and the watcher: traces, metrics, JSON logs.
+
+- **Traces**: an OpenTelemetry TracerProvider whose exporter the standard variables
+  choose: ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console`` or ``none``; ``otlp`` when
+  ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set,
+  else ``none``). The OTLP exporter reads its own ``OTEL_EXPORTER_OTLP_*`` variables;
+  ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` name the resource.
+- **Metrics**: one Prometheus endpoint (``DBI_METRICS_PORT``; none when unset) serving
+  dbi's own metrics (``dbi.metrics``) and the Temporal SDK's runtime metrics, which
+  Temporal's contrib ``MetricsExporter`` hands to OpenTelemetry's Prometheus reader.
+- **Logs**: one JSON object per line with the instance, step and trace id
+  (``DBI_LOG_FORMAT=text`` for the classic format).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import prometheus_client
+from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.exporter.prometheus import PrometheusMetricReader
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+    SpanExporter,
+)
+from pythonjsonlogger.json import JsonFormatter
+from temporalio import activity
+from temporalio.contrib.opentelemetry import MetricsExporter
+from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+
+log = logging.getLogger("dbi.telemetry")
+
+
+def instance_of(workflow_id: str | None) -> str | None:
+    """Return ``namespace/name`` for an instance's workflow id, else None."""
+    prefix = "dbinstance/"
+    if workflow_id and workflow_id.startswith(prefix):
+        return workflow_id[len(prefix) :]
+    return None
+
+
+class ContextFilter(logging.Filter):
+    """Put ``instance``, ``step``, ``trace_id`` and ``span_id`` on every record.
+
+    Inside an activity they come from its info (the workflow id names the instance,
+    the activity type is the step); a record may also carry ``instance`` itself
+    (``extra={"instance": ...}``), as the watcher's do. Missing values are None.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        instance = getattr(record, "instance", None)
+        step = getattr(record, "step", None)
+        if activity.in_activity():
+            info = activity.info()
+            instance = instance or instance_of(info.workflow_id)
+            step = step or info.activity_type
+        elif workflow := getattr(record, "temporal_workflow", None):
+            instance = instance or instance_of(workflow.get("workflow_id"))
+        span = trace.get_current_span().get_span_context()
+        record.instance = instance
+        record.step = step
+        record.trace_id = format(span.trace_id, "032x") if span.is_valid else None
+        record.span_id = format(span.span_id, "016x") if span.is_valid else None
+        return True
+
+
+JSON_FIELDS = ["asctime", "levelname", "name", "message", "instance", "step", "trace_id", "span_id"]
+
+
+def json_formatter() -> logging.Formatter:
+    return JsonFormatter(
+        JSON_FIELDS,
+        rename_fields={"asctime": "time", "levelname": "level", "name": "logger"},
+        # Temporal's adapters add whole dicts of context; the fields above suffice.
+        reserved_attrs=[*logging.LogRecord("", 0, "", 0, "", None, None).__dict__, "taskName"],
+    )
+
+
+def configure_logging(*, stream: Any = None) -> None:
+    """Send INFO and above to ``stream`` (stderr) as JSON lines, or text if asked."""
+    handler = logging.StreamHandler(stream or sys.stderr)
+    handler.addFilter(ContextFilter())
+    if os.environ.get("DBI_LOG_FORMAT", "json") == "text":
+        handler.setFormatter(
+            logging.Formatter("%(asctime)s %(levelname)s %(name)s %(instance)s %(message)s")
+        )
+    else:
+        handler.setFormatter(json_formatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def _span_exporter() -> SpanExporter | None:
+    chosen = os.environ.get("OTEL_TRACES_EXPORTER")
+    if chosen is None:
+        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
+            "OTEL_EXPORTER_OTLP_ENDPOINT"
+        )
+        chosen = "otlp" if endpoint else "none"
+    chosen = chosen.split(",")[0].strip()
+    if chosen == "none":
+        return None
+    if chosen == "console":
+        return ConsoleSpanExporter()
+    if chosen == "otlp":
+        return OTLPSpanExporter()
+    raise ValueError(f"OTEL_TRACES_EXPORTER: unknown exporter {chosen!r} (otlp, console, none)")
+
+
+def configure_tracing(service: str) -> TracerProvider:
+    """Install the global TracerProvider for ``service``, exporting as OTEL_* asks."""
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service)})
+    provider = TracerProvider(resource=resource)
+    exporter = _span_exporter()
+    if exporter is not None:
+        processor = (
+            SimpleSpanProcessor(exporter)
+            if isinstance(exporter, ConsoleSpanExporter)
+            else BatchSpanProcessor(exporter)
+        )
+        provider.add_span_processor(processor)
+    trace.set_tracer_provider(provider)
+    return provider
+
+
+def metrics_port() -> int | None:
+    value = os.environ.get("DBI_METRICS_PORT")
+    if not value:
+        return None
+    try:
+        port = int(value)
+    except ValueError:
+        raise ValueError(f"DBI_METRICS_PORT: {value!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise ValueError(f"DBI_METRICS_PORT: {port} is not a port number")
+    return port
+
+
+@asynccontextmanager
+async def process_telemetry(service: str) -> AsyncIterator[Runtime]:
+    """Set up logs, traces and the metrics endpoint for one process; yield the Temporal
+    Runtime its client must use (its metrics reach the endpoint).
+
+    Spans still buffered are flushed on the way out.
+    """
+    configure_logging()
+    provider = configure_tracing(service)
+    port = metrics_port()
+    if port is None:
+        yield Runtime(telemetry=TelemetryConfig())
+        provider.shutdown()
+        return
+    buffer = MetricBuffer(10_000)
+    runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
+    meters = MeterProvider(metric_readers=[PrometheusMetricReader()])
+    server, thread = prometheus_client.start_http_server(port, addr="0.0.0.0")  # noqa: S104
+    log.info("metrics at http://0.0.0.0:%d/metrics", server.server_port)
+    try:
+        async with MetricsExporter(buffer, meters):
+            yield runtime
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+        meters.shutdown()
+        provider.shutdown()
