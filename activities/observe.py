@@ -9,6 +9,7 @@ message) and is counted as outcome ``error``.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -20,6 +21,8 @@ from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, 
 from dbi import metrics
 from dbi.steps import StepResult
 from dbi.telemetry import instance_of
+
+log = logging.getLogger("dbi.worker")
 
 
 class StepTelemetry(Interceptor):
@@ -43,6 +46,7 @@ class _Inbound(ActivityInboundInterceptor):
             span.set_status(Status(StatusCode.ERROR, type(e).__name__))
             span.set_attribute("dbi.outcome", "error")
             metrics.STEP_OUTCOMES.labels(step, "error", type(e).__name__).inc()
+            log.warning("step %s attempt %d raised %s", step, info.attempt, type(e).__name__)
             raise
         finally:
             metrics.STEP_SECONDS.labels(step).observe(time.monotonic() - started)

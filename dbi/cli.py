@@ -149,6 +149,10 @@ def _print_info(info: stack.StackInfo, *, seconds: float) -> None:
         lines.append(f"  Temporal UI     {info.temporal_ui}")
     lines.append(f"  VM stand-in     KubeVirt API served, guests' data in {info.state_dir}/vms")
     lines.append(f"  Orchestrator    worker and watcher running; logs in {info.state_dir}")
+    for process, url in info.metrics.items():
+        lines.append(f"  Metrics         {url} ({process})")
+    if info.metrics:
+        lines.append("  Traces          one JSON line per span in worker.log and watcher.log")
     lines += [
         "",
         "Try it:",

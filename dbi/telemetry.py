@@ -113,7 +113,8 @@ def _span_exporter() -> SpanExporter | None:
     if chosen == "none":
         return None
     if chosen == "console":
-        return ConsoleSpanExporter()
+        # One line per span, so a log file stays one JSON object per line.
+        return ConsoleSpanExporter(formatter=lambda span: span.to_json(indent=None) + "\n")
     if chosen == "otlp":
         return OTLPSpanExporter()
     raise ValueError(f"OTEL_TRACES_EXPORTER: unknown exporter {chosen!r} (otlp, console, none)")

@@ -89,22 +89,35 @@ class Orchestrator:
     ) -> None:
         self.kubeconfig = kubeconfig
         self.temporal_address = temporal_address
+        self.metrics_ports = {"worker": tools.free_port(), "watcher": tools.free_port()}
         self.processes = [
             ManagedProcess(
                 name,
                 [sys.executable, "-m", module],
                 log_path=log_dir / f"{name}.log",
                 die_with_parent=die_with_parent,
-                env=self._env(),
+                env=self._env(name),
             )
             for name, module in (("worker", "workflows.worker"), ("watcher", "watcher"))
         ]
 
-    def _env(self) -> dict[str, str]:
-        return {
+    def _env(self, name: str) -> dict[str, str]:
+        """The process's environment: spans go to its log (one JSON line each) unless the
+        user's own OTEL_* variables say otherwise."""
+        env = {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),
             "TEMPORAL_ADDRESS": self.temporal_address,
+            "DBI_METRICS_PORT": str(self.metrics_ports[name]),
+        }
+        if not any(key.startswith("OTEL_") for key in os.environ):
+            env["OTEL_TRACES_EXPORTER"] = "console"
+        return env
+
+    @property
+    def metrics(self) -> dict[str, str]:
+        return {
+            name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()
         }
 
     def start(self) -> None:

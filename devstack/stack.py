@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -37,6 +37,7 @@ class StackInfo:
     temporal_address: str
     temporal_ui: str | None
     pids: dict[str, int]
+    metrics: dict[str, str] = field(default_factory=dict)  # process -> its /metrics URL
 
     @classmethod
     def load(cls, state_dir: Path) -> StackInfo | None:
@@ -177,6 +178,7 @@ class LocalStack:
                 "temporal": self.temporal.process.pid,
                 **(self.orchestrator.pids if self.orchestrator else {}),
             },
+            metrics=self.orchestrator.metrics if self.orchestrator else {},
         )
         self.info.save()
         return self.info

@@ -13,6 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 from kubernetes import client as k8s
+from prometheus_client import REGISTRY, generate_latest
 
 from activities import credentials, secrets
 from activities.context import Context
@@ -21,10 +22,12 @@ from activities.rotation import RotateCredentials
 from dbi import names
 from dbi.config import ADMIN_USER, Config
 from dbi.messages import RotationRequest, RotationResult, Wake
+from dbi.telemetry import json_formatter
 from devstack import tools
 from devstack.stack import StackInfo
 from tests.activities.test_lifecycle import SPEC, create, ready
 from tests.orchestrator import Orchestrator
+from tests.spans import EXPORTER, finished
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -220,8 +223,10 @@ async def test_no_password_appears_in_history_logs_events_or_status(
     kube_api: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """After creation and rotations by deletion and by update, passwords are only in Secrets."""
+    """After creation and rotations by deletion and by update, passwords are only in Secrets:
+    not in history, Events, status, logs (plain or JSON), span attributes or metrics."""
     caplog.set_level(logging.DEBUG)
+    EXPORTER.clear()
     await create(orchestrator, namespace, {**SPEC})
     passwords = {(await settled(orchestrator, namespace, kube_api))["password"]}
     passwords.add(secret(kube_api, namespace, "db-admin")["password"])
@@ -239,12 +244,30 @@ async def test_no_password_appears_in_history_logs_events_or_status(
         )
     )
     status = json.dumps(orchestrator.get(namespace, "db")["status"])
+    spans = json.dumps(
+        [
+            {
+                "name": s.name,
+                "attributes": dict(s.attributes or {}),
+                "events": [dict(e.attributes or {}) for e in s.events],
+                "status": s.status.description,
+            }
+            for s in finished()
+        ],
+        default=str,
+    )
+    assert "RunActivity:rotate_credentials" in spans  # the scan covers the rotation's spans
+    structured = "\n".join(json_formatter().format(r) for r in caplog.records)
+    exposition = generate_latest(REGISTRY).decode()
     for password in passwords:
         for where, text in (
             ("history", history),
             ("events", events),
             ("status", status),
             ("logs", caplog.text),
+            ("JSON logs", structured),
+            ("span attributes", spans),
+            ("metrics", exposition),
         ):
             assert password not in text, f"a password is in the {where}"
 

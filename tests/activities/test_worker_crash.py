@@ -27,12 +27,14 @@ pytestmark = pytest.mark.stack
 SPEC = {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}}
 
 
-def worker(local_stack: StackInfo, queue: str, log: Path) -> subprocess.Popen[bytes]:
+def worker(local_stack: StackInfo, queue: str, log: Path, **extra: str) -> subprocess.Popen[bytes]:
+    """Start ``python -m workflows.worker`` on ``queue``; return once it polls."""
     env = {
         **os.environ,
         "KUBECONFIG": local_stack.kubeconfig,
         "TEMPORAL_ADDRESS": local_stack.temporal_address,
         "DBI_TASK_QUEUE": queue,
+        **extra,
     }
     with log.open("ab") as out:
         process = subprocess.Popen(

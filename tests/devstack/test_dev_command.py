@@ -85,6 +85,18 @@ def test_dev_up_runs_the_orchestrator_and_ctrl_c_stops_everything(
         )
         assert ready.returncode == 0, ready.stderr
         assert {"worker", "watcher"} <= info.pids.keys()
+        for process in ("worker", "watcher"):
+            url = info.metrics[process]
+            assert f"Metrics         {url} ({process})" in output
+            with urllib.request.urlopen(url, timeout=10) as metrics:  # noqa: S310
+                assert b"dbi_" in metrics.read()
+        # The dev stack prints spans to the processes' logs, one JSON object per line.
+        spans = [
+            json.loads(line)
+            for line in (state_dir / "worker.log").read_text().splitlines()
+            if '"trace_id"' in line and '"context"' in line
+        ]
+        assert any(span["name"] == "RunActivity:health" for span in spans)
 
         up.send_signal(signal.SIGINT)
         assert up.wait(timeout=60) == 0

@@ -4,6 +4,9 @@ step's error on its span while the condition's message stays stable."""
 from __future__ import annotations
 
 import asyncio
+import io
+import json
+import logging
 from collections import defaultdict
 from typing import Any
 
@@ -13,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import StatusCode
 from prometheus_client import REGISTRY
 
-from dbi import names, pipeline
+from dbi import names, pipeline, telemetry
 from dbi.messages import Progress
 from tests.orchestrator import Orchestrator
 from tests.spans import EXPORTER, finished
@@ -113,15 +116,24 @@ async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition
     # The local stack runs no quota controller: write the usage it would.
     usage = {"hard": {"secrets": "0"}, "used": {"secrets": "0"}}
     core.patch_namespaced_resource_quota_status("no-secrets", namespace, {"status": usage})
-    errors_before = step_errors("credentials")
-    EXPORTER.clear()
-    orchestrator.apply(namespace, "db", SPEC)
 
     def failed() -> tuple[str, str] | None:
         found = orchestrator.condition(namespace, "db", "CredentialsReady")
         return found if found and found[1] == "StepFailed" else None
 
-    await orchestrator.until(failed, timeout=60, what="CredentialsReady StepFailed")
+    errors_before = step_errors("credentials")
+    EXPORTER.clear()
+    lines = io.StringIO()
+    handler = logging.StreamHandler(lines)
+    handler.addFilter(telemetry.ContextFilter())
+    handler.setFormatter(telemetry.json_formatter())
+    logging.getLogger().addHandler(handler)
+    try:
+        orchestrator.apply(namespace, "db", SPEC)
+        await orchestrator.until(failed, timeout=60, what="CredentialsReady StepFailed")
+    finally:
+        logging.getLogger().removeHandler(handler)
+
     condition = next(
         c
         for c in orchestrator.get(namespace, "db")["status"]["conditions"]
@@ -145,6 +157,14 @@ async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition
         detail = str(dict(exceptions[0].attributes or {}))
         assert "quota" in detail.lower()
     assert step_errors("credentials") - errors_before >= len(runs)
+    # The worker's log lines about the failure are JSON naming the instance, the step and
+    # the span's trace.
+    records = [json.loads(line) for line in lines.getvalue().splitlines()]
+    instance = f"{namespace}/db"
+    about = [r for r in records if r["instance"] == instance and r["step"] == "credentials"]
+    traced = {r["trace_id"] for r in about if r["trace_id"]}
+    assert traced, "no log line names the instance, the step and a trace"
+    assert traced <= {format(run.context.trace_id, "032x") for run in runs if run.context}
 
 
 def step_errors(step: str) -> float:
