@@ -84,6 +84,6 @@ def emit(ctx: Context, instance: Instance, event: Event, now: datetime) -> None:
         last_timestamp=now,
         count=1,
         reporting_component=names.FIELD_MANAGER,
-        reporting_instance=activity.info().workflow_id or "",
+        reporting_instance=(activity.info().workflow_id if activity.in_activity() else None) or "",
     )
     ctx.kube.core.create_namespaced_event(instance.namespace, body)

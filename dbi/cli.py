@@ -92,6 +92,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     watcher.set_defaults(run=_watcher)
 
+    bench = commands.add_parser(
+        "bench",
+        help="run the benchmark (python -m bench; --help there)",
+        add_help=False,
+    )
+    bench.add_argument("arguments", nargs=argparse.REMAINDER)
+    bench.set_defaults(run=_bench)
+
     build = dev_commands.add_parser(
         "build", help="build the control plane into the cache if its source changed"
     )
@@ -188,6 +196,13 @@ def _watcher(args: argparse.Namespace) -> int:
         print(f"dbi: the watcher could not run: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    # Imported here: the benchmark needs the dev extra (matplotlib), the rest does not.
+    from bench.__main__ import main as bench_main  # noqa: PLC0415
+
+    return bench_main(args.arguments)
 
 
 def _dev_build(args: argparse.Namespace) -> int:

@@ -1,0 +1,346 @@
+"""Run the benchmark: ``python -m bench [--n 100] [--out bench-results]``.
+
+Each engine runs on a fresh local stack of its own (control plane, VM stand-in with a
+real PostgreSQL per VM, Temporal), so no run inherits another's VMs:
+
+- **floor**: the VMs alone. N DBInstances (Stopped) get their Secrets and VMs from
+  the credentials and vm steps' own code, untimed; then every VM is started at once,
+  and the clock runs until the stand-in reports all of them ready.
+- **temporal**: ``dbi worker`` and ``dbi watcher`` as processes (what ``dbi dev up`` runs).
+- **peer**: ``python -m bench.peer``, the same steps under a classic work queue.
+
+For each engine: **fleet** (N applied at once, until all Ready), **reaction** (patches
+to Ready instances, until the status shows the new observedGeneration) and **idle**
+(a window with nothing to do). Writes ``result.json``, ``result.md`` and
+``ready.png`` to ``--out``, printing progress as it goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client as k8s
+
+from activities import kube
+from activities.context import Context
+from activities.credentials import Credentials
+from activities.kube import Kube
+from activities.vm import VM
+from bench import measure, report
+from dbi import names
+from dbi.config import Config
+from dbi.steps import StepInput
+from devstack import tools
+from devstack.orchestrator import install
+from devstack.stack import LocalStack, StackInfo
+from workflows import worker
+
+NAMESPACE = "bench"
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def manifest(name: str, interval: str, power: str = "Running") -> dict[str, Any]:
+    return {
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "version": 18,
+            "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"},
+            "healthCheckInterval": interval,
+            "powerState": power,
+        },
+    }
+
+
+def create_all(api: k8s.ApiClient, bodies: list[dict[str, Any]]) -> None:
+    objects = k8s.CustomObjectsApi(api)
+    with ThreadPoolExecutor(max_workers=16) as pool:
+        list(
+            pool.map(
+                lambda body: objects.create_namespaced_custom_object(
+                    names.GROUP, names.VERSION, NAMESPACE, names.PLURAL, body
+                ),
+                bodies,
+            )
+        )
+
+
+def wait_for(tracker: measure.Tracker, keys: set[Any], what: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    last = 0.0
+    while (done := tracker.count(keys)) < len(keys):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"bench: {what}: only {done}/{len(keys)} within {timeout:.0f}s")
+        if time.monotonic() - last >= 2:
+            say(f"  {what}: {done}/{len(keys)}")
+            last = time.monotonic()
+        time.sleep(0.05)
+
+
+def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    say(f"floor: {args.n} VMs booted by the stand-in alone")
+    with LocalStack(state_dir=root / "floor") as info:
+        api = kube.connect(info.kubeconfig)
+        install(api)
+        k8s.CoreV1Api(api).create_namespace(
+            k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE))
+        )
+        names_ = [f"db{i:03d}" for i in range(args.n)]
+        create_all(api, [manifest(n, args.interval, power="Stopped") for n in names_])
+        ctx = Context(kube=Kube(api), config=Config.from_env())
+        objects = k8s.CustomObjectsApi(api)
+
+        def prepare(name: str) -> None:
+            body: dict[str, Any] = objects.get_namespaced_custom_object(  # type: ignore[assignment]
+                names.GROUP, names.VERSION, NAMESPACE, names.PLURAL, name
+            )
+            step_input = StepInput(namespace=NAMESPACE, name=name, uid=body["metadata"]["uid"])
+            Credentials(ctx).run(step_input)
+            VM(ctx).run(step_input)
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            list(pool.map(prepare, names_))
+        tracker = measure.Tracker(api, measure.vms(api, NAMESPACE), measure.vm_ready)
+        requests_before = measure.apiserver_requests(api)
+        started = time.monotonic()
+
+        def start(name: str) -> None:
+            objects.patch_namespaced_custom_object(
+                "kubevirt.io",
+                "v1",
+                NAMESPACE,
+                "virtualmachines",
+                name,
+                {"spec": {"runStrategy": "Always"}},
+            )
+
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            list(pool.map(start, names_))
+        wait_for(tracker, set(names_), "VMs ready", args.timeout)
+        elapsed = max(tracker.first[n] for n in names_) - started
+        requests = measure.apiserver_requests(api) - requests_before
+        tracker.stop.set()
+        return {
+            "total_seconds": elapsed,
+            "ready_at": sorted(tracker.first[n] - started for n in names_),
+            "api_requests_per_instance": requests / args.n,
+        }
+
+
+def engine(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    say(f"{name}: fleet of {args.n}, reaction over {args.reaction}, idle {args.idle}s")
+    with LocalStack(state_dir=root / name, orchestrator=name == "temporal") as info:
+        api = kube.connect(info.kubeconfig)
+        peer = None
+        if name == "temporal":
+            pid, metrics_url = info.pids["worker"], info.metrics["worker"]
+        else:
+            install(api)
+            port = tools.free_port()
+            log = (root / "peer.log").open("ab")
+            peer = subprocess.Popen(
+                [sys.executable, "-m", "bench.peer"],
+                env={
+                    **os.environ,
+                    "KUBECONFIG": info.kubeconfig,
+                    "DBI_WATCH_NAMESPACES": NAMESPACE,
+                    "DBI_METRICS_PORT": str(port),
+                },
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            pid, metrics_url = peer.pid, f"http://127.0.0.1:{port}/metrics"
+        try:
+            return _measure(name, args, info, api, pid, metrics_url)
+        finally:
+            if peer is not None:
+                peer.terminate()
+                peer.wait(timeout=30)
+
+
+def _measure(
+    engine_name: str,
+    args: argparse.Namespace,
+    info: StackInfo,
+    api: k8s.ApiClient,
+    pid: int,
+    metrics_url: str,
+) -> dict[str, Any]:
+    k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
+    tracker = measure.Tracker(api, measure.instances(api, NAMESPACE), measure.converged)
+    measure.scrape(_wait_for_endpoint(metrics_url))
+    instances = [f"db{i:03d}" for i in range(args.n)]
+    # The stack's own traffic (controller manager, stand-in, leases) is subtracted below.
+    background = _background_rate(api)
+    cpu_before = measure.cpu_seconds(pid)
+    requests_before = measure.apiserver_requests(api)
+    before = measure.scrape(metrics_url)
+    started = time.monotonic()
+    create_all(api, [manifest(n, args.interval) for n in instances])
+    applied = time.monotonic()
+    wait_for(tracker, {(n, 1) for n in instances}, "Ready", args.timeout)
+    ready = sorted(tracker.first[(n, 1)] - started for n in instances)
+    after = measure.scrape(metrics_url)
+    fleet = {
+        "total_seconds": ready[-1],
+        "apply_seconds": applied - started,
+        "ready_at": ready,
+        "apply_to_ready_p50": measure.percentile(ready, 0.5),
+        "apply_to_ready_p99": measure.percentile(ready, 0.99),
+        "activities_per_instance": (
+            measure.total(after, "dbi_step_duration_seconds_count")
+            - measure.total(before, "dbi_step_duration_seconds_count")
+        )
+        / args.n,
+        "api_requests_per_instance": (
+            measure.apiserver_requests(api) - requests_before - background * ready[-1]
+        )
+        / args.n,
+        "cpu_seconds": measure.cpu_seconds(pid) - cpu_before,
+        "peak_rss_mib": measure.peak_rss_mib(pid),
+    }
+    if engine_name == "temporal":
+        fleet["history_events_per_instance"] = _history_events(info, args.n)
+
+    say(f"{engine_name}: reaction")
+    objects = k8s.CustomObjectsApi(api)
+    latencies = []
+    for i, name in enumerate(instances[: args.reaction]):
+        patched = time.monotonic()
+        objects.patch_namespaced_custom_object(
+            names.GROUP,
+            names.VERSION,
+            NAMESPACE,
+            names.PLURAL,
+            name,
+            {"spec": {"healthCheckInterval": f"{int(args.interval.rstrip('s')) + 1}s"}},
+        )
+        wait_for(tracker, {(name, 2)}, f"reaction {i + 1}", 60)
+        latencies.append(tracker.first[(name, 2)] - patched)
+        time.sleep(0.2)
+    reaction = {
+        "patches": len(latencies),
+        "p50": measure.percentile(latencies, 0.5),
+        "p99": measure.percentile(latencies, 0.99),
+    }
+
+    say(f"{engine_name}: idle for {args.idle}s")
+    before = measure.scrape(metrics_url)
+    requests_before = measure.apiserver_requests(api)
+    slots = 0.0
+    end = time.monotonic() + args.idle
+    while time.monotonic() < end:
+        samples = measure.scrape(metrics_url)
+        slots = max(slots, _activity_slots_used(samples))
+        time.sleep(1)
+    after = measure.scrape(metrics_url)
+    minutes = args.idle / 60
+    per = args.n * minutes
+    passes = measure.total(after, "dbi_passes_total") - measure.total(before, "dbi_passes_total")
+    requests = measure.apiserver_requests(api) - requests_before - background * args.idle
+    idle = {
+        "seconds": args.idle,
+        "passes_per_instance_minute": passes / per,
+        "activities_per_instance_minute": (
+            measure.total(after, "dbi_step_duration_seconds_count")
+            - measure.total(before, "dbi_step_duration_seconds_count")
+        )
+        / per,
+        "api_requests_per_instance_minute": requests / per,
+        "api_requests_per_pass": requests / passes if passes else 0.0,
+        "max_activity_slots_used": slots,
+    }
+    tracker.stop.set()
+    return {"fleet": fleet, "reaction": reaction, "idle": idle}
+
+
+def _background_rate(api: k8s.ApiClient, seconds: float = 5.0) -> float:
+    """API requests per second while no instance exists."""
+    before = measure.apiserver_requests(api)
+    time.sleep(seconds)
+    return (measure.apiserver_requests(api) - before - 1) / seconds  # minus this scrape
+
+
+def _wait_for_endpoint(url: str) -> str:
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            measure.scrape(url)
+            return url
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def _activity_slots_used(samples: measure.Samples) -> float:
+    return sum(
+        value
+        for (name, labels), value in samples.items()
+        if "slots_used" in name and ("worker_type", "ActivityWorker") in labels
+    )
+
+
+def _history_events(info: StackInfo, n: int) -> float:
+    async def count() -> float:
+        client = await worker.connect(info.temporal_address)
+        events = 0
+        async for execution in client.list_workflows(f"DbiNamespace='{NAMESPACE}'"):
+            history = await client.get_workflow_handle(execution.id).fetch_history()
+            events += len(history.events)
+        return events / n
+
+    return asyncio.run(count())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, default=100, help="instances per fleet (default 100)")
+    parser.add_argument("--reaction", type=int, default=20, help="patches timed (default 20)")
+    parser.add_argument("--idle", type=float, default=60, help="idle window, s (default 60)")
+    parser.add_argument("--interval", default="30s", help="healthCheckInterval (default 30s)")
+    parser.add_argument("--timeout", type=float, default=900, help="per phase, s (default 900)")
+    parser.add_argument(
+        "--engines", default="floor,temporal,peer", help="which to run (default all three)"
+    )
+    parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output dir")
+    args = parser.parse_args(argv)
+    if args.n < 1:
+        parser.error("--n must be at least 1")
+    if args.reaction > args.n:
+        parser.error("--reaction cannot exceed --n")
+    chosen = [e.strip() for e in args.engines.split(",") if e.strip()]
+    unknown = set(chosen) - {"floor", "temporal", "peer"}
+    if unknown:
+        parser.error(f"--engines: unknown {', '.join(sorted(unknown))}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"n": args.n, "interval": args.interval}
+    with tempfile.TemporaryDirectory(prefix="dbi-bench-") as tmp:
+        root = Path(tmp)
+        for name in chosen:
+            results[name] = floor(args, root) if name == "floor" else engine(name, args, root)
+    (args.out / "result.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = report.markdown(results)
+    (args.out / "result.md").write_text(table)
+    report.plot(results, args.out / "ready.png")
+    print(table)
+    say(f"wrote {args.out}/result.json, result.md and ready.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""The peer: the same steps driven the controller-runtime way, with no durability.
+
+A classic in-process controller: watches of DBInstances and their children feed a
+deduplicating work queue; worker threads run one reconcile per key (never two at once
+for a key), which calls the step activities' own functions in ``dbi.pipeline.CONVERGE``
+order, writes status, and requeues after the same wait ``workflows.waiting`` decides
+(RequeueAfter). Nothing survives a restart: it is the baseline durability is weighed
+against. Run it with ``python -m bench.peer`` (``KUBECONFIG``, ``DBI_WATCH_NAMESPACES``,
+``DBI_METRICS_PORT``). Deletion is not handled: the benchmark deletes its whole stack.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import prometheus_client
+from kubernetes import client as k8s
+from temporalio import activity
+
+from activities import kube, registry
+from activities.context import Context
+from activities.kube import Kube
+from dbi import metrics, names, pipeline
+from dbi.config import Config
+from dbi.status import PassReport, StatusInput
+from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
+from watcher.streams import Source, forever
+from watcher.watcher import sources
+from workflows.pipeline import STEP_FAILED
+from workflows.waiting import next_wait
+from workflows.worker import ACTIVITY_THREADS
+
+log = logging.getLogger("dbi.peer")
+Key = tuple[str, str]
+
+
+class WorkQueue:
+    """client-go's workqueue in small: a key is queued once, and never handed to two
+    workers at once (a key added while processed is queued again when done)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._queue: list[Key] = []
+        self._queued: set[Key] = set()
+        self._processing: set[Key] = set()
+        self._dirty: set[Key] = set()
+        self._delayed: list[tuple[float, Key]] = []
+
+    def add(self, key: Key) -> None:
+        with self._lock:
+            if key in self._processing:
+                self._dirty.add(key)
+            elif key not in self._queued:
+                self._queued.add(key)
+                self._queue.append(key)
+                self._lock.notify()
+
+    def add_after(self, key: Key, seconds: float) -> None:
+        with self._lock:
+            heapq.heappush(self._delayed, (time.monotonic() + seconds, key))
+            self._lock.notify()
+
+    def get(self, stop: threading.Event) -> Key | None:
+        with self._lock:
+            while not stop.is_set():
+                now = time.monotonic()
+                while self._delayed and self._delayed[0][0] <= now:
+                    _, key = heapq.heappop(self._delayed)
+                    if key not in self._queued and key not in self._processing:
+                        self._queued.add(key)
+                        self._queue.append(key)
+                    elif key in self._processing:
+                        self._dirty.add(key)
+                if self._queue:
+                    key = self._queue.pop(0)
+                    self._queued.discard(key)
+                    self._processing.add(key)
+                    return key
+                timeout = self._delayed[0][0] - now if self._delayed else 0.5
+                self._lock.wait(min(timeout, 0.5))
+            return None
+
+    def done(self, key: Key) -> None:
+        with self._lock:
+            self._processing.discard(key)
+            if key in self._dirty:
+                self._dirty.discard(key)
+                self._queued.add(key)
+                self._queue.append(key)
+                self._lock.notify()
+
+
+def activity_functions(ctx: Context) -> dict[str, Callable[..., Any]]:
+    """Return each step activity's function by its activity name."""
+    return {
+        str(activity._Definition.must_from_callable(fn).name): fn  # its registered name
+        for fn in registry.all_activities(ctx)
+    }
+
+
+class Peer:
+    def __init__(
+        self, api: k8s.ApiClient, namespaces: frozenset[str] | None, threads: int = ACTIVITY_THREADS
+    ) -> None:
+        self.api = api
+        self.namespaces = namespaces
+        self.threads = threads
+        self.fns = activity_functions(Context(kube=Kube(api), config=Config.from_env()))
+        self.queue = WorkQueue()
+        self.stop = threading.Event()
+        self.streaks: dict[Key, int] = {}
+        self.seen: dict[Key, tuple[int, datetime]] = {}
+
+    def _call(self, name: str, argument: Any) -> Any:
+        started = time.monotonic()
+        try:
+            return self.fns[name](argument)
+        finally:
+            metrics.STEP_SECONDS.labels(name).observe(time.monotonic() - started)
+
+    def reconcile(self, key: Key) -> float | None:
+        """One pass; return the RequeueAfter in seconds (None: wait for a change)."""
+        namespace, name = key
+        snapshot: InstanceSnapshot = self._call(
+            pipeline.LOAD_INSTANCE, StepInput(namespace=namespace, name=name, uid="")
+        )
+        if not snapshot.exists or snapshot.deleting:
+            return None
+        step_input = StepInput(namespace=namespace, name=name, uid=snapshot.uid or "")
+        if key not in self.seen or self.seen[key][0] != snapshot.generation:
+            self.seen[key] = (snapshot.generation, datetime.now(UTC))
+        results: list[StepResult] = []
+        for step in pipeline.CONVERGE:
+            try:
+                result: StepResult = self._call(step.name, step_input)
+            except Exception as e:
+                log.warning("step %s of %s/%s raised %s", step.name, *key, type(e).__name__)
+                result = StepResult(
+                    step=step.name,
+                    outcome=Outcome.TRANSIENT,
+                    condition_type=step.condition_type,
+                    reason=STEP_FAILED,
+                    message=f"The {step.name} step failed unexpectedly; retrying with back-off.",
+                )
+            metrics.STEP_OUTCOMES.labels(step.name, result.outcome.value, result.reason).inc()
+            results.append(result)
+            if result.outcome is not Outcome.SATISFIED:
+                break
+        report = PassReport(
+            workflow_id=f"peer/{namespace}/{name}",
+            generation=snapshot.generation,
+            power_state=snapshot.power_state,
+            deleting=False,
+            pipeline=[s.reported for s in pipeline.CONVERGE],
+            results=results,
+        )
+        self._call(
+            pipeline.WRITE_STATUS,
+            StatusInput(
+                namespace=namespace,
+                name=name,
+                uid=snapshot.uid or "",
+                report=report,
+                generation_seen_at=self.seen[key][1],
+            ),
+        )
+        blocking = report.blocking
+        transient = blocking is not None and blocking.outcome is Outcome.TRANSIENT
+        self.streaks[key] = self.streaks.get(key, 0) + 1 if transient else 0
+        wait = next_wait(report, snapshot, transient_streak=self.streaks[key])
+        return wait.timeout.total_seconds() if wait.timeout else None
+
+    def work(self) -> None:
+        while (key := self.queue.get(self.stop)) is not None:
+            try:
+                requeue = self.reconcile(key)
+            except Exception as e:
+                log.warning("reconcile of %s/%s raised %s", *key, type(e).__name__)
+                requeue = 5.0
+            finally:
+                self.queue.done(key)
+            if requeue is not None:
+                self.queue.add_after(key, requeue)
+
+    def handler(self, kind: str) -> Callable[[str, dict[str, Any]], None]:
+        def on_event(event: str, obj: dict[str, Any]) -> None:
+            meta = obj.get("metadata", {})
+            namespace = meta.get("namespace", "")
+            if self.namespaces is not None and namespace not in self.namespaces:
+                return
+            name = (
+                meta.get("name")
+                if kind == "DBInstance"
+                else (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
+            )
+            if name:
+                self.queue.add((namespace, name))
+
+        return on_event
+
+    def run(self) -> None:
+        watched: list[Source] = sources(self.api)
+        for source in watched:
+            threading.Thread(
+                target=forever,
+                args=(self.api, source, self.handler(source.kind), self.stop),
+                daemon=True,
+            ).start()
+        workers = [threading.Thread(target=self.work, daemon=True) for _ in range(self.threads)]
+        for w in workers:
+            w.start()
+        log.info("peer reconciling with %d threads", self.threads)
+        self.stop.wait()
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    only = os.environ.get("DBI_WATCH_NAMESPACES")
+    namespaces = frozenset(n for n in (only or "").split(",") if n) or None
+    if port := os.environ.get("DBI_METRICS_PORT"):
+        prometheus_client.start_http_server(int(port), addr="127.0.0.1")
+    peer = Peer(kube.connect(), namespaces)
+    signal.signal(signal.SIGTERM, lambda *_: peer.stop.set())
+    signal.signal(signal.SIGINT, lambda *_: peer.stop.set())
+    peer.run()
+
+
+if __name__ == "__main__":
+    main()

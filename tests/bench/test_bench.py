@@ -1,0 +1,68 @@
+"""The benchmark runs end to end with a small N (a smoke test: it checks that the benchmark
+works and reports every figure, not how fast anything is)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.stack
+
+
+def test_the_benchmark_reports_every_figure_for_every_engine(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--n",
+            "2",
+            "--reaction",
+            "1",
+            "--idle",
+            "3",
+            "--interval",
+            "10s",
+            "--out",
+            str(out),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "temporal: fleet of 2" in run.stderr  # progress is shown
+    result = json.loads((out / "result.json").read_text())
+    assert len(result["floor"]["ready_at"]) == 2
+    for engine in ("temporal", "peer"):
+        fleet = result[engine]["fleet"]
+        assert len(fleet["ready_at"]) == 2 and fleet["total_seconds"] > 0
+        assert fleet["activities_per_instance"] > 0
+        assert fleet["cpu_seconds"] > 0 and fleet["peak_rss_mib"] > 0
+        assert result[engine]["reaction"]["patches"] == 1
+        assert set(result[engine]["idle"]) >= {
+            "passes_per_instance_minute",
+            "api_requests_per_pass",
+            "max_activity_slots_used",
+        }
+    assert result["temporal"]["fleet"]["history_events_per_instance"] > 0
+    table = (out / "result.md").read_text()
+    assert "| Fleet: all Ready (s) |" in table and "temporal fleet / floor" in table
+    assert (out / "ready.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bad_arguments_are_refused_naming_the_option() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--n", "2", "--reaction", "5"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and "--reaction" in run.stderr
