@@ -1,6 +1,7 @@
 """The ``dbi`` command-line tool.
 
-Exit codes: 0 success, 1 the command failed, 2 bad usage.
+Exit codes: 0 success, 1 the command failed, 2 bad usage, 3 no such instance,
+4 the workflow refused or could not do it (status, describe, rotate, resize).
 """
 
 from __future__ import annotations
@@ -10,9 +11,14 @@ import asyncio
 import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
+import urllib3
+from kubernetes import client as k8s
+
+from dbi import operate
 from devstack import controlplane, stack, tools
 from devstack.process import StackError
 from watcher import __main__ as watcher_main
@@ -91,6 +97,52 @@ def _parser() -> argparse.ArgumentParser:
         "DBI_WATCH_NAMESPACES (comma-separated; all when unset).",
     )
     watcher.set_defaults(run=_watcher)
+
+    status = commands.add_parser(
+        "status",
+        help="instances with phase, Ready, step and the workflow's progress",
+        description="List DBInstances (one, a namespace's, or all with -A) with their "
+        "phase, Ready, the step holding them and their workflow's progress.",
+    )
+    status.add_argument("name", nargs="?", help="one instance (default: all in the namespace)")
+    _namespace_option(status)
+    status.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="instances of every namespace"
+    )
+    status.set_defaults(run=_operate("status"))
+
+    describe = commands.add_parser(
+        "describe",
+        help="every step's condition, reason and message, and the Temporal UI link",
+        description="Show an instance's conditions (type, status, reason, message), its "
+        "endpoint, its workflow's progress and the link to it in the Temporal UI.",
+    )
+    describe.add_argument("name", help="the DBInstance")
+    _namespace_option(describe)
+    describe.set_defaults(run=_operate("describe"))
+
+    rotate = commands.add_parser(
+        "rotate",
+        help="rotate the app password now (a Temporal update) and wait for it",
+        description="Ask the instance's workflow to rotate the app password; wait until the "
+        "credentials Secret holds a new password that works.",
+    )
+    rotate.add_argument("name", help="the DBInstance")
+    _namespace_option(rotate)
+    rotate.set_defaults(run=_operate("rotate"))
+
+    resize = commands.add_parser(
+        "resize",
+        help="apply a resize that needs a restart now (--force) and wait for it",
+        description="With resizePolicy Deferred, a resize that needs a restart waits; "
+        "--force asks the workflow to restart the VM now and waits until the size is synced.",
+    )
+    resize.add_argument("name", help="the DBInstance")
+    _namespace_option(resize)
+    resize.add_argument(
+        "--force", action="store_true", required=True, help="allow the restart now (required)"
+    )
+    resize.set_defaults(run=_operate("resize"))
 
     bench = commands.add_parser(
         "bench",
@@ -196,6 +248,32 @@ def _watcher(args: argparse.Namespace) -> int:
         print(f"dbi: the watcher could not run: {e}", file=sys.stderr)
         return 1
     return 0
+
+
+def _namespace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-n", "--namespace", default="default", help="the Kubernetes namespace (default: default)"
+    )
+
+
+def _operate(command: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            if command == "status":
+                namespace = None if args.all_namespaces else args.namespace
+                outcome = asyncio.run(operate.status(namespace, args.name))
+            else:
+                outcome = asyncio.run(getattr(operate, command)(args.namespace, args.name))
+        except RuntimeError as e:  # the SDK reports a failed connection this way
+            print(f"dbi: Temporal: {e}", file=sys.stderr)
+            return operate.FAILED
+        except (k8s.ApiException, urllib3.exceptions.HTTPError, OSError) as e:
+            print(f"dbi: Kubernetes: {type(e).__name__}: {e}", file=sys.stderr)
+            return operate.FAILED
+        print(outcome.text, file=sys.stdout if outcome.code == operate.OK else sys.stderr)
+        return outcome.code
+
+    return run
 
 
 def _bench(args: argparse.Namespace) -> int:

@@ -1,0 +1,88 @@
+"""The operator commands, run as a user runs them, against a real instance."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from typing import Any
+
+import pytest
+
+from devstack import tools
+from devstack.stack import StackInfo
+from tests.activities.test_credentials import app_works, secret
+from tests.orchestrator import Orchestrator
+from watcher.watcher import Watcher
+
+pytestmark = pytest.mark.stack
+
+SPEC = {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}}
+
+
+async def dbi(local_stack: StackInfo, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``dbi`` CLI (off the event loop: the worker it talks to runs on it)."""
+    env = {
+        **os.environ,
+        "KUBECONFIG": local_stack.kubeconfig,
+        "TEMPORAL_ADDRESS": local_stack.temporal_address,
+        "DBI_TEMPORAL_UI": "http://ui.example:8233",
+    }
+    return await asyncio.to_thread(
+        subprocess.run,
+        [str(tools.venv_tool("dbi")), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+
+
+async def test_status_describe_rotate_and_resize_on_a_ready_instance(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    local_stack: StackInfo,
+    kube_api: Any,
+) -> None:
+    """status and describe show the instance and its workflow; rotate and resize --force
+    wait for the workflow's answer; each exits 0."""
+    orchestrator.apply(namespace, "db", SPEC)
+    await asyncio.to_thread(orchestrator.wait_ready, namespace, "db")
+
+    shown = await dbi(local_stack, "status", "-n", namespace)
+    assert shown.returncode == 0, shown.stderr
+    header, row = shown.stdout.splitlines()
+    assert header.split()[:5] == ["NAMESPACE", "NAME", "PHASE", "READY", "STEP"]
+    assert row.split()[:4] == [namespace, "db", "Running", "True"]
+
+    described = await dbi(local_stack, "describe", "db", "-n", namespace)
+    assert described.returncode == 0, described.stderr
+    for condition in ("Ready", "CredentialsReady", "VMProvisioned", "DatabaseHealthy"):
+        assert f"    {condition} " in described.stdout
+    link = f"http://ui.example:8233/namespaces/default/workflows/dbinstance%2F{namespace}%2Fdb"
+    assert link in described.stdout
+
+    before = secret(kube_api, namespace, "db-credentials")["password"]
+    rotated = await dbi(local_stack, "rotate", "db", "-n", namespace)
+    assert rotated.returncode == 0, rotated.stderr
+    assert "rotated: Secret db-credentials" in rotated.stdout
+    after = secret(kube_api, namespace, "db-credentials")["password"]
+    assert after != before and app_works(kube_api, namespace, after)
+    assert before not in rotated.stdout + rotated.stderr and after not in rotated.stdout
+
+    resized = await dbi(local_stack, "resize", "db", "-n", namespace, "--force")
+    assert resized.returncode == 0, resized.stderr
+    assert resized.stdout.startswith("resized: ")
+
+
+async def test_a_missing_instance_exits_3_and_bad_usage_exits_2(
+    local_stack: StackInfo, namespace: str, dbinstance_crd: str
+) -> None:
+    for command in (["status", "nope"], ["describe", "nope"], ["rotate", "nope"]):
+        result = await dbi(local_stack, *command, "-n", namespace)
+        assert result.returncode == 3, result.stderr
+        assert f"no DBInstance {namespace}/nope" in result.stderr
+    usage = await dbi(local_stack, "resize", "db", "-n", namespace)
+    assert usage.returncode == 2 and "--force" in usage.stderr
