@@ -34,7 +34,7 @@ from dbi.status import PassReport, StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
 from watcher.streams import Source, forever
 from watcher.watcher import sources
-from workflows.pipeline import STEP_FAILED
+from workflows.pipeline import failed
 from workflows.waiting import next_wait
 from workflows.worker import ACTIVITY_THREADS
 
@@ -143,13 +143,7 @@ class Peer:
                 result: StepResult = self._call(step.name, step_input)
             except Exception as e:
                 log.warning("step %s of %s/%s raised %s", step.name, *key, type(e).__name__)
-                result = StepResult(
-                    step=step.name,
-                    outcome=Outcome.TRANSIENT,
-                    condition_type=step.condition_type,
-                    reason=STEP_FAILED,
-                    message=f"The {step.name} step failed unexpectedly; retrying with back-off.",
-                )
+                result = failed(step)
             metrics.STEP_OUTCOMES.labels(step.name, result.outcome.value, result.reason).inc()
             results.append(result)
             if result.outcome is not Outcome.SATISFIED:

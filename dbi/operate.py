@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowUpdateFailedError
@@ -32,6 +32,7 @@ from dbi.messages import (
 from workflows import worker
 
 OK, FAILED, USAGE, NOT_FOUND, REFUSED = 0, 1, 2, 3, 4
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -156,30 +157,32 @@ async def describe(namespace: str, name: str) -> Outcome:
     return Outcome(OK, "\n".join(lines))
 
 
-async def rotate(namespace: str, name: str) -> Outcome:
-    """Rotate the app password through the workflow's update; wait for the result."""
+async def _update(namespace: str, name: str, update: str, result_type: type[T]) -> T | Outcome:
+    """Run a workflow update and wait for its result; an Outcome when it cannot."""
     if _get(namespace, name) is None:
         return Outcome(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     handle = (await _client()).get_workflow_handle(names.workflow_id(namespace, name))
     try:
-        result = await handle.execute_update(ROTATE_CREDENTIALS, result_type=RotationResult)
+        result: T = await handle.execute_update(update, result_type=result_type)
     except WorkflowUpdateFailedError as e:
-        return Outcome(REFUSED, f"dbi: rotation refused: {e.cause}")
+        return Outcome(REFUSED, f"dbi: {update} refused: {e.cause}")
     except RPCError as e:
-        return Outcome(FAILED, f"dbi: rotation failed: {e.message}")
+        return Outcome(FAILED, f"dbi: {update} failed: {e.message}")
+    return result
+
+
+async def rotate(namespace: str, name: str) -> Outcome:
+    """Rotate the app password through the workflow's update; wait for the result."""
+    result = await _update(namespace, name, ROTATE_CREDENTIALS, RotationResult)
+    if isinstance(result, Outcome):
+        return result
     return Outcome(OK, f"rotated: Secret {result.secret_name} holds the new password")
 
 
 async def resize(namespace: str, name: str) -> Outcome:
     """Allow a resize that needs a restart now; wait until the size is synced or refused."""
-    if _get(namespace, name) is None:
-        return Outcome(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
-    handle = (await _client()).get_workflow_handle(names.workflow_id(namespace, name))
-    try:
-        result = await handle.execute_update(FORCE_RESIZE, result_type=ResizeResult)
-    except WorkflowUpdateFailedError as e:
-        return Outcome(REFUSED, f"dbi: resize refused: {e.cause}")
-    except RPCError as e:
-        return Outcome(FAILED, f"dbi: resize failed: {e.message}")
+    result = await _update(namespace, name, FORCE_RESIZE, ResizeResult)
+    if isinstance(result, Outcome):
+        return result
     text = f"{'resized' if result.resized else 'not resized'}: {result.reason}: {result.message}"
     return Outcome(OK if result.resized else REFUSED, text)

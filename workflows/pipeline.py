@@ -31,6 +31,17 @@ STEP_RETRY = RetryPolicy(
 STEP_FAILED = "StepFailed"
 
 
+def failed(step: StepSpec) -> StepResult:
+    """The result of a step whose activity kept raising: Transient, with a stable message."""
+    return StepResult(
+        step=step.name,
+        outcome=Outcome.TRANSIENT,
+        condition_type=step.condition_type,
+        reason=STEP_FAILED,
+        message=f"The {step.name} step failed unexpectedly; retrying with back-off.",
+    )
+
+
 async def run_pass(steps: Sequence[StepSpec], step_input: BaseModel) -> list[StepResult]:
     """Run ``steps`` in order while they are Satisfied; return the results of those that ran.
 
@@ -51,13 +62,7 @@ async def run_pass(steps: Sequence[StepSpec], step_input: BaseModel) -> list[Ste
             )
         except ActivityError:
             workflow.logger.warning("step %s failed after retries", step.name)
-            result = StepResult(
-                step=step.name,
-                outcome=Outcome.TRANSIENT,
-                condition_type=step.condition_type,
-                reason=STEP_FAILED,
-                message=f"The {step.name} step failed unexpectedly; retrying with back-off.",
-            )
+            result = failed(step)
         results.append(result)
         if result.outcome is not Outcome.SATISFIED:
             break

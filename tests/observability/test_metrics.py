@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
+from bench import measure
+from bench.measure import total
 from devstack import tools
 from devstack.fixtures import Kubectl
 from devstack.stack import StackInfo
@@ -22,25 +22,8 @@ from tests.watcher.test_replicas import SPEC, watcher_process
 pytestmark = pytest.mark.stack
 
 
-def scrape(port: int) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    """Return every sample of the endpoint: (name, labels) -> value."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def total(
-    samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str
-) -> float:
-    return sum(
-        value
-        for (sample, found), value in samples.items()
-        if sample == name and set(labels.items()) <= found
-    )
+def scrape(port: int) -> measure.Samples:
+    return measure.scrape(f"http://127.0.0.1:{port}/metrics")
 
 
 async def test_the_metrics_endpoints_answer_and_move_as_an_instance_converges(
