@@ -7,7 +7,8 @@ narrow patch of one field another step owns.
 
 from __future__ import annotations
 
-import os
+import importlib.metadata
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -15,22 +16,32 @@ from typing import Any, TypeVar, cast
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from dbi import names
+from dbi import environment, names
 from dbi.models import DBInstance
 
 Manifest = dict[str, Any]
 T = TypeVar("T")
 APPLY = "application/apply-patch+yaml"
+VERSION = importlib.metadata.version("dbi")
 KUBEVIRT = ("kubevirt.io", "v1")
 
 
-def connect(kubeconfig: str | None = None) -> k8s.ApiClient:
-    """Return an API client from ``kubeconfig``, $KUBECONFIG, or the pod's service account."""
-    path = kubeconfig or os.environ.get("KUBECONFIG")
+def connect(kubeconfig: str | None = None, *, connections: int = 10) -> k8s.ApiClient:
+    """Return an API client from ``kubeconfig``, $KUBECONFIG, or the pod's service account,
+    keeping up to ``connections`` connections open (give one per thread that uses it)."""
+    configuration = k8s.Configuration()
+    path = kubeconfig or environment.KUBECONFIG.get()
     if path:
-        return cast(k8s.ApiClient, k8s_config.new_client_from_config(config_file=path))
-    k8s_config.load_incluster_config()
-    return k8s.ApiClient()
+        k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+    else:
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = connections
+    api = k8s.ApiClient(configuration)
+    # The API server names the field manager of a write without one after the user
+    # agent's product, so every write through this client is the orchestrator's in
+    # managedFields (the watcher skips events of its own writes: watcher/relevance.py).
+    api.user_agent = f"{names.FIELD_MANAGER}/{VERSION}"
+    return api
 
 
 @dataclass(frozen=True)
@@ -148,3 +159,13 @@ def or_none(read: Callable[[], T]) -> T | None:
         if e.status == 404:
             return None
         raise
+
+
+def api_error(e: k8s.ApiException) -> str:
+    """The API server's own words for a failed call: status code and the Status message
+    (what was refused, on which object); never the request."""
+    try:
+        message = json.loads(e.body or "{}").get("message")
+    except (ValueError, AttributeError):
+        message = None
+    return f"{e.status} {e.reason}: {message}" if message else f"{e.status} {e.reason}"

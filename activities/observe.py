@@ -13,11 +13,13 @@ import logging
 import time
 from typing import Any
 
+from kubernetes import client as k8s
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 from temporalio import activity
 from temporalio.worker import ActivityInboundInterceptor, ExecuteActivityInput, Interceptor
 
+from activities import kube
 from dbi import metrics
 from dbi.steps import StepResult
 from dbi.telemetry import instance_of
@@ -46,7 +48,7 @@ class _Inbound(ActivityInboundInterceptor):
             span.set_status(Status(StatusCode.ERROR, type(e).__name__))
             span.set_attribute("dbi.outcome", "error")
             metrics.STEP_OUTCOMES.labels(step, "error", type(e).__name__).inc()
-            log.warning("step %s attempt %d raised %s", step, info.attempt, type(e).__name__)
+            log.warning("step %s attempt %d raised %s", step, info.attempt, _summary(e))
             raise
         finally:
             metrics.STEP_SECONDS.labels(step).observe(time.monotonic() - started)
@@ -54,3 +56,11 @@ class _Inbound(ActivityInboundInterceptor):
             span.set_attributes({"dbi.outcome": result.outcome.value, "dbi.reason": result.reason})
             metrics.STEP_OUTCOMES.labels(step, result.outcome.value, result.reason).inc()
         return result
+
+
+def _summary(e: Exception) -> str:
+    """What a log line says of an error: the API server's message for a Kubernetes call,
+    else only the class (other messages are not known to be free of secrets)."""
+    if isinstance(e, k8s.ApiException):
+        return f"{type(e).__name__} ({kube.api_error(e)})"
+    return type(e).__name__

@@ -21,7 +21,7 @@ from activities import (
     teardown,
     vm,
 )
-from dbi import pipeline
+from dbi import markdown, pipeline
 from dbi import status as summary
 from workflows import pipeline as runner
 
@@ -56,9 +56,7 @@ def table() -> str:
 
 def replace_in(text: str) -> str:
     """Return ``text`` with the table between the markers replaced by the current one."""
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}\n{table()}{END}{tail}"
+    return markdown.replace_between(text, START, END, table())
 
 
 if __name__ == "__main__":

@@ -11,14 +11,15 @@ import asyncio
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 import urllib3
 from kubernetes import client as k8s
 
-from dbi import operate
+from dbi import environment, operate
 from devstack import controlplane, stack, tools
 from devstack.process import StackError
 from watcher import __main__ as watcher_main
@@ -27,7 +28,7 @@ from workflows import worker
 
 def main(argv: list[str] | None = None) -> int:
     """Run the ``dbi`` command line and return its exit code."""
-    parser = _parser()
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
         parser.print_help()
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
+    """The `dbi` command line's parser (its subcommands are what images and manifests run)."""
     parser = argparse.ArgumentParser(
         prog="dbi", description="Managed PostgreSQL instances in KubeVirt VMs, run by Temporal."
     )
@@ -85,18 +87,17 @@ def _parser() -> argparse.ArgumentParser:
         "worker",
         help="run the Temporal worker (workflow and step activities)",
         description="Host DBInstanceWorkflow and the step activities on the dbi task queue. "
-        "Reads TEMPORAL_ADDRESS (default 127.0.0.1:7233) and TEMPORAL_NAMESPACE.",
+        + _reads(environment.WORKER),
     )
-    worker.set_defaults(run=_worker)
+    worker.set_defaults(run=_worker, process=environment.WORKER)
 
     watcher = commands.add_parser(
         "watcher",
         help="run the watcher (Kubernetes changes to workflow wake-ups)",
         description="Watch DBInstances and their children and signal each instance's "
-        "workflow. Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, KUBECONFIG and "
-        "DBI_WATCH_NAMESPACES (comma-separated; all when unset).",
+        "workflow. " + _reads(environment.WATCHER),
     )
-    watcher.set_defaults(run=_watcher)
+    watcher.set_defaults(run=_watcher, process=environment.WATCHER)
 
     status = commands.add_parser(
         "status",
@@ -232,20 +233,26 @@ def _dev_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def _reads(process: environment.Process) -> str:
+    return "Reads " + ", ".join(sorted(environment.read_by(process))) + " (docs/configuration.md)."
+
+
 def _worker(args: argparse.Namespace) -> int:
-    try:
-        asyncio.run(worker.main())
-    except RuntimeError as e:  # the SDK reports a failed connection this way
-        print(f"dbi: the worker could not run: {e}", file=sys.stderr)
-        return 1
-    return 0
+    return _serve("worker", worker.main)
 
 
 def _watcher(args: argparse.Namespace) -> int:
+    return _serve("watcher", watcher_main.main)
+
+
+def _serve(what: str, main: Callable[[], Coroutine[Any, Any, None]]) -> int:
     try:
-        asyncio.run(watcher_main.main())
-    except RuntimeError as e:
-        print(f"dbi: the watcher could not run: {e}", file=sys.stderr)
+        asyncio.run(main())
+    except ValueError as e:  # a malformed setting; the message names the variable
+        print(f"dbi: the {what} cannot start: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # the SDK reports a failed connection this way
+        print(f"dbi: the {what} could not run: {e}", file=sys.stderr)
         return 1
     return 0
 

@@ -8,9 +8,9 @@
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 
+from dbi import environment
 from dbi.models import SUPPORTED_VERSIONS
 
 ADMIN_USER = "dbi_admin"
@@ -29,14 +29,12 @@ class Config:
     def from_env(cls) -> Config:
         """Read the configuration; a malformed variable is an error naming it."""
         images = _default_images()
-        if raw := os.environ.get("DBI_IMAGES"):
+        if raw := environment.IMAGES.get():
             try:
                 images = {int(k): str(v) for k, v in json.loads(raw).items()}
             except (ValueError, AttributeError) as e:
                 raise ValueError(
                     f"DBI_IMAGES must be a JSON object of version to image: {e}"
                 ) from None
-        port = os.environ.get("DBI_EXPORTER_PORT", "9187")
-        if not port.isdigit():
-            raise ValueError(f"DBI_EXPORTER_PORT must be a port number, not {port!r}")
-        return cls(images=images, exporter_port=int(port))
+        port = environment.EXPORTER_PORT.integer(low=1, high=65535)
+        return cls(images=images, exporter_port=port or cls.exporter_port)

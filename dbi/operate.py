@@ -10,7 +10,6 @@ Exit codes a script can rely on: 0 done, 1 failed (an API or Temporal error),
 
 from __future__ import annotations
 
-import os
 import urllib.parse
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -20,7 +19,7 @@ from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from activities import kube
-from dbi import names
+from dbi import environment, names
 from dbi.messages import (
     FORCE_RESIZE,
     PROGRESS,
@@ -47,14 +46,14 @@ def _objects() -> k8s.CustomObjectsApi:
 
 def _client() -> Any:
     return worker.connect(
-        os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"),
-        namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"),
+        environment.TEMPORAL_ADDRESS.value(),
+        namespace=environment.TEMPORAL_NAMESPACE.value(),
     )
 
 
 def ui_link(namespace: str, name: str) -> str:
-    base = os.environ.get("DBI_TEMPORAL_UI", "http://127.0.0.1:8233").rstrip("/")
-    temporal_namespace = os.environ.get("TEMPORAL_NAMESPACE", "default")
+    base = (environment.TEMPORAL_UI.value()).rstrip("/")
+    temporal_namespace = environment.TEMPORAL_NAMESPACE.value()
     workflow = urllib.parse.quote(names.workflow_id(namespace, name), safe="")
     return f"{base}/namespaces/{temporal_namespace}/workflows/{workflow}"
 

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -38,6 +37,8 @@ from pythonjsonlogger.json import JsonFormatter
 from temporalio import activity
 from temporalio.contrib.opentelemetry import MetricsExporter
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
+
+from dbi import environment
 
 log = logging.getLogger("dbi.telemetry")
 
@@ -91,7 +92,7 @@ def configure_logging(*, stream: Any = None) -> None:
     """Send INFO and above to ``stream`` (stderr) as JSON lines, or text if asked."""
     handler = logging.StreamHandler(stream or sys.stderr)
     handler.addFilter(ContextFilter())
-    if os.environ.get("DBI_LOG_FORMAT", "json") == "text":
+    if environment.LOG_FORMAT.get() == "text":
         handler.setFormatter(
             logging.Formatter("%(asctime)s %(levelname)s %(name)s %(instance)s %(message)s")
         )
@@ -103,11 +104,9 @@ def configure_logging(*, stream: Any = None) -> None:
 
 
 def _span_exporter() -> SpanExporter | None:
-    chosen = os.environ.get("OTEL_TRACES_EXPORTER")
+    chosen = environment.TRACES_EXPORTER.get()
     if chosen is None:
-        endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get(
-            "OTEL_EXPORTER_OTLP_ENDPOINT"
-        )
+        endpoint = environment.OTLP_TRACES_ENDPOINT.get() or environment.OTLP_ENDPOINT.get()
         chosen = "otlp" if endpoint else "none"
     chosen = chosen.split(",")[0].strip()
     if chosen == "none":
@@ -122,7 +121,7 @@ def _span_exporter() -> SpanExporter | None:
 
 def configure_tracing(service: str) -> TracerProvider:
     """Install the global TracerProvider for ``service``, exporting as OTEL_* asks."""
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service)})
+    resource = Resource.create({"service.name": environment.SERVICE_NAME.get() or service})
     provider = TracerProvider(resource=resource)
     exporter = _span_exporter()
     if exporter is not None:
@@ -137,16 +136,7 @@ def configure_tracing(service: str) -> TracerProvider:
 
 
 def metrics_port() -> int | None:
-    value = os.environ.get("DBI_METRICS_PORT")
-    if not value:
-        return None
-    try:
-        port = int(value)
-    except ValueError:
-        raise ValueError(f"DBI_METRICS_PORT: {value!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"DBI_METRICS_PORT: {port} is not a port number")
-    return port
+    return environment.METRICS_PORT.integer(high=65535)
 
 
 @asynccontextmanager

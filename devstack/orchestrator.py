@@ -85,10 +85,18 @@ class Orchestrator:
     """The worker and the watcher as processes of the local stack."""
 
     def __init__(
-        self, *, kubeconfig: Path, temporal_address: str, log_dir: Path, die_with_parent: bool
+        self,
+        *,
+        kubeconfig: Path,
+        temporal_address: str,
+        log_dir: Path,
+        die_with_parent: bool,
+        env: dict[str, dict[str, str]] | None = None,
     ) -> None:
+        """``env`` adds variables per process ("worker", "watcher"), over the defaults."""
         self.kubeconfig = kubeconfig
         self.temporal_address = temporal_address
+        self.extra_env = env or {}
         self.metrics_ports = {"worker": tools.free_port(), "watcher": tools.free_port()}
         self.processes = [
             ManagedProcess(
@@ -112,7 +120,7 @@ class Orchestrator:
         }
         if not any(key.startswith("OTEL_") for key in os.environ):
             env["OTEL_TRACES_EXPORTER"] = "console"
-        return env
+        return {**env, **self.extra_env.get(name, {})}
 
     @property
     def metrics(self) -> dict[str, str]:
@@ -120,8 +128,10 @@ class Orchestrator:
             name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()
         }
 
-    def start(self) -> None:
-        install(kube.connect(str(self.kubeconfig)))
+    def start(self, *, install_api: bool = True) -> None:
+        """Install the API (unless told not to), then start both; return once both run."""
+        if install_api:
+            install(kube.connect(str(self.kubeconfig)))
         for process in self.processes:
             process.start()
             process.wait_until(_logged(process.log_path), what="it to say it runs", timeout=60)

@@ -1,1 +1,6 @@
-pytest_plugins = ["devstack.fixtures", "tests.orchestrator"]
+pytest_plugins = [
+    "devstack.fixtures",
+    "tests.orchestrator",
+    "tests.deployment",
+    "tests.journeys.product",
+]

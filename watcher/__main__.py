@@ -23,7 +23,7 @@ from prometheus_client import REGISTRY
 from temporalio.runtime import Runtime
 
 from activities import kube
-from dbi import metrics, names, telemetry
+from dbi import environment, metrics, telemetry
 from watcher.leader import LeaderElection
 from watcher.streams import WATCH_SECONDS
 from watcher.wakeups import Wakeups
@@ -39,27 +39,27 @@ async def main() -> None:
 
 
 async def serve(runtime: Runtime) -> None:
-    address = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
+    address = environment.TEMPORAL_ADDRESS.value()
     client = await worker.connect(
-        address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), runtime=runtime
+        address, namespace=environment.TEMPORAL_NAMESPACE.value(), runtime=runtime
     )
-    only = os.environ.get("DBI_WATCH_NAMESPACES")
+    only = environment.WATCH_NAMESPACES.get()
     namespaces = frozenset(n.strip() for n in only.split(",") if n.strip()) if only else None
     api = kube.connect()
     election = None
-    if lease_namespace := os.environ.get("DBI_LEASE_NAMESPACE"):
-        identity = os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
-        duration = float(os.environ.get("DBI_LEASE_SECONDS", "15"))
+    if lease_namespace := environment.LEASE_NAMESPACE.get():
+        identity = environment.POD_NAME.get() or f"{socket.gethostname()}-{os.getpid()}"
+        duration = environment.LEASE_SECONDS.seconds() or 15.0
         election = LeaderElection(
             api=api, namespace=lease_namespace, identity=identity, duration=duration
         )
     watcher = Watcher(
         api=api,
         client=client,
-        wakeups=Wakeups(client, task_queue=os.environ.get("DBI_TASK_QUEUE", names.TASK_QUEUE)),
+        wakeups=Wakeups(client, task_queue=environment.TASK_QUEUE.value()),
         namespaces=namespaces,
         election=election,
-        watch_seconds=int(os.environ.get("DBI_WATCH_SECONDS", str(WATCH_SECONDS))),
+        watch_seconds=environment.WATCH_SECONDS.integer(low=1) or WATCH_SECONDS,
     )
     REGISTRY.register(
         metrics.WatcherCollector(lambda: watcher.wakeups.counters, lambda: watcher.phases)

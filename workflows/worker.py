@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -29,7 +28,7 @@ from activities import kube, registry
 from activities.context import Context
 from activities.kube import Kube
 from activities.observe import StepTelemetry
-from dbi import names, telemetry
+from dbi import environment, names, telemetry
 from dbi.config import Config
 from workflows.dbinstance import DBInstanceWorkflow
 
@@ -77,7 +76,9 @@ ACTIVITY_THREADS = 32
 
 def step_activities(kubeconfig: str | None = None) -> list[Callable[..., Any]]:
     """Return every step activity, talking to the cluster of ``kubeconfig`` (or $KUBECONFIG)."""
-    ctx = Context(kube=Kube(kube.connect(kubeconfig)), config=Config.from_env())
+    ctx = Context(
+        kube=Kube(kube.connect(kubeconfig, connections=ACTIVITY_THREADS)), config=Config.from_env()
+    )
     return registry.all_activities(ctx)
 
 
@@ -87,12 +88,12 @@ async def main() -> None:
 
 
 async def serve(runtime: Runtime) -> None:
-    address = os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233")
+    address = environment.TEMPORAL_ADDRESS.value()
     client = await connect(
-        address, namespace=os.environ.get("TEMPORAL_NAMESPACE", "default"), runtime=runtime
+        address, namespace=environment.TEMPORAL_NAMESPACE.value(), runtime=runtime
     )
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
-    task_queue = os.environ.get("DBI_TASK_QUEUE", names.TASK_QUEUE)
+    task_queue = environment.TASK_QUEUE.value()
     worker = build_worker(client, step_activities(), task_queue=task_queue, executor=executor)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

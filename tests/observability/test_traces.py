@@ -165,6 +165,10 @@ async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition
     traced = {r["trace_id"] for r in about if r["trace_id"]}
     assert traced, "no log line names the instance, the step and a trace"
     assert traced <= {format(run.context.trace_id, "032x") for run in runs if run.context}
+    # and say what the API server refused, in its own words.
+    assert any(
+        "403 Forbidden: " in r["message"] and "exceeded quota" in r["message"] for r in about
+    )
 
 
 def step_errors(step: str) -> float:

@@ -1,0 +1,201 @@
+"""Every environment variable dbi's processes read: its default, what it means, who reads it.
+
+The worker, the watcher and the operator commands read their settings only through
+this table, so it is the one list that docs/configuration.md, deploy/ and
+docker-compose.yml are checked against (tests/test_deploy.py,
+tests/test_docker_compose.py, tests/dbi/test_environment.py). A malformed value is an
+error that names the variable.
+
+``python -m dbi.environment`` rewrites the table in docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from dbi import markdown
+
+
+class Process(StrEnum):
+    WORKER = "worker"
+    WATCHER = "watcher"
+    CLI = "cli"  # dbi status, describe, rotate, resize
+
+
+WORKER, WATCHER, CLI = Process.WORKER, Process.WATCHER, Process.CLI
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    default: str | None  # None: unset means "not used" (see meaning)
+    meaning: str
+    read_by: frozenset[Process]
+
+    def get(self) -> str | None:
+        """The value, or the default when the variable is unset or empty."""
+        return os.environ.get(self.name) or self.default
+
+    def value(self) -> str:
+        """The value or the default; an error naming the variable when it has neither."""
+        found = self.get()
+        if found is None:
+            raise ValueError(f"{self.name} must be set")
+        return found
+
+    def integer(self, *, low: int = 0, high: int | None = None) -> int | None:
+        """The value as a whole number in [low, high]; a clear error otherwise."""
+        raw = self.get()
+        if raw is None:
+            return None
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{self.name} must be a whole number, not {raw!r}") from None
+        if value < low or (high is not None and value > high):
+            top = "" if high is None else f" and at most {high}"
+            raise ValueError(f"{self.name} must be at least {low}{top}, not {value}")
+        return value
+
+    def seconds(self) -> float | None:
+        """The value as a positive number of seconds; a clear error otherwise."""
+        raw = self.get()
+        if raw is None:
+            return None
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ValueError(f"{self.name} must be a number of seconds, not {raw!r}") from None
+        if not value > 0:
+            raise ValueError(f"{self.name} must be more than 0 seconds, not {raw!r}")
+        return value
+
+
+def _var(name: str, default: str | None, meaning: str, *read_by: Process) -> Variable:
+    return Variable(name, default, meaning, frozenset(read_by))
+
+
+TEMPORAL_ADDRESS = _var(
+    "TEMPORAL_ADDRESS", "127.0.0.1:7233", "Temporal frontend, host:port.", WORKER, WATCHER, CLI
+)
+TEMPORAL_NAMESPACE = _var(
+    "TEMPORAL_NAMESPACE", "default", "Temporal namespace of the workflows.", WORKER, WATCHER, CLI
+)
+KUBECONFIG = _var(
+    "KUBECONFIG",
+    None,
+    "Kubeconfig file; unset: the pod's service account (in-cluster).",
+    WORKER,
+    WATCHER,
+    CLI,
+)
+TASK_QUEUE = _var(
+    "DBI_TASK_QUEUE",
+    "dbi",
+    "Task queue the worker polls and the watcher starts workflows on.",
+    WORKER,
+    WATCHER,
+)
+IMAGES = _var(
+    "DBI_IMAGES",
+    None,
+    "JSON object of PostgreSQL major version to VirtualMachineImage `namespace/name`; "
+    "unset: `dbi-images/postgres-<version>`.",
+    WORKER,
+)
+EXPORTER_PORT = _var(
+    "DBI_EXPORTER_PORT", "9187", "Port of the PostgreSQL exporter inside the VM.", WORKER
+)
+WATCH_NAMESPACES = _var(
+    "DBI_WATCH_NAMESPACES",
+    None,
+    "Comma-separated namespaces to watch; unset: all.",
+    WATCHER,
+)
+WATCH_SECONDS = _var(
+    "DBI_WATCH_SECONDS",
+    "240",
+    "How long one watch request lasts before it is resumed, s.",
+    WATCHER,
+)
+LEASE_NAMESPACE = _var(
+    "DBI_LEASE_NAMESPACE",
+    None,
+    "Namespace of the Lease `dbi-watcher` replicas elect a leader on; unset: no election.",
+    WATCHER,
+)
+LEASE_SECONDS = _var("DBI_LEASE_SECONDS", "15", "Leader lease duration, s.", WATCHER)
+POD_NAME = _var(
+    "POD_NAME", None, "Identity in the leader election; unset: host name and pid.", WATCHER
+)
+METRICS_PORT = _var(
+    "DBI_METRICS_PORT",
+    None,
+    "Port of the Prometheus /metrics endpoint; unset: none.",
+    WORKER,
+    WATCHER,
+)
+LOG_FORMAT = _var(
+    "DBI_LOG_FORMAT", "json", "`json` (one object per line) or `text`.", WORKER, WATCHER
+)
+TEMPORAL_UI = _var(
+    "DBI_TEMPORAL_UI",
+    "http://127.0.0.1:8233",
+    "Temporal Web UI base URL, for the links `dbi describe` prints.",
+    CLI,
+)
+TRACES_EXPORTER = _var(
+    "OTEL_TRACES_EXPORTER",
+    None,
+    "`otlp`, `console` or `none`; unset: `otlp` when an OTLP endpoint is set, else `none`.",
+    WORKER,
+    WATCHER,
+)
+OTLP_ENDPOINT = _var(
+    "OTEL_EXPORTER_OTLP_ENDPOINT", None, "OTLP/HTTP collector base URL.", WORKER, WATCHER
+)
+OTLP_TRACES_ENDPOINT = _var(
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None, "OTLP/HTTP traces URL.", WORKER, WATCHER
+)
+SERVICE_NAME = _var(
+    "OTEL_SERVICE_NAME",
+    None,
+    "Service name on spans; unset: `dbi-worker` or `dbi-watcher`.",
+    WORKER,
+    WATCHER,
+)
+
+ALL: tuple[Variable, ...] = tuple(v for v in globals().values() if isinstance(v, Variable))
+
+
+def read_by(process: Process) -> set[str]:
+    """The names of the variables ``process`` reads."""
+    return {v.name for v in ALL if process in v.read_by}
+
+
+START, END = "<!-- environment:start -->", "<!-- environment:end -->"
+
+
+def table() -> str:
+    """The Markdown table of every variable."""
+    lines = ["| variable | default | read by | meaning |", "|---|---|---|---|"]
+    for v in ALL:
+        default = f"`{v.default}`" if v.default is not None else "unset"
+        readers = ", ".join(p.value for p in Process if p in v.read_by)
+        lines.append(f"| `{v.name}` | {default} | {readers} | {v.meaning} |")
+    return "\n".join(lines)
+
+
+def replace_in(text: str) -> str:
+    """Return ``text`` with the table between the markers replaced by the current one."""
+    return markdown.replace_between(text, START, END, table())
+
+
+if __name__ == "__main__":
+    path = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/configuration.md")
+    path.write_text(replace_in(path.read_text()))
+    print(f"wrote the environment table in {path}")

@@ -1,0 +1,189 @@
+"""The journeys' fixture: the product as a user meets it.
+
+`dbi worker` and `dbi watcher` run as processes that authenticate as deploy/'s
+ServiceAccounts (so its RBAC is shown to be enough); the tests drive them only through
+kubectl, the temporal CLI, the dbi CLI and psycopg.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from dbi import environment
+from devstack import tools
+from devstack.fixtures import Kubectl
+from devstack.orchestrator import Orchestrator
+from devstack.process import tail
+from devstack.stack import StackInfo
+from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
+
+JOURNEYS = ("create", "power", "resize", "rotate", "delete")
+NAME = "orders"  # deploy/samples/dbinstance.yaml
+
+
+@dataclass
+class Product:
+    kubectl: Kubectl
+    local_stack: StackInfo
+    namespaces: dict[str, str]  # journey -> its namespace (the watcher watches these)
+    sample: Path
+    logs: list[Path]
+
+    def temporal(self, *args: str) -> str:
+        """Run the temporal CLI against the stack's Temporal; return its stdout."""
+        result = subprocess.run(
+            [
+                str(tools.venv_tool("temporal")),
+                *args,
+                "--address",
+                self.local_stack.temporal_address,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def dbi(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run the dbi CLI as an operator does (the admin's kubeconfig)."""
+        env = {
+            **os.environ,
+            environment.KUBECONFIG.name: self.local_stack.kubeconfig,
+            environment.TEMPORAL_ADDRESS.name: self.local_stack.temporal_address,
+        }
+        return subprocess.run(
+            [str(tools.venv_tool("dbi")), *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+
+    def get(self, namespace: str, kind: str = "dbinstance", name: str = NAME) -> dict[str, Any]:
+        return dict(
+            json.loads(self.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout)
+        )
+
+    def wait(self, namespace: str, condition: str, *, timeout: int = 240) -> None:
+        """``kubectl wait --for=<condition>`` on the instance; the logs' ends on failure."""
+        result = self.kubectl(
+            "wait",
+            f"--for={condition}",
+            f"dbinstance/{NAME}",
+            "-n",
+            namespace,
+            f"--timeout={timeout}s",
+            check=False,
+        )
+        assert result.returncode == 0, (result.stderr, self.tails())
+
+    def converged(self, namespace: str) -> dict[str, Any]:
+        """Wait until the status observes the current generation and Ready is True."""
+        generation = self.get(namespace)["metadata"]["generation"]
+        self.wait(namespace, f"jsonpath={{.status.observedGeneration}}={generation}")
+        self.wait(namespace, "condition=Ready")
+        return self.get(namespace)
+
+    def uri(self, namespace: str) -> str:
+        """The connection URI from the credentials Secret, as a user reads it."""
+        db = self.get(namespace)
+        out = self.kubectl(
+            "get",
+            "secret",
+            db["status"]["credentialsSecretName"],
+            "-n",
+            namespace,
+            "-o",
+            "jsonpath={.data.uri}",
+        ).stdout
+        return base64.b64decode(out).decode()
+
+    def until(self, check: Callable[[], Any], *, what: str, timeout: float = 120) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if value := check():
+                return value
+            time.sleep(0.5)
+        raise AssertionError(f"{what} did not happen within {timeout}s\n{self.tails()}")
+
+    def tails(self) -> str:
+        return "\n".join(f"--- {log}\n{tail(log)}" for log in self.logs)
+
+
+def sql(uri: str, statement: str) -> Any:
+    """Run one statement; return the first row, if it returns rows."""
+    with psycopg.connect(uri, connect_timeout=3, autocommit=True) as conn:
+        cursor = conn.execute(statement.encode())
+        return cursor.fetchone() if cursor.description else None
+
+
+@pytest.fixture(scope="session")
+def product(
+    local_stack: StackInfo,
+    kubectl: Kubectl,
+    images: dict[int, str],
+    deployed_rbac: list[dict[str, Any]],
+    repo_root: Path,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Product]:
+    """Run the worker and the watcher as deploy/'s ServiceAccounts, for the journeys."""
+    home = tmp_path_factory.mktemp("journeys")
+    token = secrets.token_hex(3)
+    namespaces = {j: f"journey-{j}-{token}" for j in JOURNEYS}
+    for namespace in namespaces.values():
+        kubectl("create", "namespace", namespace)
+    queue = f"dbi-journeys-{token}"
+    kubeconfigs = {
+        process: service_account_kubeconfig(
+            kubectl, local_stack, f"dbi-{process}", home / f"{process}.kubeconfig"
+        )
+        for process in ("worker", "watcher")
+    }
+    orchestrator = Orchestrator(
+        kubeconfig=kubeconfigs["worker"],
+        temporal_address=local_stack.temporal_address,
+        log_dir=home,
+        die_with_parent=True,
+        env={
+            "worker": {
+                environment.KUBECONFIG.name: str(kubeconfigs["worker"]),
+                environment.TASK_QUEUE.name: queue,
+                environment.TRACES_EXPORTER.name: "none",  # logs a failure can show
+            },
+            "watcher": {
+                environment.KUBECONFIG.name: str(kubeconfigs["watcher"]),
+                environment.TRACES_EXPORTER.name: "none",
+                environment.TASK_QUEUE.name: queue,
+                environment.WATCH_NAMESPACES.name: ",".join(namespaces.values()),
+                environment.LEASE_NAMESPACE.name: SYSTEM_NAMESPACE,
+                environment.POD_NAME.name: f"journeys-{token}",
+            },
+        },
+    )
+    orchestrator.start(install_api=False)
+    try:
+        yield Product(
+            kubectl=kubectl,
+            local_stack=local_stack,
+            namespaces=namespaces,
+            sample=repo_root / "deploy" / "samples" / "dbinstance.yaml",
+            logs=[home / "worker.log", home / "watcher.log"],
+        )
+    finally:
+        orchestrator.stop()
+        kubectl("delete", "namespace", "--wait=false", *namespaces.values())

@@ -1,0 +1,159 @@
+"""deploy/ (kustomize): it applies to a real API server, its RBAC allows what the worker
+and the watcher do and nothing else, and it runs what the image and the code provide."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dbi import environment
+from devstack.fixtures import Kubectl
+from tests.deployment import SYSTEM_NAMESPACE, container_problems, permission_errors
+
+pytestmark = pytest.mark.stack
+
+# Any namespace a DBInstance may live in; the worker's and watcher's rights are cluster-wide.
+NS = "shop"
+
+WORKER_ALLOWED = [
+    *[(v, "dbinstances.dbi.dev", NS) for v in ("get", "patch")],
+    ("patch", "dbinstances.dbi.dev --subresource=status", NS),
+    *[(v, "virtualmachines.kubevirt.io", NS) for v in ("get", "create", "patch", "delete")],
+    *[(v, "virtualmachineinstances.kubevirt.io", NS) for v in ("get", "delete")],
+    ("get", "virtualmachineimages.harvesterhci.io", "dbi-images"),
+    *[(v, "secrets", NS) for v in ("get", "patch")],
+    *[
+        (v, r, NS)
+        for r in ("persistentvolumeclaims", "services")
+        for v in ("get", "patch", "delete")
+    ],
+    ("create", "events", NS),
+    *[
+        (v, "servicemonitors.monitoring.coreos.com", NS)
+        for v in ("get", "create", "patch", "delete")
+    ],
+]
+WORKER_DENIED = [
+    *[(v, "secrets", NS) for v in ("list", "watch", "delete", "update")],
+    *[(v, "dbinstances.dbi.dev", NS) for v in ("list", "watch", "create", "update", "delete")],
+    ("update", "dbinstances.dbi.dev --subresource=status", NS),
+    ("create", "virtualmachineinstances.kubevirt.io", NS),
+    ("patch", "virtualmachineimages.harvesterhci.io", "dbi-images"),
+    ("create", "pods", NS),
+    ("get", "pods", NS),
+    ("list", "services", NS),
+    ("patch", "events", NS),
+    ("create", "leases.coordination.k8s.io", SYSTEM_NAMESPACE),
+    ("delete", "namespaces", NS),
+    ("get", "nodes", NS),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", NS),
+    ("patch", "customresourcedefinitions.apiextensions.k8s.io", NS),
+]
+WATCHER_ALLOWED = [
+    *[
+        (v, r, NS)
+        for r in (
+            "dbinstances.dbi.dev",
+            "secrets",
+            "persistentvolumeclaims",
+            "services",
+            "virtualmachines.kubevirt.io",
+            "virtualmachineinstances.kubevirt.io",
+        )
+        for v in ("list", "watch")
+    ],
+    ("create", "leases.coordination.k8s.io", SYSTEM_NAMESPACE),
+    ("get", "leases.coordination.k8s.io/dbi-watcher", SYSTEM_NAMESPACE),
+    ("update", "leases.coordination.k8s.io/dbi-watcher", SYSTEM_NAMESPACE),
+]
+WATCHER_DENIED = [
+    ("get", "secrets", NS),
+    ("patch", "secrets", NS),
+    ("patch", "dbinstances.dbi.dev", NS),
+    ("patch", "dbinstances.dbi.dev --subresource=status", NS),
+    ("delete", "virtualmachines.kubevirt.io", NS),
+    ("create", "events", NS),
+    ("list", "pods", NS),
+    ("create", "leases.coordination.k8s.io", NS),
+    ("update", "leases.coordination.k8s.io/other", SYSTEM_NAMESPACE),
+    ("delete", "leases.coordination.k8s.io/dbi-watcher", SYSTEM_NAMESPACE),
+]
+
+
+def test_every_object_is_accepted_by_the_api_server_in_a_server_side_dry_run(
+    kubectl: Kubectl, repo_root: Path, deployed_rbac: list[dict[str, Any]]
+) -> None:
+    """`kubectl apply --server-side --dry-run=server -k deploy/` accepts every object
+    (its namespace exists: the API server cannot dry-run objects into a new one)."""
+    result = kubectl(
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "--field-manager=dbi-deploy-test",
+        "-k",
+        str(repo_root / "deploy"),
+    )
+    applied = [line for line in result.stdout.splitlines() if "(server dry run)" in line]
+    for kind_name in (
+        "namespace/dbi-system",
+        "customresourcedefinition.apiextensions.k8s.io/dbinstances.dbi.dev",
+        "serviceaccount/dbi-worker",
+        "serviceaccount/dbi-watcher",
+        "clusterrole.rbac.authorization.k8s.io/dbi-worker",
+        "clusterrolebinding.rbac.authorization.k8s.io/dbi-watcher",
+        "role.rbac.authorization.k8s.io/dbi-watcher-lease",
+        "deployment.apps/dbi-worker",
+        "deployment.apps/dbi-watcher",
+    ):
+        assert any(line.startswith(kind_name + " ") for line in applied), (kind_name, applied)
+
+
+def test_the_worker_may_do_what_the_steps_do_and_nothing_more(
+    kubectl: Kubectl, deployed_rbac: list[dict[str, Any]]
+) -> None:
+    assert permission_errors(kubectl, "dbi-worker", WORKER_ALLOWED, allowed=True) == []
+    assert permission_errors(kubectl, "dbi-worker", WORKER_DENIED, allowed=False) == []
+
+
+def test_the_watcher_may_list_watch_and_hold_its_lease_and_nothing_more(
+    kubectl: Kubectl, deployed_rbac: list[dict[str, Any]]
+) -> None:
+    assert permission_errors(kubectl, "dbi-watcher", WATCHER_ALLOWED, allowed=True) == []
+    assert permission_errors(kubectl, "dbi-watcher", WATCHER_DENIED, allowed=False) == []
+
+
+def test_the_deployments_run_the_image_the_code_and_the_settings_it_reads(
+    repo_root: Path, deploy_manifests: list[dict[str, Any]]
+) -> None:
+    """Each Deployment runs `dbi worker` or `dbi watcher` of this version's image, as its
+    own ServiceAccount, in-cluster (no kubeconfig), with only variables it reads."""
+    configs = {
+        m["metadata"]["name"]: set(m.get("data", {}))
+        for m in deploy_manifests
+        if m["kind"] == "ConfigMap"
+    }
+    deployments = {m["metadata"]["name"]: m for m in deploy_manifests if m["kind"] == "Deployment"}
+    assert set(deployments) == {"dbi-worker", "dbi-watcher"}
+    for name, deployment in deployments.items():
+        pod = deployment["spec"]["template"]["spec"]
+        assert pod["serviceAccountName"] == name
+        (container,) = pod["containers"]
+        env = {e["name"] for e in container.get("env", [])}
+        for source in container.get("envFrom", []):
+            env |= configs[source["configMapRef"]["name"]]
+        assert container_problems(repo_root, container["image"], container["args"], env) == []
+        assert environment.KUBECONFIG.name not in env
+        assert {environment.TEMPORAL_ADDRESS.name, environment.TASK_QUEUE.name} <= env
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    watcher_env = {
+        e["name"]: e
+        for e in deployments["dbi-watcher"]["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    # Two replicas elect a leader in their own namespace, each under its pod's name.
+    assert deployments["dbi-watcher"]["spec"]["replicas"] > 1
+    lease = watcher_env[environment.LEASE_NAMESPACE.name]["valueFrom"]["fieldRef"]
+    assert lease["fieldPath"] == "metadata.namespace"
+    pod_name = watcher_env[environment.POD_NAME.name]["valueFrom"]["fieldRef"]
+    assert pod_name["fieldPath"] == "metadata.name"
