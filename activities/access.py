@@ -19,7 +19,7 @@ from psycopg import sql
 from temporalio import activity
 
 from activities import postgres, secrets
-from activities.context import Context, Step, result
+from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import KUBEVIRT, Instance
 from dbi.models import PowerState
 from dbi.steps import Outcome, StepInput, StepResult
@@ -111,7 +111,7 @@ def decide(obs: Observation) -> tuple[StepResult, Action]:
     for field, action, reason, message in _STEPS:
         if not getattr(obs, field):
             return result(
-                STEP, CONDITION, Outcome.PENDING, reason, message, requeue_after=0.5
+                STEP, CONDITION, Outcome.PENDING, reason, message, requeue_after=AT_ONCE
             ), action
     return result(
         STEP,

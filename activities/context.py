@@ -15,6 +15,11 @@ class Context:
     config: Config
 
 
+# The requeue hint of a step that has just changed something: the next pass observes
+# the change at once (the API server reads back its own writes), with no timer.
+AT_ONCE = 0.0
+
+
 def result(
     step: str,
     condition: str,

@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from temporalio import activity
 
 from activities import secrets
-from activities.context import Context, Step, result
+from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import Instance
 from dbi import bootstrap
 from dbi.config import ADMIN_USER
@@ -56,7 +56,7 @@ def decide(obs: Observation, *, secret_name: str) -> StepResult:
         Outcome.PENDING,
         Reason.CREATED,
         "Missing Secrets or passwords were written.",
-        requeue_after=1,
+        requeue_after=AT_ONCE,
     )
 
 

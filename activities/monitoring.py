@@ -18,7 +18,7 @@ from kubernetes import client as k8s
 from temporalio import activity
 
 from activities import manifests
-from activities.context import Context, Step, result
+from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import Instance, Manifest
 from dbi import names
 from dbi.steps import Outcome, StepInput, StepResult
@@ -83,7 +83,7 @@ def decide(obs: Observation) -> StepResult:
                 Outcome.PENDING,
                 Reason.REMOVED,
                 "Monitoring is disabled; its objects were deleted.",
-                requeue_after=1,
+                requeue_after=AT_ONCE,
             )
         return result(
             STEP, CONDITION, Outcome.SATISFIED, Reason.DISABLED, "Monitoring is disabled."
@@ -95,7 +95,7 @@ def decide(obs: Observation) -> StepResult:
             Outcome.PENDING,
             Reason.APPLIED,
             "The metrics Service and ServiceMonitor were applied.",
-            requeue_after=1,
+            requeue_after=AT_ONCE,
         )
     if not obs.monitor_api:
         return result(

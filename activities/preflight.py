@@ -16,7 +16,7 @@ from enum import StrEnum
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities.context import Context, Step, result
+from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import Instance
 from dbi import names
 from dbi.quantity import parse_quantity
@@ -102,7 +102,7 @@ def decide(obs: Observation) -> StepResult:
             Outcome.PENDING,
             Reason.FINALIZER_ADDED,
             "The teardown finalizer was added.",
-            requeue_after=1,
+            requeue_after=AT_ONCE,
         )
     return result(STEP, CONDITION, Outcome.SATISFIED, Reason.VALID, "The spec is valid.")
 
@@ -145,6 +145,6 @@ class Preflight(Step):
                     Outcome.PENDING,
                     Reason.CONFLICT,
                     "The instance changed while the finalizer was added.",
-                    requeue_after=0.5,
+                    requeue_after=AT_ONCE,
                 )
         return decision

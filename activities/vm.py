@@ -15,7 +15,7 @@ from enum import StrEnum
 from temporalio import activity
 
 from activities import manifests
-from activities.context import Step, result
+from activities.context import AT_ONCE, Step, result
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.power import desired_strategy
 from activities.preflight import image_for
@@ -40,7 +40,7 @@ def decide(desired: Manifest, observed: Manifest | None) -> StepResult:
             Outcome.PENDING,
             Reason.CREATED,
             "The VirtualMachine was created.",
-            requeue_after=2,
+            requeue_after=AT_ONCE,
         )
     wanted = {**desired, "spec": {k: v for k, v in desired["spec"].items() if k != "runStrategy"}}
     if not manifests.covers(wanted, observed):
@@ -50,7 +50,7 @@ def decide(desired: Manifest, observed: Manifest | None) -> StepResult:
             Outcome.PENDING,
             Reason.UPDATED,
             "The VirtualMachine drifted and was corrected.",
-            requeue_after=1,
+            requeue_after=AT_ONCE,
         )
     return result(
         STEP,

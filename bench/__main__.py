@@ -36,7 +36,7 @@ from activities.context import Context
 from activities.credentials import Credentials
 from activities.kube import Kube
 from activities.vm import VM
-from bench import measure, report
+from bench import measure, profile, report
 from dbi import names
 from dbi.config import Config
 from dbi.steps import StepInput
@@ -214,7 +214,9 @@ def _measure(
         "peak_rss_mib": measure.peak_rss_mib(pid),
     }
     if engine_name == "temporal":
-        fleet["history_events_per_instance"] = _history_events(info, args.n)
+        events, seconds = _histories(info, args.n)
+        fleet["history_events_per_instance"] = events
+        fleet["time_per_instance"] = seconds
 
     say(f"{engine_name}: reaction")
     objects = k8s.CustomObjectsApi(api)
@@ -295,16 +297,20 @@ def _activity_slots_used(samples: measure.Samples) -> float:
     )
 
 
-def _history_events(info: StackInfo, n: int) -> float:
-    async def count() -> float:
+def _histories(info: StackInfo, n: int) -> tuple[float, dict[str, float]]:
+    """History events per instance, and where the workflows' time went (bench.profile)."""
+
+    async def read() -> tuple[float, dict[str, float]]:
         client = await worker.connect(info.temporal_address)
         events = 0
+        breakdown = profile.Breakdown()
         async for execution in client.list_workflows(f"DbiNamespace='{NAMESPACE}'"):
             history = await client.get_workflow_handle(execution.id).fetch_history()
             events += len(history.events)
-        return events / n
+            breakdown.add(history.events)
+        return events / n, breakdown.per(n)
 
-    return asyncio.run(count())
+    return asyncio.run(read())
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,7 +4,8 @@ A classic in-process controller: watches of DBInstances and their children feed 
 deduplicating work queue; worker threads run one reconcile per key (never two at once
 for a key), which calls the step activities' own functions in ``dbi.pipeline.CONVERGE``
 order, writes status, and requeues after the same wait ``workflows.waiting`` decides
-(RequeueAfter). Nothing survives a restart: it is the baseline durability is weighed
+(RequeueAfter), and skips the events the watcher skips (``watcher.relevance``).
+Nothing survives a restart: it is the baseline durability is weighed
 against. Run it with ``python -m bench.peer`` (``KUBECONFIG``, ``DBI_WATCH_NAMESPACES``,
 ``DBI_METRICS_PORT``). Deletion is not handled: the benchmark deletes its whole stack.
 """
@@ -32,6 +33,7 @@ from dbi import metrics, names, pipeline
 from dbi.config import Config
 from dbi.status import PassReport, StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
+from watcher import relevance
 from watcher.streams import Source, forever
 from watcher.watcher import sources
 from workflows.pipeline import failed
@@ -117,6 +119,8 @@ class Peer:
         self.queue = WorkQueue()
         self.stop = threading.Event()
         self.streaks: dict[Key, int] = {}
+        self.at_once: dict[Key, int] = {}
+        self.instances: dict[Key, relevance.Seen] = {}
         self.seen: dict[Key, tuple[int, datetime]] = {}
 
     def _call(self, name: str, argument: Any) -> Any:
@@ -169,8 +173,14 @@ class Peer:
         blocking = report.blocking
         transient = blocking is not None and blocking.outcome is Outcome.TRANSIENT
         self.streaks[key] = self.streaks.get(key, 0) + 1 if transient else 0
-        wait = next_wait(report, snapshot, transient_streak=self.streaks[key])
-        return wait.timeout.total_seconds() if wait.timeout else None
+        wait = next_wait(
+            report,
+            snapshot,
+            transient_streak=self.streaks[key],
+            at_once_streak=self.at_once.get(key, 0),
+        )
+        self.at_once[key] = self.at_once.get(key, 0) + 1 if wait.at_once else 0
+        return wait.timeout.total_seconds() if wait.timeout is not None else None
 
     def work(self) -> None:
         while (key := self.queue.get(self.stop)) is not None:
@@ -190,12 +200,16 @@ class Peer:
             namespace = meta.get("namespace", "")
             if self.namespaces is not None and namespace not in self.namespaces:
                 return
-            name = (
-                meta.get("name")
-                if kind == "DBInstance"
-                else (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
-            )
-            if name:
+            # The same predicates as the watcher's, so both engines run the same passes.
+            if kind == "DBInstance":
+                key = (namespace, meta["name"])
+                before = self.instances.get(key)
+                self.instances[key] = relevance.Seen.of(obj)
+                if relevance.instance_event_matters(event, obj, before):
+                    self.queue.add(key)
+                return
+            name = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
+            if name and relevance.child_event_matters(event, obj):
                 self.queue.add((namespace, name))
 
         return on_event
@@ -221,7 +235,7 @@ def main() -> None:
     namespaces = frozenset(n for n in (only or "").split(",") if n) or None
     if port := os.environ.get("DBI_METRICS_PORT"):
         prometheus_client.start_http_server(int(port), addr="127.0.0.1")
-    peer = Peer(kube.connect(), namespaces)
+    peer = Peer(kube.connect(connections=ACTIVITY_THREADS), namespaces)
     signal.signal(signal.SIGTERM, lambda *_: peer.stop.set())
     signal.signal(signal.SIGINT, lambda *_: peer.stop.set())
     peer.run()

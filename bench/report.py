@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")  # no display: write files only
 import matplotlib.pyplot as plt
 
+from bench import profile
+
 ROWS = [
     ("fleet", "total_seconds", "Fleet: all Ready (s)"),
     ("fleet", "apply_to_ready_p50", "Fleet: apply to Ready p50 (s)"),
@@ -67,6 +69,17 @@ def markdown(results: dict[str, Any]) -> str:
             if data:
                 total = data["fleet"]["total_seconds"]
                 lines.append(f"- {name} fleet / floor: {_ratio(total, floor['total_seconds'])}")
+    if seconds := (temporal.get("fleet") or {}).get("time_per_instance"):
+        lines += [
+            "",
+            "Where the temporal engine's fleet time went, per instance (from the histories; "
+            f"{seconds['activities']:.3g} activities and {seconds['workflow_tasks']:.3g} "
+            "workflow tasks each):",
+            "",
+            "| activity queued | activity ran | workflow task queued | workflow task ran |",
+            "|---|---|---|---|",
+            "| " + " | ".join(f"{seconds[part]:.3g} s" for part in profile.PARTS) + " |",
+        ]
     return "\n".join(lines) + "\n"
 
 

@@ -53,6 +53,11 @@ class WatcherCollector(Collector):
         c = self._counters()
         for name, attribute, help in (
             ("dbi_watcher_events", "events_seen", "Kubernetes events the watcher acted on."),
+            (
+                "dbi_watcher_ignored_events",
+                "events_ignored",
+                "Events not worth a pass: a status-only change, the orchestrator's own write.",
+            ),
             ("dbi_watcher_signals", "signals_sent", "Wake signals (signal-with-start) sent."),
             (
                 "dbi_watcher_coalesced",

@@ -78,8 +78,9 @@ async def serve(runtime: Runtime) -> None:
     await watcher.wakeups.drain()
     c = watcher.wakeups.counters
     log.info(
-        "stopped: %d events seen, %d signals sent, %d coalesced",
+        "stopped: %d events seen (%d more ignored), %d signals sent, %d coalesced",
         c.events_seen,
+        c.events_ignored,
         c.signals_sent,
         c.coalesced,
     )

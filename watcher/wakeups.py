@@ -33,6 +33,7 @@ class Counters:
     """What the watcher did, for logs and the metrics endpoint."""
 
     events_seen: int = 0
+    events_ignored: int = 0  # not worth a pass (watcher/relevance.py)
     signals_sent: int = 0
     coalesced: int = 0
     send_failures: int = 0
@@ -55,6 +56,10 @@ class Wakeups:
     counters: Counters = field(default_factory=Counters)
     _pending: dict[tuple[str, str], _Pending] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+
+    def ignore(self) -> None:
+        """Count an event that is not worth a pass."""
+        self.counters.events_ignored += 1
 
     def note(self, namespace: str, name: str, reason: str, generation: int | None) -> None:
         """Record an event for an instance; signal now, or once the window has passed."""

@@ -23,6 +23,7 @@ from temporalio.service import RPCError
 
 from dbi import names
 from dbi.messages import Wake
+from watcher import relevance
 from watcher.leader import LeaderElection
 from watcher.streams import WATCH_SECONDS, Source, forever
 from watcher.wakeups import Wakeups
@@ -74,6 +75,7 @@ class Watcher:
     stop: threading.Event = field(default_factory=threading.Event)
     instances: set[tuple[str, str]] = field(default_factory=set)
     phases: dict[tuple[str, str], str] = field(default_factory=dict)  # for dbi_instances
+    seen: dict[tuple[str, str], relevance.Seen] = field(default_factory=dict)
     election: LeaderElection | None = None
 
     def handle(self, loop: asyncio.AbstractEventLoop, kind: str, term: threading.Event) -> Any:
@@ -89,19 +91,28 @@ class Watcher:
             if kind == "DBInstance":
                 name, generation = meta["name"], meta.get("generation")
                 key = (namespace, name)
+                before = self.seen.get(key)
                 if event == "DELETED":
                     self.instances.discard(key)
                     self.phases.pop(key, None)
+                    self.seen.pop(key, None)
                 else:
                     self.instances.add(key)
                     self.phases[key] = (obj.get("status") or {}).get("phase") or "Unknown"
+                    self.seen[key] = relevance.Seen.of(obj)
+                if not relevance.instance_event_matters(event, obj, before):
+                    loop.call_soon_threadsafe(self.wakeups.ignore)
+                    return
             else:
                 name = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
                 generation = None
                 if name is None or (namespace, name) not in self.instances:
                     return
-            if event == "SYNC" and kind != "DBInstance":
-                return  # the instance's own SYNC wakes it
+                if event == "SYNC":
+                    return  # the instance's own SYNC wakes it
+                if not relevance.child_event_matters(event, obj):
+                    loop.call_soon_threadsafe(self.wakeups.ignore)
+                    return
             # A (re)list may follow missed events (a restart, 410 Gone): every instance
             # listed is woken, so none is left behind on a change it did not see.
             reason = "relisted" if event == "SYNC" else f"{kind} {meta.get('name')} {event.lower()}"

@@ -60,6 +60,7 @@ class State:
     retry: bool = False
     signaled_generation: int = 0
     transient_streak: int = 0
+    at_once_streak: int = 0  # passes in a row followed by no wait (not carried)
     passes: int = 0
     deleting: bool = False
     summary: Summary | None = None
@@ -109,7 +110,13 @@ class DBInstanceWorkflow:
                 if snapshot.deleting and report.converged:
                     return "deleted"
                 self._answer_resize_waiters(report)
-                wait = next_wait(report, snapshot, transient_streak=self.s.transient_streak)
+                wait = next_wait(
+                    report,
+                    snapshot,
+                    transient_streak=self.s.transient_streak,
+                    at_once_streak=self.s.at_once_streak,
+                )
+                self.s.at_once_streak = self.s.at_once_streak + 1 if wait.at_once else 0
                 if self._should_continue_as_new():
                     await self._continue_as_new()
             await self._wait(wait, report)
@@ -308,6 +315,8 @@ class DBInstanceWorkflow:
 
     async def _wait(self, wait: Wait, report: PassReport) -> None:
         self.s.waiting_for = wait.summary
+        if wait.at_once:
+            return  # no timer: the next pass starts now
         self.s.next_wakeup = workflow.now() + wait.timeout if wait.timeout else None
 
         def requested() -> bool:

@@ -1,6 +1,7 @@
 """Decide how a DBInstance workflow waits after a pass: pure, deterministic, tested with data.
 
-Durable timers replace RequeueAfter: Pending waits for the step's requeue hint,
+Durable timers replace RequeueAfter: Pending waits for the step's requeue hint (none
+at all for a hint of 0: the step has just changed something, and the next pass looks),
 Ready for healthCheckInterval, Transient backs off exponentially up to a cap, and
 Terminal waits with no timer at all, until a new generation or a ``retry`` signal.
 A ``wake`` signal ends every wait but Terminal's early.
@@ -15,6 +16,11 @@ from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome
 
 DEFAULT_PENDING = timedelta(seconds=30)
+# A step that has just changed something asks to be looked at again at once (a hint of
+# 0); so many passes in a row may do so, then the next waits a second (a change that
+# does not stick, such as a fight with another writer, must not spin).
+AT_ONCE_LIMIT = 5
+AT_ONCE_FALLBACK = timedelta(seconds=1)
 BACKOFF_BASE = timedelta(seconds=5)
 BACKOFF_CAP = timedelta(minutes=5)
 
@@ -27,6 +33,11 @@ class Wait:
     summary: str
     wake_on_any_signal: bool
 
+    @property
+    def at_once(self) -> bool:
+        """No wait at all: the next pass starts now."""
+        return self.timeout is not None and not self.timeout
+
 
 def backoff(streak: int) -> timedelta:
     """Return the back-off after ``streak`` Transient passes in a row (1, 2, ...)."""
@@ -34,8 +45,15 @@ def backoff(streak: int) -> timedelta:
     return min(BACKOFF_BASE * (1 << exponent), BACKOFF_CAP)
 
 
-def next_wait(report: PassReport, snapshot: InstanceSnapshot, *, transient_streak: int) -> Wait:
-    """Return how the workflow waits after ``report``."""
+def next_wait(
+    report: PassReport,
+    snapshot: InstanceSnapshot,
+    *,
+    transient_streak: int,
+    at_once_streak: int = 0,
+) -> Wait:
+    """Return how the workflow waits after ``report``; ``at_once_streak`` is how many
+    passes in a row just before it were followed by no wait at all."""
     blocking = report.blocking
     if blocking is None:
         interval = timedelta(seconds=snapshot.health_check_interval_seconds)
@@ -55,6 +73,14 @@ def next_wait(report: PassReport, snapshot: InstanceSnapshot, *, transient_strea
         )
     hint = blocking.requeue_after_seconds
     delay = timedelta(seconds=hint) if hint is not None else DEFAULT_PENDING
+    if not delay and at_once_streak >= AT_ONCE_LIMIT:
+        delay = AT_ONCE_FALLBACK
+    if not delay:
+        return Wait(
+            delay,
+            f"{blocking.step} changed something ({blocking.reason}): look again at once",
+            wake_on_any_signal=True,
+        )
     return Wait(
         delay,
         f"{blocking.step} pending ({blocking.reason}): look again in {_human(delay)}",

@@ -52,6 +52,10 @@ def test_the_benchmark_reports_every_figure_for_every_engine(tmp_path: Path) -> 
             "max_activity_slots_used",
         }
     assert result["temporal"]["fleet"]["history_events_per_instance"] > 0
+    spent = result["temporal"]["fleet"]["time_per_instance"]
+    assert spent["activities"] >= 10  # at least one pass of load, 8 steps and status
+    assert spent["activity_run"] > 0 and spent["workflow_task_run"] > 0
+    assert "Where the temporal engine's fleet time went" in (out / "result.md").read_text()
     table = (out / "result.md").read_text()
     assert "| Fleet: all Ready (s) |" in table and "temporal fleet / floor" in table
     assert (out / "ready.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -68,6 +68,17 @@ def test_create_connect_and_find_it_in_temporal(product: Product) -> None:
     }
     assert {"load the DBInstance", "write status and Events"} <= summaries, summaries
     assert any(s.startswith("vm: ") for s in summaries), summaries
+    # The workflow's own status writes never woke it (watcher/relevance.py).
+    wakes = [
+        json.loads(
+            base64.b64decode(
+                e["workflowExecutionSignaledEventAttributes"]["input"]["payloads"][0]["data"]
+            )
+        )
+        for e in history["events"]
+        if e["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED"
+    ]
+    assert wakes and not [w for w in wakes if w["reason"] == f"DBInstance {NAME} modified"]
 
     query = f"DbiPhase='Running' AND DbiNamespace='{namespace}'"
     listed = json.loads(product.temporal("workflow", "list", "--query", query, "-o", "json"))
