@@ -118,6 +118,18 @@ def test_resize_cpu_memory_with_a_restart_and_grow_storage(product: Product) -> 
     assert disk["spec"]["resources"]["requests"]["storage"] == "20Gi"
     assert rows(product, namespace) == 2
 
+    # Under resizePolicy Deferred a restart waits for the operator: `dbi resize --force`.
+    patch(product, namespace, {"resizePolicy": "Deferred", "resources": {"cpu": 48}})
+    product.wait(
+        namespace,
+        'jsonpath={.status.conditions[?(@.type=="SizeSynced")].reason}=RestartRequired',
+    )
+    forced = product.dbi("resize", NAME, "-n", namespace, "--force")
+    assert forced.returncode == 0, (forced.stdout, forced.stderr)
+    assert "resized" in forced.stdout
+    assert product.converged(namespace)["status"]["observed"]["cpu"] == 48
+    assert rows(product, namespace) == 2
+
 
 def test_rotate_by_deleting_the_secret_and_with_dbi_rotate(product: Product) -> None:
     namespace = create(product, "rotate")
