@@ -11,6 +11,7 @@ import asyncio
 import signal
 import sys
 import time
+import urllib.parse
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from types import FrameType
@@ -19,8 +20,9 @@ from typing import Any
 import urllib3
 from kubernetes import client as k8s
 
+from activities import kube
 from dbi import environment, operate
-from devstack import controlplane, stack, tools
+from devstack import controlplane, orchestrator, stack, tools
 from devstack.process import StackError
 from watcher import __main__ as watcher_main
 from workflows import worker
@@ -75,6 +77,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--detach",
         action="store_true",
         help="leave the stack running in the background and return; stop it with `dbi dev down`",
+    )
+    up.add_argument(
+        "--no-sample",
+        dest="sample",
+        action="store_false",
+        help="do not create the sample DBInstance default/orders (deploy/samples/)",
     )
     up.set_defaults(run=_dev_up)
 
@@ -171,7 +179,10 @@ def _dev_up(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         info = local.start()
-        _print_info(info, seconds=time.monotonic() - started)
+        sample = None
+        if args.sample:
+            sample = orchestrator.apply_sample(kube.connect(info.kubeconfig))
+        _print_info(info, seconds=time.monotonic() - started, sample=sample)
         if args.detach:
             print("Detached: stop it with `dbi dev down`.", flush=True)
             return 0
@@ -196,7 +207,8 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
-def _print_info(info: stack.StackInfo, *, seconds: float) -> None:
+def _print_info(info: stack.StackInfo, *, seconds: float, sample: bool | None) -> None:
+    """Where everything is, and what to try; ``sample``: created now, found, or not asked."""
     kubectl = tools.venv_tool("kubectl")
     lines = [
         f"Local stack is up in {seconds:.1f}s (state and logs in {info.state_dir}).",
@@ -214,15 +226,27 @@ def _print_info(info: stack.StackInfo, *, seconds: float) -> None:
         lines.append(f"  Metrics         {url} ({process})")
     if info.metrics:
         lines.append("  Traces          one JSON line per span in worker.log and watcher.log")
+    if sample is not None:
+        state = "created" if sample else "found, left as it is"
+        lines.append(f"  Sample          DBInstance default/orders ({state})")
+    if info.temporal_ui:
+        workflow = urllib.parse.quote("dbinstance/default/orders", safe="")
+        lines.append(
+            f"  its workflow    {info.temporal_ui}/namespaces/default/workflows/{workflow}"
+        )
     lines += [
         "",
         "Try it:",
         f"  export KUBECONFIG={info.kubeconfig}",
-        f"  {kubectl} apply -f deploy/samples/dbinstance.yaml",
+    ]
+    if sample is None:
+        lines.append(f"  {kubectl} apply -f deploy/samples/dbinstance.yaml")
+    lines += [
         f"  {kubectl} wait --for=condition=Ready dbinstance/orders --timeout=180s",
         f"  {kubectl} get dbi",
-        f"  {kubectl} get secret orders-credentials -o jsonpath='{{.data.uri}}' | base64 -d",
-        '  psql "$(that uri)"   (or any PostgreSQL client)',
+        f"  psql \"$({kubectl} get secret orders-credentials -o jsonpath='{{.data.uri}}'"
+        ' | base64 -d)"',
+        f"  {tools.venv_tool('dbi')} describe orders     (docs/user-guide.md: every journey)",
     ]
     print("\n".join(lines), flush=True)
 

@@ -76,6 +76,32 @@ def install(api: k8s.ApiClient) -> None:
         )
 
 
+SAMPLE = tools.REPO_ROOT / "deploy" / "samples" / "dbinstance.yaml"
+SAMPLE_NAMESPACE = "default"
+
+
+def apply_sample(api: k8s.ApiClient) -> bool:
+    """Create the sample DBInstance in ``default`` unless it exists; True if created.
+
+    A second ``dbi dev up`` leaves the one it finds (changed or not) as it is.
+    """
+    body = yaml.safe_load(SAMPLE.read_text())
+    try:
+        k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+            names.GROUP,
+            names.VERSION,
+            SAMPLE_NAMESPACE,
+            names.PLURAL,
+            body,
+            field_manager="dbi-dev-up",
+        )
+    except k8s.ApiException as e:
+        if e.status == 409:
+            return False
+        raise
+    return True
+
+
 def _established(crd: k8s.V1CustomResourceDefinition) -> bool:
     conditions = crd.status.conditions if crd.status is not None else None
     return any(c.type == "Established" and c.status == "True" for c in conditions or [])
