@@ -4,9 +4,10 @@ It watches DBInstances and the children they own (selected by the ``dbi.dev/inst
 label: Secrets, VirtualMachines, VirtualMachineInstances, PVCs, Services), and hands
 every event to ``Wakeups``; a (re)list of DBInstances wakes each one, since events may
 have been missed before it. It holds no state of its own but what its watches give it:
-the set of instances that exist, so a child's event after its instance is gone does
-not start a workflow. A periodic resync starts the workflow of any instance whose
-workflow is not running (one terminated by hand, say).
+the instances that exist, each as last seen (so a child's event after its instance is
+gone does not start a workflow, and a status-only change is told from a new spec).
+A periodic resync starts the workflow of any instance whose workflow is not running
+(one terminated by hand, say).
 """
 
 from __future__ import annotations
@@ -73,9 +74,9 @@ class Watcher:
     resync_seconds: float = RESYNC_SECONDS
     watch_seconds: int = WATCH_SECONDS  # how long one watch request lasts before it is resumed
     stop: threading.Event = field(default_factory=threading.Event)
-    instances: set[tuple[str, str]] = field(default_factory=set)
+    # The instances that exist, each as last seen (watcher/relevance.py).
+    instances: dict[tuple[str, str], relevance.Seen] = field(default_factory=dict)
     phases: dict[tuple[str, str], str] = field(default_factory=dict)  # for dbi_instances
-    seen: dict[tuple[str, str], relevance.Seen] = field(default_factory=dict)
     election: LeaderElection | None = None
 
     def handle(self, loop: asyncio.AbstractEventLoop, kind: str, term: threading.Event) -> Any:
@@ -91,15 +92,13 @@ class Watcher:
             if kind == "DBInstance":
                 name, generation = meta["name"], meta.get("generation")
                 key = (namespace, name)
-                before = self.seen.get(key)
+                before = self.instances.get(key)
                 if event == "DELETED":
-                    self.instances.discard(key)
+                    self.instances.pop(key, None)
                     self.phases.pop(key, None)
-                    self.seen.pop(key, None)
                 else:
-                    self.instances.add(key)
+                    self.instances[key] = relevance.Seen.of(obj)
                     self.phases[key] = (obj.get("status") or {}).get("phase") or "Unknown"
-                    self.seen[key] = relevance.Seen.of(obj)
                 if not relevance.instance_event_matters(event, obj, before):
                     loop.call_soon_threadsafe(self.wakeups.ignore)
                     return

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 from typing import Any
 
 import pytest
 
-from devstack import tools
 from devstack.stack import StackInfo
+from tests import commands
 from tests.activities.test_credentials import app_works, secret
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
@@ -22,20 +21,8 @@ SPEC = {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"
 
 async def dbi(local_stack: StackInfo, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the ``dbi`` CLI (off the event loop: the worker it talks to runs on it)."""
-    env = {
-        **os.environ,
-        "KUBECONFIG": local_stack.kubeconfig,
-        "TEMPORAL_ADDRESS": local_stack.temporal_address,
-        "DBI_TEMPORAL_UI": "http://ui.example:8233",
-    }
     return await asyncio.to_thread(
-        subprocess.run,
-        [str(tools.venv_tool("dbi")), *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+        commands.dbi, local_stack, *args, DBI_TEMPORAL_UI="http://ui.example:8233"
     )
 
 

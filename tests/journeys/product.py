@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import secrets
 import subprocess
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +25,9 @@ from devstack.fixtures import Kubectl
 from devstack.orchestrator import Orchestrator
 from devstack.process import tail
 from devstack.stack import StackInfo
+from tests import commands
 from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
+from tests.polling import eventually
 
 JOURNEYS = ("create", "power", "resize", "rotate", "delete")
 NAME = "orders"  # deploy/samples/dbinstance.yaml
@@ -60,19 +60,7 @@ class Product:
 
     def dbi(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run the dbi CLI as an operator does (the admin's kubeconfig)."""
-        env = {
-            **os.environ,
-            environment.KUBECONFIG.name: self.local_stack.kubeconfig,
-            environment.TEMPORAL_ADDRESS.name: self.local_stack.temporal_address,
-        }
-        return subprocess.run(
-            [str(tools.venv_tool("dbi")), *args],
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+        return commands.dbi(self.local_stack, *args)
 
     def get(self, namespace: str, kind: str = "dbinstance", name: str = NAME) -> dict[str, Any]:
         return dict(
@@ -114,12 +102,11 @@ class Product:
         return base64.b64decode(out).decode()
 
     def until(self, check: Callable[[], Any], *, what: str, timeout: float = 120) -> Any:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if value := check():
-                return value
-            time.sleep(0.5)
-        raise AssertionError(f"{what} did not happen within {timeout}s\n{self.tails()}")
+        """``tests.polling.eventually``, with the ends of the orchestrator's logs on failure."""
+        try:
+            return eventually(check, timeout=timeout, what=what)
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.tails()}") from None
 
     def tails(self) -> str:
         return "\n".join(f"--- {log}\n{tail(log)}" for log in self.logs)
