@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
+from kubernetes import client as k8s
+from temporalio import activity
+
+from activities.events import emit
 from activities.kube import Instance, Kube
 from dbi.config import Config
+from dbi.status import Event
 from dbi.steps import Outcome, StepInput, StepResult
 
 
@@ -15,9 +21,12 @@ class Context:
     config: Config
 
 
-# The requeue hint of a step that has just changed something: the next pass observes
-# the change at once (the API server reads back its own writes), with no timer.
+# The requeue hint of a step that has just changed something: the change is observed
+# at once (the API server reads back its own writes), with no timer. ``Step.on`` looks
+# again itself, within the same activity, up to LOOK_AGAIN times; a hint still
+# AT_ONCE after that goes to the workflow, whose next pass starts without a timer.
 AT_ONCE = 0.0
+LOOK_AGAIN = 6
 
 
 def result(
@@ -68,11 +77,40 @@ class Step(Activity):
     """A step activity: ``converge`` runs on the step's instance, when it still exists."""
 
     def on(self, step_input: StepInput, step: str, condition: str) -> StepResult:
-        """Load the instance and converge it; a gone instance is reported as such."""
-        instance = load(self.ctx, step_input)
-        if instance is None:
-            return gone(step, condition)
-        return self.converge(instance, step_input)
+        """Load the instance and converge it; a gone instance is reported as such.
+
+        A step that has just acted (Pending, AT_ONCE) observes again at once: the
+        result is always that of a fresh observation, and a step that takes a few
+        quick actions in a row (a role, then its database, then the password) takes
+        them in one activity instead of one pass each.
+        """
+        for _ in range(LOOK_AGAIN):
+            instance = load(self.ctx, step_input)
+            if instance is None:
+                return gone(step, condition)
+            outcome = self.converge(instance, step_input)
+            if not _acted(outcome):
+                break
+            self._announce(instance, outcome)
+        return outcome
+
+    def _announce(self, instance: Instance, acted: StepResult) -> None:
+        """Log the action and record it as a Normal Event (best effort, like all Events)."""
+        activity.logger.info("%s acted (%s): %s", acted.step, acted.reason, acted.message)
+        message = f"{acted.condition_type}: {acted.message}"
+        try:
+            emit(
+                self.ctx.kube,
+                instance,
+                Event(type="Normal", reason=acted.reason, message=message),
+                datetime.now(UTC).replace(microsecond=0),
+            )
+        except k8s.ApiException as e:
+            activity.logger.warning("Event %s not recorded: %s", acted.reason, e.reason)
 
     def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         raise NotImplementedError
+
+
+def _acted(outcome: StepResult) -> bool:
+    return outcome.outcome is Outcome.PENDING and outcome.requeue_after_seconds == AT_ONCE

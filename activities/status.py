@@ -9,17 +9,16 @@ so is an Event the API refuses (a namespace being deleted, say): Events are best
 
 from __future__ import annotations
 
-import secrets
 from datetime import UTC, datetime
 
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities.context import Activity, Context
-from activities.kube import Instance
+from activities.context import Activity
+from activities.events import emit
 from dbi import metrics, names
 from dbi.models import DBInstanceStatus
-from dbi.status import Event, StatusInput, derive
+from dbi.status import StatusInput, derive
 
 
 class WriteStatus(Activity):
@@ -46,7 +45,7 @@ class WriteStatus(Activity):
         _count(request, instance.model.status.observed_generation, status, datetime.now(UTC))
         for event in events:
             try:
-                emit(self.ctx, instance, event, now)
+                emit(self.ctx.kube, instance, event, now)
             except k8s.ApiException as e:
                 # Events are best effort: the status, already written, is what counts.
                 activity.logger.warning("Event %s not recorded: %s", event.reason, e.reason)
@@ -61,29 +60,3 @@ def _count(
     seen = request.generation_seen_at
     if status.observed_generation == generation and before != generation and seen is not None:
         metrics.GENERATION_READY_SECONDS.observe(max(0.0, (now - seen).total_seconds()))
-
-
-def emit(ctx: Context, instance: Instance, event: Event, now: datetime) -> None:
-    """Create a core/v1 Event about the instance."""
-    body = k8s.CoreV1Event(
-        metadata=k8s.V1ObjectMeta(
-            name=f"{instance.name}.{secrets.token_hex(8)}", namespace=instance.namespace
-        ),
-        involved_object=k8s.V1ObjectReference(
-            api_version=names.API_VERSION,
-            kind=names.KIND,
-            name=instance.name,
-            namespace=instance.namespace,
-            uid=instance.uid,
-        ),
-        reason=event.reason,
-        message=event.message,
-        type=event.type,
-        source=k8s.V1EventSource(component=names.FIELD_MANAGER),
-        first_timestamp=now,
-        last_timestamp=now,
-        count=1,
-        reporting_component=names.FIELD_MANAGER,
-        reporting_instance=(activity.info().workflow_id if activity.in_activity() else None) or "",
-    )
-    ctx.kube.core.create_namespaced_event(instance.namespace, body)

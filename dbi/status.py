@@ -99,7 +99,7 @@ class Summary(BaseModel):
 
 
 class Event(BaseModel):
-    """A Kubernetes Event to emit for a condition transition."""
+    """A Kubernetes Event to emit: for a condition transition, or an action a step took."""
 
     model_config = ConfigDict(frozen=True)
 

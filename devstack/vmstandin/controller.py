@@ -182,8 +182,9 @@ class StandIn:
     def _collect_disks(self) -> None:
         """Remove the disks of PVCs (and claim-less VMs) that no longer exist."""
         claims = self.core.list_persistent_volume_claim_for_all_namespaces().items
-        live = {f"pvc-{_uid(c)}" for c in claims} | {f"vm-{uid}" for uid in self.vms}
-        in_use = {vm.guest.disk.name for vm in self.vms.values() if vm.guest.running()}
+        vms = dict(self.vms)  # a copy: reconciling threads add VMs meanwhile
+        live = {f"pvc-{_uid(c)}" for c in claims} | {f"vm-{uid}" for uid in vms}
+        in_use = {vm.guest.disk.name for vm in vms.values() if vm.guest.running()}
         for disk in self.disks.iterdir():
             if disk.name not in live and disk.name not in in_use:
                 log.info("disk %s is gone with its claim", disk.name)

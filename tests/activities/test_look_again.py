@@ -1,0 +1,83 @@
+"""A step that has just acted observes again in the same activity (plain data)."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import cast
+
+import pytest
+from kubernetes import client as k8s
+
+from activities.context import AT_ONCE, LOOK_AGAIN, Context, Step, result
+from activities.kube import Instance, Kube
+from dbi.config import Config
+from dbi.steps import Outcome, StepInput, StepResult
+
+INPUT = StepInput(namespace="team-a", name="db", uid="uid-1")
+
+
+@dataclass
+class _Instance:
+    uid: str = "uid-1"
+    name: str = "db"
+    namespace: str = "team-a"
+
+
+class _Reads:
+    """Answers the instance reads ``Step.on`` makes, counting them, and keeps the Events
+    it creates."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+        self.events: list[k8s.CoreV1Event] = []
+        self.core = self
+
+    def create_namespaced_event(self, namespace: str, body: k8s.CoreV1Event) -> None:
+        self.events.append(body)
+
+    def instance(self, namespace: str, name: str) -> Instance:
+        self.reads += 1
+        return cast(Instance, _Instance())
+
+
+class Scripted(Step):
+    def __init__(self, *outcomes: tuple[Outcome, float | None]) -> None:
+        self.reads = _Reads()
+        super().__init__(Context(kube=cast(Kube, self.reads), config=Config()))
+        self.outcomes = deque(outcomes)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
+        outcome, hint = self.outcomes.popleft() if len(self.outcomes) > 1 else self.outcomes[0]
+        return result("vm", "VMProvisioned", outcome, outcome.value, "Looked.", requeue_after=hint)
+
+
+@pytest.mark.parametrize(
+    ("script", "outcome", "observations", "actions"),
+    [
+        pytest.param(
+            [(Outcome.PENDING, AT_ONCE), (Outcome.PENDING, AT_ONCE), (Outcome.SATISFIED, None)],
+            Outcome.SATISFIED,
+            3,
+            2,
+            id="acted-twice-then-satisfied",
+        ),
+        pytest.param([(Outcome.PENDING, 2.0)], Outcome.PENDING, 1, 0, id="waiting-is-not-acting"),
+        pytest.param([(Outcome.TRANSIENT, AT_ONCE)], Outcome.TRANSIENT, 1, 0, id="failed"),
+        pytest.param(
+            [(Outcome.PENDING, AT_ONCE)], Outcome.PENDING, LOOK_AGAIN, LOOK_AGAIN, id="never-sticks"
+        ),
+    ],
+)
+def test_a_step_observes_again_after_acting_a_bounded_number_of_times(
+    script: list[tuple[Outcome, float | None]], outcome: Outcome, observations: int, actions: int
+) -> None:
+    """Each look reads the instance afresh; a change that never sticks stops at the bound;
+    every action is recorded as a Normal Event on the instance."""
+    step = Scripted(*script)
+    got = step.on(INPUT, "vm", "VMProvisioned")
+    assert got.outcome is outcome
+    assert step.reads.reads == observations
+    assert [(e.type, e.reason, e.message) for e in step.reads.events] == [
+        ("Normal", "Pending", "VMProvisioned: Looked.")
+    ] * actions
