@@ -181,93 +181,94 @@ def _measure(
     metrics_url: str,
 ) -> dict[str, Any]:
     k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
-    tracker = measure.Tracker(api, measure.instances(api, NAMESPACE), measure.converged)
-    measure.scrape(_wait_for_endpoint(metrics_url))
-    instances = [f"db{i:03d}" for i in range(args.n)]
-    # The stack's own traffic (controller manager, stand-in, leases) is subtracted below.
-    background = _background_rate(api)
-    cpu_before = measure.cpu_seconds(pid)
-    requests_before = measure.apiserver_requests(api)
-    before = measure.scrape(metrics_url)
-    started = time.monotonic()
-    create_all(api, [manifest(n, args.interval) for n in instances])
-    applied = time.monotonic()
-    wait_for(tracker, {(n, 1) for n in instances}, "Ready", args.timeout)
-    ready = sorted(tracker.first[(n, 1)] - started for n in instances)
-    after = measure.scrape(metrics_url)
-    fleet = {
-        "total_seconds": ready[-1],
-        "apply_seconds": applied - started,
-        "ready_at": ready,
-        "apply_to_ready_p50": measure.percentile(ready, 0.5),
-        "apply_to_ready_p99": measure.percentile(ready, 0.99),
-        "activities_per_instance": (
-            measure.total(after, "dbi_step_duration_seconds_count")
-            - measure.total(before, "dbi_step_duration_seconds_count")
-        )
-        / args.n,
-        "api_requests_per_instance": (
-            measure.apiserver_requests(api) - requests_before - background * ready[-1]
-        )
-        / args.n,
-        "cpu_seconds": measure.cpu_seconds(pid) - cpu_before,
-        "peak_rss_mib": measure.peak_rss_mib(pid),
-    }
-    if engine_name == "temporal":
-        events, seconds = _histories(info, args.n)
-        fleet["history_events_per_instance"] = events
-        fleet["time_per_instance"] = seconds
+    with measure.Tracker(api, measure.instances(api, NAMESPACE), measure.converged) as tracker:
+        measure.scrape(_wait_for_endpoint(metrics_url))
+        instances = [f"db{i:03d}" for i in range(args.n)]
+        # The stack's own traffic (controller manager, stand-in, leases) is subtracted below.
+        background = _background_rate(api)
+        cpu_before = measure.cpu_seconds(pid)
+        requests_before = measure.apiserver_requests(api)
+        before = measure.scrape(metrics_url)
+        started = time.monotonic()
+        create_all(api, [manifest(n, args.interval) for n in instances])
+        applied = time.monotonic()
+        wait_for(tracker, {(n, 1) for n in instances}, "Ready", args.timeout)
+        ready = sorted(tracker.first[(n, 1)] - started for n in instances)
+        after = measure.scrape(metrics_url)
+        fleet = {
+            "total_seconds": ready[-1],
+            "apply_seconds": applied - started,
+            "ready_at": ready,
+            "apply_to_ready_p50": measure.percentile(ready, 0.5),
+            "apply_to_ready_p99": measure.percentile(ready, 0.99),
+            "activities_per_instance": (
+                measure.total(after, "dbi_step_duration_seconds_count")
+                - measure.total(before, "dbi_step_duration_seconds_count")
+            )
+            / args.n,
+            "api_requests_per_instance": (
+                measure.apiserver_requests(api) - requests_before - background * ready[-1]
+            )
+            / args.n,
+            "cpu_seconds": measure.cpu_seconds(pid) - cpu_before,
+            "peak_rss_mib": measure.peak_rss_mib(pid),
+        }
+        if engine_name == "temporal":
+            events, seconds = _histories(info, args.n)
+            fleet["history_events_per_instance"] = events
+            fleet["time_per_instance"] = seconds
 
-    say(f"{engine_name}: reaction")
-    objects = k8s.CustomObjectsApi(api)
-    latencies = []
-    for i, name in enumerate(instances[: args.reaction]):
-        patched = time.monotonic()
-        objects.patch_namespaced_custom_object(
-            names.GROUP,
-            names.VERSION,
-            NAMESPACE,
-            names.PLURAL,
-            name,
-            {"spec": {"healthCheckInterval": f"{int(args.interval.rstrip('s')) + 1}s"}},
-        )
-        wait_for(tracker, {(name, 2)}, f"reaction {i + 1}", 60)
-        latencies.append(tracker.first[(name, 2)] - patched)
-        time.sleep(0.2)
-    reaction = {
-        "patches": len(latencies),
-        "p50": measure.percentile(latencies, 0.5),
-        "p99": measure.percentile(latencies, 0.99),
-    }
+        say(f"{engine_name}: reaction")
+        objects = k8s.CustomObjectsApi(api)
+        latencies = []
+        for i, name in enumerate(instances[: args.reaction]):
+            patched = time.monotonic()
+            objects.patch_namespaced_custom_object(
+                names.GROUP,
+                names.VERSION,
+                NAMESPACE,
+                names.PLURAL,
+                name,
+                {"spec": {"healthCheckInterval": f"{int(args.interval.rstrip('s')) + 1}s"}},
+            )
+            wait_for(tracker, {(name, 2)}, f"reaction {i + 1}", 60)
+            latencies.append(tracker.first[(name, 2)] - patched)
+            time.sleep(0.2)
+        reaction = {
+            "patches": len(latencies),
+            "p50": measure.percentile(latencies, 0.5),
+            "p99": measure.percentile(latencies, 0.99),
+        }
 
-    say(f"{engine_name}: idle for {args.idle}s")
-    before = measure.scrape(metrics_url)
-    requests_before = measure.apiserver_requests(api)
-    slots = 0.0
-    end = time.monotonic() + args.idle
-    while time.monotonic() < end:
-        samples = measure.scrape(metrics_url)
-        slots = max(slots, _activity_slots_used(samples))
-        time.sleep(1)
-    after = measure.scrape(metrics_url)
-    minutes = args.idle / 60
-    per = args.n * minutes
-    passes = measure.total(after, "dbi_passes_total") - measure.total(before, "dbi_passes_total")
-    requests = measure.apiserver_requests(api) - requests_before - background * args.idle
-    idle = {
-        "seconds": args.idle,
-        "passes_per_instance_minute": passes / per,
-        "activities_per_instance_minute": (
-            measure.total(after, "dbi_step_duration_seconds_count")
-            - measure.total(before, "dbi_step_duration_seconds_count")
+        say(f"{engine_name}: idle for {args.idle}s")
+        before = measure.scrape(metrics_url)
+        requests_before = measure.apiserver_requests(api)
+        slots = 0.0
+        end = time.monotonic() + args.idle
+        while time.monotonic() < end:
+            samples = measure.scrape(metrics_url)
+            slots = max(slots, _activity_slots_used(samples))
+            time.sleep(1)
+        after = measure.scrape(metrics_url)
+        minutes = args.idle / 60
+        per = args.n * minutes
+        passes = measure.total(after, "dbi_passes_total") - measure.total(
+            before, "dbi_passes_total"
         )
-        / per,
-        "api_requests_per_instance_minute": requests / per,
-        "api_requests_per_pass": requests / passes if passes else 0.0,
-        "max_activity_slots_used": slots,
-    }
-    tracker.stop.set()
-    return {"fleet": fleet, "reaction": reaction, "idle": idle}
+        requests = measure.apiserver_requests(api) - requests_before - background * args.idle
+        idle = {
+            "seconds": args.idle,
+            "passes_per_instance_minute": passes / per,
+            "activities_per_instance_minute": (
+                measure.total(after, "dbi_step_duration_seconds_count")
+                - measure.total(before, "dbi_step_duration_seconds_count")
+            )
+            / per,
+            "api_requests_per_instance_minute": requests / per,
+            "api_requests_per_pass": requests / passes if passes else 0.0,
+            "max_activity_slots_used": slots,
+        }
+        return {"fleet": fleet, "reaction": reaction, "idle": idle}
 
 
 def _background_rate(api: k8s.ApiClient, seconds: float = 5.0) -> float:

@@ -36,6 +36,12 @@ class Tracker:
             target=forever, args=(api, source, self._on, self.stop), daemon=True
         ).start()
 
+    def __enter__(self) -> Tracker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()  # also when a scenario fails
+
     def _on(self, event: str, obj: dict[str, Any]) -> None:
         if event == "DELETED":
             return
