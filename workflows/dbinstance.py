@@ -39,7 +39,7 @@ with workflow.unsafe.imports_passed_through():
     from dbi.steps import InstanceSnapshot, Outcome, StepInput
     from workflows import tracing, ui
     from workflows.pipeline import run_pass
-    from workflows.waiting import Wait, next_wait
+    from workflows.waiting import Wait, next_wait, pending_key
 
 SHORT = timedelta(seconds=30)
 PHASE = SearchAttributeKey.for_keyword("DbiPhase")
@@ -61,6 +61,9 @@ class State:
     signaled_generation: int = 0
     transient_streak: int = 0
     at_once_streak: int = 0  # passes in a row followed by no wait (not carried)
+    # Passes in a row Pending at the same step for the same reason (not carried).
+    pending_streak: int = 0
+    pending_key: tuple[str, str] | None = None
     passes: int = 0
     deleting: bool = False
     summary: Summary | None = None
@@ -110,11 +113,16 @@ class DBInstanceWorkflow:
                 if snapshot.deleting and report.converged:
                     return "deleted"
                 self._answer_resize_waiters(report)
+                key = pending_key(report)
+                same = key is not None and key == self.s.pending_key
+                self.s.pending_streak = self.s.pending_streak + 1 if same else 1
+                self.s.pending_key = key
                 wait = next_wait(
                     report,
                     snapshot,
                     transient_streak=self.s.transient_streak,
                     at_once_streak=self.s.at_once_streak,
+                    pending_streak=self.s.pending_streak,
                 )
                 self.s.at_once_streak = self.s.at_once_streak + 1 if wait.at_once else 0
                 if self._should_continue_as_new():

@@ -1,10 +1,12 @@
 """Decide how a DBInstance workflow waits after a pass: pure, deterministic, tested with data.
 
 Durable timers replace RequeueAfter: Pending waits for the step's requeue hint (none
-at all for a hint of 0: the step has just changed something, and the next pass looks),
-Ready for healthCheckInterval, Transient backs off exponentially up to a cap, and
-Terminal waits with no timer at all, until a new generation or a ``retry`` signal.
-A ``wake`` signal ends every wait but Terminal's early.
+at all for a hint of 0: the step has just changed something, and the next pass looks;
+doubled for each pass in a row that found the same step waiting for the same reason,
+up to PENDING_CAP, since the watcher's wake, not the timer, is what brings a pass
+promptly once the world changes), Ready for healthCheckInterval, Transient backs off
+exponentially up to a cap, and Terminal waits with no timer at all, until a new
+generation or a ``retry`` signal. A ``wake`` signal ends every wait but Terminal's early.
 """
 
 from __future__ import annotations
@@ -21,6 +23,11 @@ DEFAULT_PENDING = timedelta(seconds=30)
 # does not stick, such as a fight with another writer, must not spin).
 AT_ONCE_LIMIT = 5
 AT_ONCE_FALLBACK = timedelta(seconds=1)
+# A transition still under way (a VM booting) is looked at again after the step's hint,
+# then after twice that, and so on up to this: a fleet of booting VMs must not spend
+# its machine on passes that find the same thing, while a change no event announces
+# (PostgreSQL inside a running VM starting to answer) is still seen within this.
+PENDING_CAP = timedelta(seconds=10)
 BACKOFF_BASE = timedelta(seconds=5)
 BACKOFF_CAP = timedelta(minutes=5)
 
@@ -51,9 +58,12 @@ def next_wait(
     *,
     transient_streak: int,
     at_once_streak: int = 0,
+    pending_streak: int = 1,
 ) -> Wait:
     """Return how the workflow waits after ``report``; ``at_once_streak`` is how many
-    passes in a row just before it were followed by no wait at all."""
+    passes in a row just before it were followed by no wait at all, ``pending_streak``
+    how many in a row, this one included, found the same step Pending for the same
+    reason (``pending_key``)."""
     blocking = report.blocking
     if blocking is None:
         interval = timedelta(seconds=snapshot.health_check_interval_seconds)
@@ -75,6 +85,8 @@ def next_wait(
     delay = timedelta(seconds=hint) if hint is not None else DEFAULT_PENDING
     if not delay and at_once_streak >= AT_ONCE_LIMIT:
         delay = AT_ONCE_FALLBACK
+    if delay and pending_streak > 1:
+        delay = min(delay * (1 << min(pending_streak - 1, 16)), max(delay, PENDING_CAP))
     if not delay:
         return Wait(
             delay,
@@ -86,6 +98,14 @@ def next_wait(
         f"{blocking.step} pending ({blocking.reason}): look again in {_human(delay)}",
         wake_on_any_signal=True,
     )
+
+
+def pending_key(report: PassReport) -> tuple[str, str] | None:
+    """What a Pending pass waits for (its step and reason); None for any other pass."""
+    blocking = report.blocking
+    if blocking is None or blocking.outcome is not Outcome.PENDING:
+        return None
+    return (blocking.step, blocking.reason)
 
 
 def _human(delay: timedelta) -> str:

@@ -124,6 +124,25 @@ async def test_pending_waits_for_the_requeue_hint_and_a_wake_cuts_it_short(
         assert _gaps(world)[-1] < 5
 
 
+async def test_a_transition_still_under_way_is_looked_at_less_often(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """The same step Pending for the same reason pass after pass: its hint doubles up to
+    10s (the watcher's wake brings the pass that sees the change); another reason starts
+    again from the hint."""
+    world = World()
+    world.then("power", *[Scripted(Outcome.PENDING, "Starting", 2)] * 5)
+    world.then("power", Scripted(Outcome.PENDING, "Restarting", 2))
+    world.always["power"] = Scripted(Outcome.SATISFIED, "Running")
+    expected = [2, 4, 8, 10, 10, 2]
+    async with running(time_env, world) as handle:
+        for n, delay in enumerate(expected, start=2):
+            await settled(handle, n - 1)
+            await time_env.sleep(delay)
+            await until(_passes(world, n))
+    assert _gaps(world) == expected
+
+
 async def test_terminal_waits_for_a_new_generation_or_retry(time_env: WorkflowEnvironment) -> None:
     """A Terminal pass makes no further pass until the generation rises or retry arrives."""
     world = World()

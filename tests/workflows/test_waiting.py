@@ -9,7 +9,7 @@ import pytest
 from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome
 from tests.dbi.test_status import converged, until
-from workflows.waiting import AT_ONCE_LIMIT, backoff, next_wait
+from workflows.waiting import AT_ONCE_LIMIT, PENDING_CAP, backoff, next_wait, pending_key
 
 SNAPSHOT = InstanceSnapshot(exists=True, uid="u", health_check_interval_seconds=120)
 
@@ -85,3 +85,39 @@ def test_a_step_that_just_changed_something_is_looked_at_again_at_once() -> None
     assert not next_wait(
         until("preflight", Outcome.TERMINAL, "X"), SNAPSHOT, transient_streak=0
     ).at_once
+
+
+def test_a_repeated_pending_hint_doubles_up_to_the_cap() -> None:
+    """The same Pending again and again is looked at after 2s, 4s, 8s, then every 10s; a
+    hint already longer than the cap is kept as it is."""
+    booting = until("power", Outcome.PENDING, "Starting")
+    booting = booting.model_copy(
+        update={
+            "results": [
+                *booting.results[:-1],
+                booting.results[-1].model_copy(update={"requeue_after_seconds": 2.0}),
+            ]
+        }
+    )
+    waits = [
+        next_wait(booting, SNAPSHOT, transient_streak=0, pending_streak=n).timeout
+        for n in range(1, 7)
+    ]
+    assert [w.total_seconds() for w in waits if w is not None] == [2, 4, 8, 10, 10, 10]
+    assert max(w for w in waits if w is not None) == PENDING_CAP
+    slow = until("vm", Outcome.PENDING, "VMCreated")  # no hint: the 30s default
+    assert next_wait(slow, SNAPSHOT, transient_streak=0, pending_streak=5).timeout == timedelta(
+        seconds=30
+    )
+    assert (
+        "look again in 10s"
+        in next_wait(booting, SNAPSHOT, transient_streak=0, pending_streak=4).summary
+    )
+
+
+def test_the_pending_key_names_the_step_and_reason_of_a_pending_pass_only() -> None:
+    """Only a Pending pass has a key; a Ready, Transient or Terminal pass has none."""
+    assert pending_key(until("power", Outcome.PENDING, "Starting")) == ("power", "Starting")
+    assert pending_key(converged()) is None
+    assert pending_key(until("health", Outcome.TRANSIENT, "Unreachable")) is None
+    assert pending_key(until("preflight", Outcome.TERMINAL, "X")) is None
