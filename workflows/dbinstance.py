@@ -2,13 +2,15 @@
 
 Each iteration loads the instance, serves queued update requests, runs one pass of
 the pipeline (teardown once the instance is being deleted), writes status, and
-waits on a durable timer or a signal. The workflow never fails because a step did;
-it completes when its instance is gone, deleted, or replaced by one with another UID.
+waits on a durable timer or a signal. A health check (the pass that follows a Ready
+instance's healthCheckInterval, with nothing else asked) runs its activities as local
+activities: one workflow task, not a round trip through the server per step. The
+workflow never fails because a step did; it completes when its instance is gone,
+deleted, or replaced by one with another UID.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,10 +40,12 @@ with workflow.unsafe.imports_passed_through():
     from dbi.status import PassReport, StatusInput, Summary, summarize
     from dbi.steps import InstanceSnapshot, Outcome, StepInput
     from workflows import tracing, ui
-    from workflows.pipeline import run_pass
+    from workflows.pipeline import call, run_pass
     from workflows.waiting import Wait, next_wait, pending_key
 
 SHORT = timedelta(seconds=30)
+# The patch that made health checks run their activities as local activities.
+LOCAL_HEALTH_CHECKS = "local-health-checks"
 PHASE = SearchAttributeKey.for_keyword("DbiPhase")
 STEP = SearchAttributeKey.for_keyword("DbiStep")
 READY = SearchAttributeKey.for_bool("DbiReady")
@@ -64,6 +68,8 @@ class State:
     # Passes in a row Pending at the same step for the same reason (not carried).
     pending_streak: int = 0
     pending_key: tuple[str, str] | None = None
+    # The wait that just ended was a Ready instance's health-check timer (not carried).
+    health_check: bool = False
     passes: int = 0
     deleting: bool = False
     summary: Summary | None = None
@@ -100,7 +106,9 @@ class DBInstanceWorkflow:
             # A pass a wake caused joins the watcher's trace: kubectl change to step.
             carrier, self.s.trace = self.s.trace, None
             with tracing.joined(carrier):
-                snapshot = await self._load()
+                local = self.s.health_check and workflow.patched(LOCAL_HEALTH_CHECKS)
+                self.s.health_check = False
+                snapshot = await self._load(local=local)
                 if not snapshot.exists or (self.s.uid is not None and snapshot.uid != self.s.uid):
                     self._refuse_all("the instance no longer exists")
                     return "the instance no longer exists"
@@ -109,7 +117,7 @@ class DBInstanceWorkflow:
                 if snapshot.deleting:
                     self._refuse_all("the instance is being deleted")
                 await self._serve_rotations()
-                report = await self._pass(snapshot)
+                report = await self._pass(snapshot, local=local and not snapshot.deleting)
                 if snapshot.deleting and report.converged:
                     return "deleted"
                 self._answer_resize_waiters(report)
@@ -214,10 +222,11 @@ class DBInstanceWorkflow:
                 [NAMESPACE.value_set(self.s.namespace), NAME.value_set(self.s.name)]
             )
 
-    async def _load(self) -> InstanceSnapshot:
-        snapshot: InstanceSnapshot = await workflow.execute_activity(
+    async def _load(self, *, local: bool) -> InstanceSnapshot:
+        snapshot: InstanceSnapshot = await call(
             steps.LOAD_INSTANCE,
             StepInput(namespace=self.s.namespace, name=self.s.name, uid=self.s.uid or ""),
+            local=local,
             result_type=InstanceSnapshot,
             start_to_close_timeout=SHORT,
             summary="load the DBInstance",
@@ -243,7 +252,7 @@ class DBInstanceWorkflow:
             self.s.rotations.popleft()
             self.s.rotated[request_id] = result
 
-    async def _pass(self, snapshot: InstanceSnapshot) -> PassReport:
+    async def _pass(self, snapshot: InstanceSnapshot, *, local: bool) -> PassReport:
         pipeline = steps.TEARDOWN if snapshot.deleting else steps.CONVERGE
         self.s.woken = self.s.retry = False
         self.s.waiting_for = ""
@@ -255,7 +264,7 @@ class DBInstanceWorkflow:
         )
         if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
             self.s.generation_seen = (snapshot.generation, workflow.now())
-        results = await run_pass(pipeline, step_input)
+        results = await run_pass(pipeline, step_input, local=local)
         report = PassReport(
             workflow_id=workflow.info().workflow_id,
             generation=snapshot.generation,
@@ -274,12 +283,12 @@ class DBInstanceWorkflow:
             else 0
         )
         if not (snapshot.deleting and report.converged):
-            await self._write_status(report)
+            await self._write_status(report, local=local)
         self._publish(summarize(report), report)
         return report
 
-    async def _write_status(self, report: PassReport) -> None:
-        await workflow.execute_activity(
+    async def _write_status(self, report: PassReport, *, local: bool) -> None:
+        await call(
             steps.WRITE_STATUS,
             StatusInput(
                 namespace=self.s.namespace,
@@ -288,6 +297,7 @@ class DBInstanceWorkflow:
                 report=report,
                 generation_seen_at=self.s.generation_seen[1] if self.s.generation_seen else None,
             ),
+            local=local,
             start_to_close_timeout=SHORT,
             summary="write status and Events",
         )
@@ -338,8 +348,11 @@ class DBInstanceWorkflow:
             return self.s.retry or newer or requested()
 
         done = woken if wait.wake_on_any_signal else changed
-        with contextlib.suppress(TimeoutError):
+        try:
             await workflow.wait_condition(done, timeout=wait.timeout, timeout_summary=wait.summary)
+        except TimeoutError:
+            # Nothing woke a Ready instance: the next pass is a health check.
+            self.s.health_check = report.converged and not report.deleting
         self.s.next_wakeup = None
 
     # Lifetime -------------------------------------------------------------------

@@ -3,17 +3,23 @@
 The runner knows nothing of DBInstances: a pipeline is a sequence of StepSpecs (the
 activity to call, the condition it owns, the UI summary), so another resource kind
 can use it with steps of its own. Workflow code only: deterministic, no I/O.
+
+A pass runs its steps as activities, or, when ``local``, as local activities: the
+worker that runs the workflow task runs them too, and the whole pass is one workflow
+task whose results history records as markers, instead of a round trip through the
+server's task queues per step. The workflow chooses which (workflows/dbinstance.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
+from typing import Any
 
 from pydantic import BaseModel
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from dbi.pipeline import StepSpec
@@ -31,6 +37,26 @@ STEP_RETRY = RetryPolicy(
 STEP_FAILED = "StepFailed"
 
 
+async def call(
+    activity: str,
+    arg: BaseModel,
+    *,
+    local: bool,
+    result_type: type[Any] | None = None,
+    **options: Any,
+) -> Any:
+    """Run ``activity``: as a local activity when ``local``, else as a regular one.
+
+    ``options`` are the keyword arguments both kinds take (``start_to_close_timeout``,
+    ``retry_policy``, ``summary``).
+    """
+    if local:
+        return await workflow.execute_local_activity(
+            activity, arg, result_type=result_type, **options
+        )
+    return await workflow.execute_activity(activity, arg, result_type=result_type, **options)
+
+
 def failed(step: StepSpec) -> StepResult:
     """The result of a step whose activity kept raising: Transient, with a stable message."""
     return StepResult(
@@ -42,7 +68,9 @@ def failed(step: StepSpec) -> StepResult:
     )
 
 
-async def run_pass(steps: Sequence[StepSpec], step_input: BaseModel) -> list[StepResult]:
+async def run_pass(
+    steps: Sequence[StepSpec], step_input: BaseModel, *, local: bool = False
+) -> list[StepResult]:
     """Run ``steps`` in order while they are Satisfied; return the results of those that ran.
 
     A step whose activity keeps raising becomes a Transient result with the generic
@@ -52,15 +80,18 @@ async def run_pass(steps: Sequence[StepSpec], step_input: BaseModel) -> list[Ste
     results: list[StepResult] = []
     for step in steps:
         try:
-            result = await workflow.execute_activity(
+            result = await call(
                 step.name,
                 step_input,
+                local=local,
                 result_type=StepResult,
                 start_to_close_timeout=step.timeout,
                 retry_policy=STEP_RETRY,
                 summary=step.summary,
             )
-        except ActivityError:
+        except FailureError as e:  # a local activity's failure is not an ActivityError
+            if isinstance(e, CancelledError):
+                raise
             workflow.logger.warning("step %s failed after retries", step.name)
             result = failed(step)
         results.append(result)

@@ -60,6 +60,7 @@ async def running(
     env: WorkflowEnvironment, world: World, *, history_limit: int = 10_000
 ) -> AsyncIterator[WorkflowHandle[DBInstanceWorkflow, str]]:
     """Run a worker with stubs playing ``world``, and a workflow for one instance."""
+    world.clock = env.get_current_time
     queue = f"wf-{uuid.uuid4()}"
     name = f"db-{uuid.uuid4().hex[:8]}"
     async with build_worker(env.client, activities(world), task_queue=queue):

@@ -1,8 +1,10 @@
 """Stub activities for workflow tests: a scripted world instead of Kubernetes.
 
 ``World`` plays the DBInstance and its steps: each step returns Satisfied unless the
-test scripted other outcomes for it; every call is recorded with the (time-skipped)
-time it was scheduled, so tests can measure the waits between passes.
+test scripted other outcomes for it; every call is recorded with the test server's
+(time-skipped) time, so tests can measure the waits between passes. The steps run as
+local activities, whose ``scheduled_time`` is the worker's wall clock, so the stubs
+ask the server's clock (``World.clock``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import asyncio
 import secrets
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -52,6 +54,7 @@ class World:
     passwords: list[str] = field(default_factory=list)
     rotated_ids: set[str] = field(default_factory=set)
     resize_needs_restart: bool = False
+    clock: Callable[[], Awaitable[datetime]] | None = None
 
     def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
         """Return what ``step`` does now: scripted, or Satisfied, with the side effects
@@ -71,6 +74,11 @@ class World:
         if step == pipeline.TEARDOWN[-1].name and scripted.outcome is Outcome.SATISFIED:
             self.exists = False
         return scripted
+
+    async def now(self) -> datetime:
+        if self.clock is None:
+            raise RuntimeError("World.clock is set by tests.workflows.conftest.running")
+        return await self.clock()
 
     def then(self, step: str, *outcomes: Scripted) -> None:
         self.script[step].extend(outcomes)
@@ -102,7 +110,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
     def step_activity(step: str, condition: str) -> Callable[..., Any]:
         @activity.defn(name=step)
         async def run(step_input: StepInput) -> StepResult:
-            world.calls.append((step, activity.info().scheduled_time))
+            world.calls.append((step, await world.now()))
             world.inputs.append(step_input)
             if step in world.raises:
                 raise RuntimeError(f"{step} exploded (stub)")

@@ -187,6 +187,39 @@ async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnv
         assert all(len(p) == len(ALL) for p in world.passes())
 
 
+async def test_a_health_check_runs_its_steps_in_one_workflow_task(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """The pass a Ready instance's interval brings runs every step as a local activity (no
+    activity task per step, results recorded as markers); a pass a wake brings, and the
+    first pass, schedule an activity per step."""
+    world = World(interval_seconds=60)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        await time_env.sleep(61)
+        await until(_passes(world, 2))
+        await settled(handle, 2)
+        await handle.signal("wake", Wake(reason="Secret db-credentials changed"))
+        await until(_passes(world, 3))
+        await settled(handle, 3)
+        history = await handle.fetch_history()
+    assert world.passes() == [ALL, ALL, ALL]
+    per_pass = 1 + len(ALL) + 1  # load, the steps, write status
+    scheduled = [
+        e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
+    ]
+    markers = [
+        e.marker_recorded_event_attributes
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+    ]
+    local = [m for m in markers if m.marker_name == "core_local_activity"]
+    assert len(scheduled) == 2 * per_pass  # the first pass and the woken one
+    assert len(local) == per_pass  # the health check
+    started = [e for e in history.events if e.HasField("workflow_task_started_event_attributes")]
+    assert len(started) < 3 * per_pass  # not one workflow task per activity
+
+
 async def test_rotations_return_their_results_one_after_the_other(
     time_env: WorkflowEnvironment,
 ) -> None:
