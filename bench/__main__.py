@@ -79,16 +79,28 @@ def create_all(api: k8s.ApiClient, bodies: list[dict[str, Any]]) -> None:
         )
 
 
-def wait_for(tracker: measure.Tracker, keys: set[Any], what: str, timeout: float) -> None:
+REACTION_LIMIT = 60.0  # s: a patch not seen by then counts as missed, and the run goes on
+
+
+def wait_for(
+    tracker: measure.Tracker, keys: set[Any], what: str, timeout: float, *, required: bool = True
+) -> bool:
+    """Wait until every key is seen; past ``timeout``, stop the run (or, unless
+    ``required``, say so and return False)."""
     deadline = time.monotonic() + timeout
     last = 0.0
     while (done := tracker.count(keys)) < len(keys):
         if time.monotonic() > deadline:
-            raise SystemExit(f"bench: {what}: only {done}/{len(keys)} within {timeout:.0f}s")
+            message = f"bench: {what}: only {done}/{len(keys)} within {timeout:.0f}s"
+            if required:
+                raise SystemExit(message)
+            say(message)
+            return False
         if time.monotonic() - last >= 2:
             say(f"  {what}: {done}/{len(keys)}")
             last = time.monotonic()
         time.sleep(0.05)
+    return True
 
 
 def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
@@ -221,6 +233,7 @@ def _measure(
         say(f"{engine_name}: reaction")
         objects = k8s.CustomObjectsApi(api)
         latencies = []
+        missed = 0
         for i, name in enumerate(instances[: args.reaction]):
             patched = time.monotonic()
             objects.patch_namespaced_custom_object(
@@ -231,11 +244,15 @@ def _measure(
                 name,
                 {"spec": {"healthCheckInterval": f"{int(args.interval.rstrip('s')) + 1}s"}},
             )
-            wait_for(tracker, {(name, 2)}, f"reaction {i + 1}", 60)
-            latencies.append(tracker.first[(name, 2)] - patched)
+            if wait_for(tracker, {(name, 2)}, f"reaction {i + 1}", REACTION_LIMIT, required=False):
+                latencies.append(tracker.first[(name, 2)] - patched)
+            else:
+                missed += 1
+                latencies.append(REACTION_LIMIT)  # at least this: it weighs in the percentiles
             time.sleep(0.2)
         reaction = {
             "patches": len(latencies),
+            "missed": missed,
             "p50": measure.percentile(latencies, 0.5),
             "p99": measure.percentile(latencies, 0.99),
         }

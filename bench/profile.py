@@ -1,9 +1,11 @@
 """Where a workflow's time goes, from its own history.
 
-Every activity costs four intervals the history records: waiting for a worker to take
-it (scheduled to started), running (started to completed), then the workflow task that
-reacts to the result waiting for the worker (scheduled to started) and running. The
-rest of a workflow's lifetime is waiting on purpose (timers, signals).
+A regular activity costs four intervals the history records: waiting for a worker to
+take it (scheduled to started), running (started to completed), then the workflow task
+that reacts to the result waiting for the worker (scheduled to started) and running. A
+health check runs its steps as local activities: each is a marker, and its run is part
+of the workflow task that ran it. The rest of a workflow's lifetime is waiting on
+purpose (timers, signals).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ PARTS = ("activity_queue", "activity_run", "workflow_task_queue", "workflow_task
 class Breakdown:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
     activities: int = 0
+    local_activities: int = 0
     workflow_tasks: int = 0
 
     def add(self, events: Iterable[HistoryEvent]) -> None:
@@ -41,6 +44,9 @@ class Breakdown:
                 if scheduled_id in activity_started:
                     self.seconds["activity_run"] += t - activity_started[scheduled_id]
                     self.activities += 1
+            elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:
+                if event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
+                    self.local_activities += 1
             elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
                 task_scheduled = t
             elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
@@ -54,10 +60,13 @@ class Breakdown:
         """Seconds of each part, activities and workflow tasks, per instance."""
         return {
             **{part: value / instances for part, value in self.seconds.items()},
-            "activities": self.activities / instances,
+            "activities": (self.activities + self.local_activities) / instances,
+            "local_activities": self.local_activities / instances,
             "workflow_tasks": self.workflow_tasks / instances,
         }
 
+
+LOCAL_ACTIVITY_MARKER = "core_local_activity"  # the marker sdk-core records for one
 
 _ACTIVITY_ENDS = {
     EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",

@@ -23,6 +23,7 @@ ROWS = [
     ("fleet", "peak_rss_mib", "Fleet: orchestrator peak RSS (MiB)"),
     ("reaction", "p50", "Reaction: patch to observedGeneration p50 (s)"),
     ("reaction", "p99", "Reaction: patch to observedGeneration p99 (s)"),
+    ("reaction", "missed", "Reaction: patches not seen within 60 s (counted as 60 s above)"),
     ("idle", "passes_per_instance_minute", "Idle: passes per instance per minute"),
     ("idle", "activities_per_instance_minute", "Idle: activities per instance per minute"),
     (
@@ -73,8 +74,9 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             "",
             "Where the temporal engine's fleet time went, per instance (from the histories; "
-            f"{seconds['activities']:.3g} activities and {seconds['workflow_tasks']:.3g} "
-            "workflow tasks each):",
+            f"{seconds['activities']:.3g} activities, {seconds.get('local_activities', 0):.3g} "
+            f"of them local (health checks), and {seconds['workflow_tasks']:.3g} workflow "
+            "tasks each; a local activity runs inside its workflow task):",
             "",
             "| activity queued | activity ran | workflow task queued | workflow task ran |",
             "|---|---|---|---|",

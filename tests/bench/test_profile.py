@@ -1,0 +1,66 @@
+"""Where a workflow's time goes, read from a history built with plain data."""
+
+from __future__ import annotations
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
+
+from bench.profile import LOCAL_ACTIVITY_MARKER, Breakdown
+
+
+def _event(
+    event_id: int, kind: EventType.ValueType, second: float, **attributes: object
+) -> HistoryEvent:
+    event = HistoryEvent(event_id=event_id, event_type=kind, **attributes)  # type: ignore[arg-type]
+    event.event_time.FromNanoseconds(int(second * 1e9))
+    return event
+
+
+def test_activities_and_local_activities_are_counted_and_timed() -> None:
+    """A regular activity's queue and run times come from its events; a local activity
+    (a health check's step) counts as an activity whose time is its workflow task's."""
+    e = EventType
+    history = [
+        _event(1, e.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, 0.0),
+        _event(2, e.EVENT_TYPE_WORKFLOW_TASK_STARTED, 0.5),
+        _event(3, e.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, 0.6),
+        _event(4, e.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED, 0.6),
+        _event(
+            5,
+            e.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+            0.8,
+            activity_task_started_event_attributes={"scheduled_event_id": 4},
+        ),
+        _event(
+            6,
+            e.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+            1.8,
+            activity_task_completed_event_attributes={"scheduled_event_id": 4},
+        ),
+        _event(7, e.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, 1.8),
+        _event(8, e.EVENT_TYPE_WORKFLOW_TASK_STARTED, 2.0),
+        _event(9, e.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, 3.0),
+        *[
+            _event(
+                10 + n,
+                e.EVENT_TYPE_MARKER_RECORDED,
+                3.0,
+                marker_recorded_event_attributes={"marker_name": LOCAL_ACTIVITY_MARKER},
+            )
+            for n in range(3)
+        ],
+        _event(
+            13,
+            e.EVENT_TYPE_MARKER_RECORDED,
+            3.0,
+            marker_recorded_event_attributes={"marker_name": "core_patch"},
+        ),
+    ]
+    breakdown = Breakdown()
+    breakdown.add(history)
+    per = breakdown.per(1)
+    assert per["activities"] == 4 and per["local_activities"] == 3
+    assert per["workflow_tasks"] == 2
+    assert round(per["activity_queue"], 3) == 0.2 and round(per["activity_run"], 3) == 1.0
+    assert round(per["workflow_task_queue"], 3) == 0.7
+    assert round(per["workflow_task_run"], 3) == 1.1
