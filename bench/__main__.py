@@ -311,7 +311,11 @@ def _activity_slots_used(samples: measure.Samples) -> float:
     return sum(
         value
         for (name, labels), value in samples.items()
-        if "slots_used" in name and ("worker_type", "ActivityWorker") in labels
+        if "slots_used" in name
+        and (
+            ("worker_type", "ActivityWorker") in labels
+            or ("worker_type", "LocalActivityWorker") in labels
+        )
     )
 
 

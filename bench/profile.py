@@ -27,6 +27,8 @@ class Breakdown:
     workflow_tasks: int = 0
 
     def add(self, events: Iterable[HistoryEvent]) -> None:
+        events = list(events)
+        self.local_activities += sum(1 for event in events if _local_activity(event))
         activity_scheduled: dict[int, float] = {}
         activity_started: dict[int, float] = {}
         task_scheduled = task_started = 0.0
@@ -44,9 +46,6 @@ class Breakdown:
                 if scheduled_id in activity_started:
                     self.seconds["activity_run"] += t - activity_started[scheduled_id]
                     self.activities += 1
-            elif kind == EventType.EVENT_TYPE_MARKER_RECORDED:
-                if event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER:
-                    self.local_activities += 1
             elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
                 task_scheduled = t
             elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED:
@@ -73,6 +72,13 @@ _ACTIVITY_ENDS = {
     EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
     EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
 }
+
+
+def _local_activity(event: HistoryEvent) -> bool:
+    return (
+        event.event_type == EventType.EVENT_TYPE_MARKER_RECORDED
+        and event.marker_recorded_event_attributes.marker_name == LOCAL_ACTIVITY_MARKER
+    )
 
 
 def _scheduled_id(event: HistoryEvent) -> int:

@@ -32,7 +32,7 @@ ROWS = [
         "Idle: API requests per instance per minute (net)",
     ),
     ("idle", "api_requests_per_pass", "Idle: API requests per pass (net)"),
-    ("idle", "max_activity_slots_used", "Idle: most activity slots in use"),
+    ("idle", "max_activity_slots_used", "Idle: most activity slots in use (regular and local)"),
 ]
 
 
