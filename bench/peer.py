@@ -37,7 +37,7 @@ from watcher import relevance
 from watcher.streams import Source, forever
 from watcher.watcher import sources
 from workflows.pipeline import failed
-from workflows.waiting import next_wait
+from workflows.waiting import PendingStreak, next_wait
 from workflows.worker import ACTIVITY_THREADS
 
 log = logging.getLogger("dbi.peer")
@@ -120,6 +120,7 @@ class Peer:
         self.stop = threading.Event()
         self.streaks: dict[Key, int] = {}
         self.at_once: dict[Key, int] = {}
+        self.pending: dict[Key, PendingStreak] = {}
         self.instances: dict[Key, relevance.Seen] = {}
         self.seen: dict[Key, tuple[int, datetime]] = {}
 
@@ -173,11 +174,13 @@ class Peer:
         blocking = report.blocking
         transient = blocking is not None and blocking.outcome is Outcome.TRANSIENT
         self.streaks[key] = self.streaks.get(key, 0) + 1 if transient else 0
+        self.pending[key] = self.pending.get(key, PendingStreak()).after(report)
         wait = next_wait(
             report,
             snapshot,
             transient_streak=self.streaks[key],
             at_once_streak=self.at_once.get(key, 0),
+            pending_streak=self.pending[key].count,
         )
         self.at_once[key] = self.at_once.get(key, 0) + 1 if wait.at_once else 0
         return wait.timeout.total_seconds() if wait.timeout is not None else None

@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from dbi.steps import InstanceSnapshot, Outcome, StepInput
     from workflows import tracing, ui
     from workflows.pipeline import call, run_pass
-    from workflows.waiting import Wait, next_wait, pending_key
+    from workflows.waiting import PendingStreak, Wait, next_wait
 
 SHORT = timedelta(seconds=30)
 # The patch that made health checks run their activities as local activities.
@@ -66,8 +66,7 @@ class State:
     transient_streak: int = 0
     at_once_streak: int = 0  # passes in a row followed by no wait (not carried)
     # Passes in a row Pending at the same step for the same reason (not carried).
-    pending_streak: int = 0
-    pending_key: tuple[str, str] | None = None
+    pending: PendingStreak = field(default_factory=PendingStreak)
     # The wait that just ended was a Ready instance's health-check timer (not carried).
     health_check: bool = False
     passes: int = 0
@@ -121,16 +120,13 @@ class DBInstanceWorkflow:
                 if snapshot.deleting and report.converged:
                     return "deleted"
                 self._answer_resize_waiters(report)
-                key = pending_key(report)
-                same = key is not None and key == self.s.pending_key
-                self.s.pending_streak = self.s.pending_streak + 1 if same else 1
-                self.s.pending_key = key
+                self.s.pending = self.s.pending.after(report)
                 wait = next_wait(
                     report,
                     snapshot,
                     transient_streak=self.s.transient_streak,
                     at_once_streak=self.s.at_once_streak,
-                    pending_streak=self.s.pending_streak,
+                    pending_streak=self.s.pending.count,
                 )
                 self.s.at_once_streak = self.s.at_once_streak + 1 if wait.at_once else 0
                 if self._should_continue_as_new():

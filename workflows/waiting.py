@@ -63,7 +63,7 @@ def next_wait(
     """Return how the workflow waits after ``report``; ``at_once_streak`` is how many
     passes in a row just before it were followed by no wait at all, ``pending_streak``
     how many in a row, this one included, found the same step Pending for the same
-    reason (``pending_key``)."""
+    reason (``PendingStreak``)."""
     blocking = report.blocking
     if blocking is None:
         interval = timedelta(seconds=snapshot.health_check_interval_seconds)
@@ -106,6 +106,19 @@ def pending_key(report: PassReport) -> tuple[str, str] | None:
     if blocking is None or blocking.outcome is not Outcome.PENDING:
         return None
     return (blocking.step, blocking.reason)
+
+
+@dataclass(frozen=True)
+class PendingStreak:
+    """How many passes in a row, the last one included, were Pending for ``key``."""
+
+    key: tuple[str, str] | None = None
+    count: int = 0
+
+    def after(self, report: PassReport) -> PendingStreak:
+        """Return the streak once ``report`` is the latest pass."""
+        key = pending_key(report)
+        return PendingStreak(key, self.count + 1 if key is not None and key == self.key else 1)
 
 
 def _human(delay: timedelta) -> str:

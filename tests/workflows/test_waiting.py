@@ -9,7 +9,14 @@ import pytest
 from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome
 from tests.dbi.test_status import converged, until
-from workflows.waiting import AT_ONCE_LIMIT, PENDING_CAP, backoff, next_wait, pending_key
+from workflows.waiting import (
+    AT_ONCE_LIMIT,
+    PENDING_CAP,
+    PendingStreak,
+    backoff,
+    next_wait,
+    pending_key,
+)
 
 SNAPSHOT = InstanceSnapshot(exists=True, uid="u", health_check_interval_seconds=120)
 
@@ -121,3 +128,15 @@ def test_the_pending_key_names_the_step_and_reason_of_a_pending_pass_only() -> N
     assert pending_key(converged()) is None
     assert pending_key(until("health", Outcome.TRANSIENT, "Unreachable")) is None
     assert pending_key(until("preflight", Outcome.TERMINAL, "X")) is None
+
+
+def test_the_streak_counts_passes_pending_for_the_same_reason_in_a_row() -> None:
+    """Pending Starting twice, then Restarting, then Ready: 1, 2, then 1 again, then none."""
+    starting = until("power", Outcome.PENDING, "Starting")
+    streak = PendingStreak().after(starting)
+    assert streak.count == 1
+    streak = streak.after(starting)
+    assert streak.count == 2
+    streak = streak.after(until("power", Outcome.PENDING, "Restarting"))
+    assert (streak.key, streak.count) == (("power", "Restarting"), 1)
+    assert PendingStreak().after(converged()).key is None
