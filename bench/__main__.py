@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -355,19 +356,29 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(chosen) - {"floor", "temporal", "peer"}
     if unknown:
         parser.error(f"--engines: unknown {', '.join(sorted(unknown))}")
+    if not chosen:
+        parser.error("--engines: name at least one of floor, temporal, peer")
     args.out.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {"n": args.n, "interval": args.interval}
     with tempfile.TemporaryDirectory(prefix="dbi-bench-") as tmp:
         root = Path(tmp)
         for name in chosen:
             results[name] = floor(args, root) if name == "floor" else engine(name, args, root)
-    (args.out / "result.json").write_text(json.dumps(results, indent=2) + "\n")
-    table = report.markdown(results)
-    (args.out / "result.md").write_text(table)
-    report.plot(results, args.out / "ready.png")
+            table = write(results, args.out)  # what is measured is kept, whatever follows
+            say(f"{name}: done; removing its stack's data (a PostgreSQL per VM)")
+            shutil.rmtree(root / name, ignore_errors=True)
     print(table)
     say(f"wrote {args.out}/result.json, result.md and ready.png")
     return 0
+
+
+def write(results: dict[str, Any], out: Path) -> str:
+    """Write result.json, result.md and ready.png for the engines measured so far."""
+    (out / "result.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = report.markdown(results)
+    (out / "result.md").write_text(table)
+    report.plot(results, out / "ready.png")
+    return table
 
 
 if __name__ == "__main__":
