@@ -20,9 +20,6 @@ from devstack.process import ManagedProcess
 NAMESPACE = "default"
 
 
-SQLITE_PRAGMAS = ("--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal")
-
-
 class TemporalDevServer:
     """Run the dev server on 127.0.0.1; the Web UI is optional (off in tests)."""
 
@@ -48,11 +45,6 @@ class TemporalDevServer:
             str(port),
             "--log-level",
             "warn",
-            # SQLite in WAL mode, synced at checkpoints: a commit survives the server
-            # process dying (not the machine losing power). The dev server has one
-            # connection; each workflow update took about 20 ms with the default
-            # rollback journal at N = 100 and about 7 ms so (docs/benchmarks.md).
-            *SQLITE_PRAGMAS,
         ]
         argv += ["--ui-port", str(ui_port)] if ui_port is not None else ["--headless"]
         for key, kind in names.SEARCH_ATTRIBUTES.items():
