@@ -308,15 +308,14 @@ def _wait_for_endpoint(url: str) -> str:
             time.sleep(0.2)
 
 
+ACTIVITY_WORKERS = {"ActivityWorker", "LocalActivityWorker"}  # a health check's steps: local
+
+
 def _activity_slots_used(samples: measure.Samples) -> float:
     return sum(
         value
         for (name, labels), value in samples.items()
-        if "slots_used" in name
-        and (
-            ("worker_type", "ActivityWorker") in labels
-            or ("worker_type", "LocalActivityWorker") in labels
-        )
+        if "slots_used" in name and dict(labels).get("worker_type") in ACTIVITY_WORKERS
     )
 
 

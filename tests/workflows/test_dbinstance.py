@@ -95,6 +95,15 @@ async def _settled_at_last(handle: Any, world: World) -> Progress:
     raise AssertionError("the pass count did not settle")
 
 
+async def _pass_after_each(env: WorkflowEnvironment, world: World, delays: list[int]) -> None:
+    """Run the workflow, skipping time by each delay in turn and waiting for its pass."""
+    async with running(env, world) as handle:
+        for n, delay in enumerate(delays, start=2):
+            await settled(handle, n - 1)
+            await env.sleep(delay)
+            await until(_passes(world, n))
+
+
 def _beyond(world: World, n: int) -> Callable[[], bool]:
     return lambda: len(world.reports) > n
 
@@ -135,11 +144,7 @@ async def test_a_transition_still_under_way_is_looked_at_less_often(
     world.then("power", Scripted(Outcome.PENDING, "Restarting", 2))
     world.always["power"] = Scripted(Outcome.SATISFIED, "Running")
     expected = [2, 4, 8, 10, 10, 2]
-    async with running(time_env, world) as handle:
-        for n, delay in enumerate(expected, start=2):
-            await settled(handle, n - 1)
-            await time_env.sleep(delay)
-            await until(_passes(world, n))
+    await _pass_after_each(time_env, world, expected)
     assert _gaps(world) == expected
 
 
@@ -166,11 +171,7 @@ async def test_transient_backoff_grows_and_is_capped(time_env: WorkflowEnvironme
     world = World()
     world.always["health"] = Scripted(Outcome.TRANSIENT, "Unreachable")
     expected = [5, 10, 20, 40, 80, 160, 300, 300]
-    async with running(time_env, world) as handle:
-        for n, delay in enumerate(expected, start=2):
-            await settled(handle, n - 1)
-            await time_env.sleep(delay)
-            await until(_passes(world, n))
+    await _pass_after_each(time_env, world, expected)
     assert _gaps(world) == expected
 
 
@@ -313,6 +314,28 @@ async def test_a_step_that_always_raises_leaves_the_workflow_running_and_transie
         )
         assert "exploded" not in blocking.message
         assert [step for step, _ in world.calls].count("vm") == 3
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+
+async def test_a_health_check_step_that_raises_is_transient_too(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A step that keeps raising in a health check (a local activity) ends the pass
+    Transient with the generic reason, as in any other pass; the run goes on."""
+    world = World(interval_seconds=60)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        world.raises.add("health")
+        await time_env.sleep(61)
+        await until(_passes(world, 2))
+        blocking = world.reports[1].report.blocking
+        assert blocking is not None
+        assert (blocking.step, blocking.outcome, blocking.reason) == (
+            "health",
+            Outcome.TRANSIENT,
+            "StepFailed",
+        )
+        assert [step for step, _ in world.calls].count("health") == 1 + 3
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
 
