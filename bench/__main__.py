@@ -308,7 +308,7 @@ def _wait_for_endpoint(url: str) -> str:
             time.sleep(0.2)
 
 
-ACTIVITY_WORKERS = {"ActivityWorker", "LocalActivityWorker"}  # a health check's steps: local
+ACTIVITY_WORKERS = {"ActivityWorker", "LocalActivityWorker"}  # a Ready instance's steps: local
 
 
 def _activity_slots_used(samples: measure.Samples) -> float:

@@ -2,9 +2,10 @@
 
 Each iteration loads the instance, serves queued update requests, runs one pass of
 the pipeline (teardown once the instance is being deleted), writes status, and
-waits on a durable timer or a signal. A health check (the pass that follows a Ready
-instance's healthCheckInterval, with nothing else asked) runs its activities as local
-activities: one workflow task, not a round trip through the server per step. The
+waits on a durable timer or a signal. A pass on an instance that was Ready at its
+last pass (a health check, or one a wake, a new generation or a rotation brings) runs
+its activities as local activities: one workflow task, not a round trip through the
+server per step. The
 workflow never fails because a step did; it completes when its instance is gone,
 deleted, or replaced by one with another UID.
 """
@@ -46,6 +47,8 @@ with workflow.unsafe.imports_passed_through():
 SHORT = timedelta(seconds=30)
 # The patch that made health checks run their activities as local activities.
 LOCAL_HEALTH_CHECKS = "local-health-checks"
+# The patch that made every other pass on a Ready instance do so too.
+LOCAL_READY_PASSES = "local-ready-passes"
 PHASE = SearchAttributeKey.for_keyword("DbiPhase")
 STEP = SearchAttributeKey.for_keyword("DbiStep")
 READY = SearchAttributeKey.for_bool("DbiReady")
@@ -105,7 +108,7 @@ class DBInstanceWorkflow:
             # A pass a wake caused joins the watcher's trace: kubectl change to step.
             carrier, self.s.trace = self.s.trace, None
             with tracing.joined(carrier):
-                local = self.s.health_check and workflow.patched(LOCAL_HEALTH_CHECKS)
+                local = self._local_pass()
                 self.s.health_check = False
                 snapshot = await self._load(local=local)
                 if not snapshot.exists or (self.s.uid is not None and snapshot.uid != self.s.uid):
@@ -217,6 +220,21 @@ class DBInstanceWorkflow:
             workflow.upsert_search_attributes(
                 [NAMESPACE.value_set(self.s.namespace), NAME.value_set(self.s.name)]
             )
+
+    def _local_pass(self) -> bool:
+        """Whether the next pass runs its activities as local activities.
+
+        A pass on an instance that was Ready at its last pass does: a health check, or
+        a pass a wake, a new generation or a rotation brings. Such a pass mostly
+        observes; one that finds work ends Pending, and the passes that follow, until
+        the instance is Ready again, schedule an activity per step. So do the first
+        pass of a run and a pass that serves a forced resize (it may restart the VM).
+        """
+        if self.s.health_check:
+            return workflow.patched(LOCAL_HEALTH_CHECKS)
+        last = self.s.last_report
+        ready = last is not None and last.converged and not last.deleting
+        return ready and not self.s.resize_waiters and workflow.patched(LOCAL_READY_PASSES)
 
     async def _load(self, *, local: bool) -> InstanceSnapshot:
         snapshot: InstanceSnapshot = await call(

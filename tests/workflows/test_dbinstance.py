@@ -188,23 +188,34 @@ async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnv
         assert all(len(p) == len(ALL) for p in world.passes())
 
 
-async def test_a_health_check_runs_its_steps_in_one_workflow_task(
+async def test_a_ready_instances_passes_run_in_one_workflow_task(
     time_env: WorkflowEnvironment,
 ) -> None:
-    """The pass a Ready instance's interval brings runs every step as a local activity (no
-    activity task per step, results recorded as markers); a pass a wake brings, and the
-    first pass, schedule an activity per step."""
+    """Every pass on an instance Ready at its last pass (a health check, a wake) runs its
+    steps as local activities (no activity task per step, results recorded as markers);
+    the first pass, the passes after one that found work, and a pass serving a forced
+    resize schedule an activity per step."""
     world = World(interval_seconds=60)
     async with running(time_env, world) as handle:
-        await settled(handle, 1)
+        await settled(handle, 1)  # 1: the first pass, regular
         await time_env.sleep(61)
-        await until(_passes(world, 2))
+        await until(_passes(world, 2))  # 2: a health check, local
         await settled(handle, 2)
-        await handle.signal("wake", Wake(reason="Secret db-credentials changed"))
-        await until(_passes(world, 3))
+        await handle.signal("wake", Wake(reason="DBInstance db changed", generation=2))
+        await until(_passes(world, 3))  # 3: a new generation on a Ready instance, local
         await settled(handle, 3)
+        world.then("access", Scripted(Outcome.PENDING, "ServiceCreated", 5))
+        await handle.signal("wake", Wake(reason="Service db deleted"))
+        await until(_passes(world, 4))  # 4: drift found, local, ends Pending at access
+        await settled(handle, 4)
+        await time_env.sleep(6)
+        await until(_passes(world, 5))  # 5: after a Pending pass, regular
+        await settled(handle, 5)
+        resized = await handle.execute_update("force_resize", result_type=ResizeResult)
+        await until(_passes(world, 6))  # 6: serving a forced resize, regular
         history = await handle.fetch_history()
-    assert world.passes() == [ALL, ALL, ALL]
+    assert resized.resized
+    assert world.passes() == [ALL, ALL, ALL, ALL[:7], ALL, ALL]
     per_pass = 1 + len(ALL) + 1  # load, the steps, write status
     scheduled = [
         e for e in history.events if e.HasField("activity_task_scheduled_event_attributes")
@@ -215,10 +226,10 @@ async def test_a_health_check_runs_its_steps_in_one_workflow_task(
         if e.HasField("marker_recorded_event_attributes")
     ]
     local = [m for m in markers if m.marker_name == "core_local_activity"]
-    assert len(scheduled) == 2 * per_pass  # the first pass and the woken one
-    assert len(local) == per_pass  # the health check
+    assert len(scheduled) == 3 * per_pass  # passes 1, 5 and 6
+    assert len(local) == 2 * per_pass + (1 + 7 + 1)  # passes 2, 3 and 4
     started = [e for e in history.events if e.HasField("workflow_task_started_event_attributes")]
-    assert len(started) < 3 * per_pass  # not one workflow task per activity
+    assert len(started) < 4 * per_pass  # not one workflow task per activity
 
 
 async def test_rotations_return_their_results_one_after_the_other(
