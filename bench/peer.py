@@ -55,6 +55,7 @@ class WorkQueue:
         self._processing: set[Key] = set()
         self._dirty: set[Key] = set()
         self._delayed: list[tuple[float, Key]] = []
+        self._waiting: dict[Key, float] = {}  # one delayed add per key: its earliest time
 
     def add(self, key: Key) -> None:
         with self._lock:
@@ -66,8 +67,15 @@ class WorkQueue:
                 self._lock.notify()
 
     def add_after(self, key: Key, seconds: float) -> None:
+        """Add ``key`` once ``seconds`` have passed; a key already waiting keeps the
+        earlier of its two times (client-go's delaying queue), so requeues do not pile
+        up, one per pass, into as many passes later."""
+        ready = time.monotonic() + seconds
         with self._lock:
-            heapq.heappush(self._delayed, (time.monotonic() + seconds, key))
+            if key in self._waiting and self._waiting[key] <= ready:
+                return
+            self._waiting[key] = ready
+            heapq.heappush(self._delayed, (ready, key))
             self._lock.notify()
 
     def get(self, stop: threading.Event) -> Key | None:
@@ -75,7 +83,10 @@ class WorkQueue:
             while not stop.is_set():
                 now = time.monotonic()
                 while self._delayed and self._delayed[0][0] <= now:
-                    _, key = heapq.heappop(self._delayed)
+                    ready, key = heapq.heappop(self._delayed)
+                    if self._waiting.get(key) != ready:
+                        continue  # superseded by an earlier time, already handled
+                    del self._waiting[key]
                     if key not in self._queued and key not in self._processing:
                         self._queued.add(key)
                         self._queue.append(key)
