@@ -133,6 +133,7 @@ class Peer:
         self.at_once: dict[Key, int] = {}
         self.pending: dict[Key, PendingStreak] = {}
         self.instances: dict[Key, relevance.Seen] = {}
+        self.children = relevance.Children()
         self.seen: dict[Key, tuple[int, datetime]] = {}
 
     def _call(self, name: str, argument: Any) -> Any:
@@ -223,7 +224,7 @@ class Peer:
                     self.queue.add(key)
                 return
             name = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
-            if name and relevance.child_event_matters(event, obj):
+            if name and self.children.event_matters(kind, event, obj):
                 self.queue.add((namespace, name))
 
         return on_event

@@ -10,7 +10,11 @@ may alter an outcome:
 - **a child** (Secret, VM, VMI, PVC, Service): any change, unless the newest write to
   it was the orchestrator's own (its managedFields entry, manager ``dbi-orchestrator``,
   is the latest): the pass that wrote it goes on with what it wrote. A deletion always
-  counts; so does any write by someone else (KubeVirt starting the VM, a hand edit).
+  counts; so does any write by someone else (KubeVirt starting the VM, a hand edit),
+  but one: a VM or VMI still on its way (``Starting``, ``Scheduled``, ...) with its
+  spec unchanged. KubeVirt writes several such states in a row while a VM starts or
+  stops, and no step's outcome changes until the transition ends: the write that ends
+  it (``Running``, ``Stopped``, ``Failed``, the VMI deleted) is the one that counts.
 - **a (re)list**: always, since events may have been missed before it.
 
 Pure functions of the event and what the watcher saw before, tested with plain data.
@@ -18,7 +22,7 @@ Pure functions of the event and what the watcher saw before, tested with plain d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dbi import names
@@ -47,9 +51,54 @@ def instance_event_matters(event: str, obj: Manifest, before: Seen | None) -> bo
     return now.generation != before.generation or (now.deleting and not before.deleting)
 
 
-def child_event_matters(event: str, obj: Manifest) -> bool:
-    """Whether an event of a child object is worth a pass to its instance."""
-    return event == "DELETED" or not written_last_by_orchestrator(obj)
+# KubeVirt's states of a VM (printableStatus) or VMI (phase) on its way to another.
+IN_TRANSITION = {
+    "VirtualMachine": frozenset(
+        {"Provisioning", "WaitingForVolumeBinding", "Starting", "Stopping", "Terminating"}
+    ),
+    "VirtualMachineInstance": frozenset({"", "Pending", "Scheduling", "Scheduled"}),
+}
+STATE_FIELD = {"VirtualMachine": "printableStatus", "VirtualMachineInstance": "phase"}
+
+
+def in_transition(kind: str, obj: Manifest) -> bool:
+    """Whether a VM or VMI is in a state on its way to another (False for other kinds)."""
+    states = IN_TRANSITION.get(kind)
+    if states is None:
+        return False
+    return (obj.get("status") or {}).get(STATE_FIELD[kind], "") in states
+
+
+def child_event_matters(
+    event: str, obj: Manifest, *, kind: str = "", before: int | None = None
+) -> bool:
+    """Whether an event of a child object of ``kind`` is worth a pass to its instance;
+    ``before`` is the child's generation when last seen (None: not seen)."""
+    if event == "DELETED":
+        return True
+    if written_last_by_orchestrator(obj):
+        return False
+    spec_unchanged = before is None or before == obj.get("metadata", {}).get("generation")
+    return not (spec_unchanged and in_transition(kind, obj))
+
+
+@dataclass
+class Children:
+    """The generation each child was last seen at: ``child_event_matters`` with memory.
+
+    One map for every kind; each kind's watch thread touches only its own keys."""
+
+    generations: dict[tuple[str, str, str], int | None] = field(default_factory=dict)
+
+    def event_matters(self, kind: str, event: str, obj: Manifest) -> bool:
+        meta = obj.get("metadata", {})
+        key = (kind, meta.get("namespace", ""), meta.get("name", ""))
+        before = self.generations.get(key)
+        if event == "DELETED":
+            self.generations.pop(key, None)
+        else:
+            self.generations[key] = meta.get("generation")
+        return child_event_matters(event, obj, kind=kind, before=before)
 
 
 def written_last_by_orchestrator(obj: Manifest) -> bool:

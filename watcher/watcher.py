@@ -76,6 +76,8 @@ class Watcher:
     stop: threading.Event = field(default_factory=threading.Event)
     # The instances that exist, each as last seen (watcher/relevance.py).
     instances: dict[tuple[str, str], relevance.Seen] = field(default_factory=dict)
+    # The generation each child was last seen at (watcher/relevance.py).
+    children: relevance.Children = field(default_factory=relevance.Children)
     phases: dict[tuple[str, str], str] = field(default_factory=dict)  # for dbi_instances
     election: LeaderElection | None = None
 
@@ -109,7 +111,7 @@ class Watcher:
                     return
                 if event == "SYNC":
                     return  # the instance's own SYNC wakes it
-                if not relevance.child_event_matters(event, obj):
+                if not self.children.event_matters(kind, event, obj):
                     loop.call_soon_threadsafe(self.wakeups.ignore)
                     return
             # A (re)list may follow missed events (a restart, 410 Gone): every instance

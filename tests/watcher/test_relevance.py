@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from dbi import names
-from watcher.relevance import Seen, child_event_matters, instance_event_matters
+from watcher.relevance import Children, Seen, child_event_matters, instance_event_matters
 
 T1, T2 = "2026-11-30T06:00:01Z", "2026-11-30T06:00:02Z"
 
@@ -67,3 +67,59 @@ def test_a_child_event_matters_unless_the_newest_write_was_ours(
     event: str, obj: dict[str, Any], matters: bool
 ) -> None:
     assert child_event_matters(event, obj) is matters
+
+
+def kubevirt(kind: str, state: str, generation: int = 1) -> dict[str, Any]:
+    """A VM (printableStatus) or VMI (phase) that KubeVirt wrote last, in ``state``."""
+    obj = child((OURS, T1), (KUBEVIRT, T2))
+    obj["metadata"]["generation"] = generation
+    obj["status"] = {"printableStatus" if kind == "VirtualMachine" else "phase": state}
+    return obj
+
+
+VM, VMI = "VirtualMachine", "VirtualMachineInstance"
+
+
+@pytest.mark.parametrize(
+    ("kind", "event", "obj", "before", "matters"),
+    [
+        pytest.param(VMI, "ADDED", kubevirt(VMI, "Pending"), None, False, id="vmi-created"),
+        pytest.param(VMI, "MODIFIED", kubevirt(VMI, "Scheduled"), 1, False, id="vmi-scheduled"),
+        pytest.param(VM, "MODIFIED", kubevirt(VM, "Starting"), 1, False, id="vm-starting"),
+        pytest.param(VM, "MODIFIED", kubevirt(VM, "Stopping"), 1, False, id="vm-stopping"),
+        pytest.param(VMI, "MODIFIED", kubevirt(VMI, "Running"), 1, True, id="vmi-running"),
+        pytest.param(VMI, "MODIFIED", kubevirt(VMI, "Failed"), 1, True, id="vmi-failed"),
+        pytest.param(VM, "MODIFIED", kubevirt(VM, "Running"), 1, True, id="vm-running"),
+        pytest.param(VM, "MODIFIED", kubevirt(VM, "Stopped"), 1, True, id="vm-stopped"),
+        pytest.param(VM, "MODIFIED", kubevirt(VM, "CrashLoopBackOff"), 1, True, id="vm-crashing"),
+        pytest.param(VMI, "DELETED", kubevirt(VMI, "Scheduled"), 1, True, id="vmi-deleted"),
+        pytest.param(
+            VM, "MODIFIED", kubevirt(VM, "Starting", generation=2), 1, True, id="spec-edited"
+        ),
+        pytest.param(
+            "PersistentVolumeClaim",
+            "MODIFIED",
+            kubevirt("PersistentVolumeClaim", "Pending"),
+            1,
+            True,
+            id="other-kinds-any-state",
+        ),
+    ],
+)
+def test_a_vm_on_its_way_wakes_no_one_until_it_gets_there(
+    kind: str, event: str, obj: dict[str, Any], before: int | None, matters: bool
+) -> None:
+    """KubeVirt's intermediate states of a VM or VMI change no step's outcome; the state
+    that ends the transition, a deletion, or a spec edit by someone else does."""
+    assert child_event_matters(event, obj, kind=kind, before=before) is matters
+
+
+def test_children_remember_each_childs_generation() -> None:
+    """A VM's spec edited while it starts counts once; its later statuses do not."""
+    children = Children()
+    assert not children.event_matters(VM, "MODIFIED", kubevirt(VM, "Starting"))
+    assert children.event_matters(VM, "MODIFIED", kubevirt(VM, "Starting", generation=2))
+    assert not children.event_matters(VM, "MODIFIED", kubevirt(VM, "Starting", generation=2))
+    assert children.event_matters(VM, "MODIFIED", kubevirt(VM, "Running", generation=2))
+    assert children.event_matters(VM, "DELETED", kubevirt(VM, "Running", generation=2))
+    assert children.generations == {}
