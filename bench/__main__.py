@@ -256,6 +256,7 @@ def _measure(
             "missed": missed,
             "p50": measure.percentile(latencies, 0.5),
             "p99": measure.percentile(latencies, 0.99),
+            "seconds": latencies,  # each patch's, in order
         }
 
         say(f"{engine_name}: idle for {args.idle}s")

@@ -47,6 +47,7 @@ def test_the_benchmark_reports_every_figure_for_every_engine(tmp_path: Path) -> 
         assert fleet["cpu_seconds"] > 0 and fleet["peak_rss_mib"] > 0
         assert result[engine]["reaction"]["patches"] == 1
         assert result[engine]["reaction"]["missed"] == 0
+        assert len(result[engine]["reaction"]["seconds"]) == 1
         assert set(result[engine]["idle"]) >= {
             "passes_per_instance_minute",
             "api_requests_per_pass",
