@@ -2,8 +2,9 @@
 
 Observes the VM's runStrategy, its VMI and ``printableStatus``. Sets runStrategy
 (``Always`` or ``Halted``) with a narrow patch when it differs (Pending), then is
-Pending with a timed fallback until KubeVirt shows the transition done: VMI Running
-and printableStatus Running, or no VMI and Stopped.
+Pending until KubeVirt shows the transition done (VMI Running and printableStatus
+Running, or no VMI and Stopped), which the watcher's wake brings; a 30 s timer is the
+fallback.
 """
 
 from __future__ import annotations
@@ -19,7 +20,10 @@ from dbi.models import PowerState
 from dbi.steps import Outcome, StepInput, StepResult
 
 STEP, CONDITION = "power", "PowerSynced"
-TRANSITION_CHECK = 2.0
+# A transition's end is announced: the watcher wakes the instance when the VM or VMI
+# reaches its new state (watcher/relevance.py). The timer is only a fallback; a short
+# one made every booting VM a pass every few seconds, on a machine booting many.
+TRANSITION_CHECK = 30.0
 
 
 class Reason(StrEnum):

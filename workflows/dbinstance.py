@@ -2,12 +2,11 @@
 
 Each iteration loads the instance, serves queued update requests, runs one pass of
 the pipeline (teardown once the instance is being deleted), writes status, and
-waits on a durable timer or a signal. A pass on an instance that was Ready at its
-last pass (a health check, or one a wake, a new generation or a rotation brings) runs
-its activities as local activities: one workflow task, not a round trip through the
-server per step. The
-workflow never fails because a step did; it completes when its instance is gone,
-deleted, or replaced by one with another UID.
+waits on a durable timer or a signal. A pass runs its activities as local activities
+(one workflow task, not a round trip through the server per step), but for a pass that
+serves a forced resize and the teardown's steps. The workflow never fails because a
+step did; it completes when its instance is gone, deleted, or replaced by one with
+another UID.
 """
 
 from __future__ import annotations
@@ -45,10 +44,11 @@ with workflow.unsafe.imports_passed_through():
     from workflows.waiting import PendingStreak, Wait, next_wait
 
 SHORT = timedelta(seconds=30)
-# The patch that made health checks run their activities as local activities.
+# The patches that made passes run their activities as local activities: health
+# checks, then every other pass on a Ready instance, then every pass.
 LOCAL_HEALTH_CHECKS = "local-health-checks"
-# The patch that made every other pass on a Ready instance do so too.
 LOCAL_READY_PASSES = "local-ready-passes"
+LOCAL_PASSES = "local-passes"
 PHASE = SearchAttributeKey.for_keyword("DbiPhase")
 STEP = SearchAttributeKey.for_keyword("DbiStep")
 READY = SearchAttributeKey.for_bool("DbiReady")
@@ -222,19 +222,18 @@ class DBInstanceWorkflow:
             )
 
     def _local_pass(self) -> bool:
-        """Whether the next pass runs its activities as local activities.
-
-        A pass on an instance that was Ready at its last pass does: a health check, or
-        a pass a wake, a new generation or a rotation brings. Such a pass mostly
-        observes; one that finds work ends Pending, and the passes that follow, until
-        the instance is Ready again, schedule an activity per step. So do the first
-        pass of a run and a pass that serves a forced resize (it may restart the VM).
-        """
+        """Whether the next pass runs its activities as local activities: every pass
+        does but one that serves a forced resize (an operator's request that may restart
+        the VM, shown step by step as activities). Each kind of pass became local under
+        a patch of its own, so histories from before each replay as they ran."""
+        if self.s.resize_waiters:
+            return False
         if self.s.health_check:
             return workflow.patched(LOCAL_HEALTH_CHECKS)
         last = self.s.last_report
-        ready = last is not None and last.converged and not last.deleting
-        return ready and not self.s.resize_waiters and workflow.patched(LOCAL_READY_PASSES)
+        if last is not None and last.converged and not last.deleting:
+            return workflow.patched(LOCAL_READY_PASSES)
+        return workflow.patched(LOCAL_PASSES)
 
     async def _load(self, *, local: bool) -> InstanceSnapshot:
         snapshot: InstanceSnapshot = await call(

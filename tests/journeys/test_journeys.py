@@ -59,12 +59,14 @@ def test_create_connect_and_find_it_in_temporal(product: Product) -> None:
     for step in ("preflight", "credentials", "vm", "power", "resize", "health", "access"):
         assert f"| {step} |" in details, details
     assert "Satisfied" in details and "not reached" not in details, details
-    # Each activity is scheduled with a summary the UI and the CLI show.
+    # Each activity, and each local activity's marker, has a summary the UI and the CLI
+    # show.
     history = json.loads(product.temporal("workflow", "show", "-w", workflow_id, "-o", "json"))
     summaries = {
         json.loads(base64.b64decode(e["userMetadata"]["summary"]["data"]))
         for e in history["events"]
-        if e["eventType"] == "EVENT_TYPE_ACTIVITY_TASK_SCHEDULED"
+        if e["eventType"] in {"EVENT_TYPE_ACTIVITY_TASK_SCHEDULED", "EVENT_TYPE_MARKER_RECORDED"}
+        and "userMetadata" in e
     }
     assert {"load the DBInstance", "write status and Events"} <= summaries, summaries
     assert any(s.startswith("vm: ") for s in summaries), summaries

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable
 from datetime import timedelta
 from itertools import pairwise
@@ -11,6 +10,7 @@ from typing import Any
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import pipeline
@@ -88,11 +88,24 @@ def _passes(world: World, n: int) -> Callable[[], bool]:
 
 
 async def _settled_at_last(handle: Any, world: World) -> Progress:
-    """Settle on the latest pass count; a new run's own first pass may still land meanwhile."""
-    for _ in range(5):
-        with contextlib.suppress(AssertionError):
-            return await settled(handle, len(world.reports))
-    raise AssertionError("the pass count did not settle")
+    """Wait until the workflow waits and no pass or status write has landed for a while
+    (a new run's own first pass may still land after the last wake)."""
+    last: tuple[int, int] | None = None
+    for _ in range(100):
+        try:
+            progress: Progress = await handle.query(
+                "progress", result_type=Progress, rpc_timeout=timedelta(seconds=2)
+            )
+        except RPCError:
+            # The time-skipping server may not answer while a run continues as new.
+            await asyncio.sleep(0.2)
+            continue
+        now = (progress.passes, len(world.reports))
+        if progress.waiting_for != "a pass is running" and now == last:
+            return progress
+        last = now
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the pass count did not settle: {last}")
 
 
 async def _pass_after_each(env: WorkflowEnvironment, world: World, delays: list[int]) -> None:
@@ -188,28 +201,28 @@ async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnv
         assert all(len(p) == len(ALL) for p in world.passes())
 
 
-async def test_a_ready_instances_passes_run_in_one_workflow_task(
+async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     time_env: WorkflowEnvironment,
 ) -> None:
-    """Every pass on an instance Ready at its last pass (a health check, a wake) runs its
-    steps as local activities (no activity task per step, results recorded as markers);
-    the first pass, the passes after one that found work, and a pass serving a forced
-    resize schedule an activity per step."""
+    """A pass runs its steps as local activities (no activity task per step, results
+    recorded as markers): the first, a health check, one a wake or a new generation
+    brings, one after a Pending pass. A pass serving a forced resize schedules an
+    activity per step."""
     world = World(interval_seconds=60)
     async with running(time_env, world) as handle:
-        await settled(handle, 1)  # 1: the first pass, regular
+        await settled(handle, 1)  # 1: the first pass
         await time_env.sleep(61)
-        await until(_passes(world, 2))  # 2: a health check, local
+        await until(_passes(world, 2))  # 2: a health check
         await settled(handle, 2)
         await handle.signal("wake", Wake(reason="DBInstance db changed", generation=2))
-        await until(_passes(world, 3))  # 3: a new generation on a Ready instance, local
+        await until(_passes(world, 3))  # 3: a new generation
         await settled(handle, 3)
         world.then("access", Scripted(Outcome.PENDING, "ServiceCreated", 5))
         await handle.signal("wake", Wake(reason="Service db deleted"))
-        await until(_passes(world, 4))  # 4: drift found, local, ends Pending at access
+        await until(_passes(world, 4))  # 4: drift found, ends Pending at access
         await settled(handle, 4)
         await time_env.sleep(6)
-        await until(_passes(world, 5))  # 5: after a Pending pass, regular
+        await until(_passes(world, 5))  # 5: after a Pending pass
         await settled(handle, 5)
         resized = await handle.execute_update("force_resize", result_type=ResizeResult)
         await until(_passes(world, 6))  # 6: serving a forced resize, regular
@@ -226,10 +239,10 @@ async def test_a_ready_instances_passes_run_in_one_workflow_task(
         if e.HasField("marker_recorded_event_attributes")
     ]
     local = [m for m in markers if m.marker_name == "core_local_activity"]
-    assert len(scheduled) == 3 * per_pass  # passes 1, 5 and 6
-    assert len(local) == 2 * per_pass + (1 + 7 + 1)  # passes 2, 3 and 4
+    assert len(scheduled) == per_pass  # pass 6
+    assert len(local) == 4 * per_pass + (1 + 7 + 1)  # passes 1 to 5
     started = [e for e in history.events if e.HasField("workflow_task_started_event_attributes")]
-    assert len(started) < 4 * per_pass  # not one workflow task per activity
+    assert len(started) < 2 * per_pass  # not one workflow task per activity
 
 
 async def test_rotations_return_their_results_one_after_the_other(
@@ -350,6 +363,21 @@ async def test_a_health_check_step_that_raises_is_transient_too(
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
 
+async def _wake(handle: Any, wake: Wake) -> None:
+    """Signal as the watcher does, which sends a failed wake again a moment later: the
+    time-skipping test server's continue-as-new is not atomic (temporalio/sdk-java#1538),
+    and a signal that falls between the two runs is refused as for a completed one."""
+    for _ in range(50):
+        try:
+            await handle.signal("wake", wake)
+            return
+        except RPCError as e:
+            if e.status is not RPCStatusCode.NOT_FOUND:
+                raise
+            await asyncio.sleep(0.1)
+    raise AssertionError("the wake was refused 50 times")
+
+
 async def test_continue_as_new_keeps_state_and_loses_no_signal(
     time_env: WorkflowEnvironment,
 ) -> None:
@@ -360,10 +388,14 @@ async def test_continue_as_new_keeps_state_and_loses_no_signal(
         first_run = (await handle.describe()).run_id
         await settled(handle, 1)
         for n in range(14):
-            # A new run starts with a pass of its own, so count passes after each wake.
+            # A new run starts with a pass of its own, so count passes after each wake,
+            # and let each settle: a signal that comes in as a run continues as new has
+            # the server refuse that workflow task, whose pass then runs again (local
+            # activities and all), so its status write would be counted twice.
             before = len(world.reports)
-            await handle.signal("wake", Wake(reason=f"VirtualMachine db changed ({n})"))
+            await _wake(handle, Wake(reason=f"VirtualMachine db changed ({n})"))
             await until(_beyond(world, before))
+            await _settled_at_last(handle, world)
         latest = time_env.client.get_workflow_handle(handle.id)
         assert (await latest.describe()).run_id != first_run
         progress = await _settled_at_last(handle, world)
