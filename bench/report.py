@@ -75,7 +75,7 @@ def markdown(results: dict[str, Any]) -> str:
             "",
             "Where the temporal engine's fleet time went, per instance (from the histories; "
             f"{seconds['activities']:.3g} activities, {seconds.get('local_activities', 0):.3g} "
-            f"of them local (passes on Ready instances), and {seconds['workflow_tasks']:.3g} "
+            f"of them local, and {seconds['workflow_tasks']:.3g} "
             "workflow tasks each; a local activity runs inside its workflow task):",
             "",
             "| activity queued | activity ran | workflow task queued | workflow task ran |",
