@@ -309,7 +309,7 @@ def _wait_for_endpoint(url: str) -> str:
             time.sleep(0.2)
 
 
-ACTIVITY_WORKERS = {"ActivityWorker", "LocalActivityWorker"}  # a Ready instance's steps: local
+ACTIVITY_WORKERS = {"ActivityWorker", "LocalActivityWorker"}  # a pass's steps run locally
 
 
 def _activity_slots_used(samples: measure.Samples) -> float:

@@ -3,9 +3,9 @@
 A regular activity costs four intervals the history records: waiting for a worker to
 take it (scheduled to started), running (started to completed), then the workflow task
 that reacts to the result waiting for the worker (scheduled to started) and running. A
-pass on a Ready instance runs its steps as local activities: each is a marker, and its
-run is part of the workflow task that ran it. The rest of a workflow's lifetime is
-waiting on purpose (timers, signals).
+pass runs its steps as local activities (but a forced resize's and the teardown): each
+is a marker, and its run is part of the workflow task that ran it. The rest of a
+workflow's lifetime is waiting on purpose (timers, signals).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 ``World`` plays the DBInstance and its steps: each step returns Satisfied unless the
 test scripted other outcomes for it; every call is recorded with the test server's
-(time-skipped) time, so tests can measure the waits between passes. A Ready instance
-runs its steps as local activities, whose ``scheduled_time`` is the worker's wall
+(time-skipped) time, so tests can measure the waits between passes. A pass runs its
+steps as local activities, whose ``scheduled_time`` is the worker's wall
 clock, so the stubs ask the server's clock (``World.clock``).
 """
 

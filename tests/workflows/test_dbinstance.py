@@ -16,7 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from dbi import pipeline
 from dbi.messages import Progress, ResizeResult, RotationResult, Wake
 from dbi.models import Phase
-from dbi.status import summarize
+from dbi.status import StatusInput, summarize
 from dbi.steps import Outcome
 from tests.workflows.conftest import running, settled, until
 from tests.workflows.stubs import Scripted, World
@@ -322,6 +322,18 @@ async def test_the_workflow_completes_when_its_instance_is_gone(
         assert await handle.result() == "the instance no longer exists"
 
 
+def _assert_failed(status: StatusInput, step: str) -> None:
+    """The pass ended at ``step``, Transient with the generic reason, no error text shown."""
+    blocking = status.report.blocking
+    assert blocking is not None
+    assert (blocking.step, blocking.outcome, blocking.reason) == (
+        step,
+        Outcome.TRANSIENT,
+        "StepFailed",
+    )
+    assert "exploded" not in blocking.message
+
+
 async def test_a_step_that_always_raises_leaves_the_workflow_running_and_transient(
     time_env: WorkflowEnvironment,
 ) -> None:
@@ -329,14 +341,7 @@ async def test_a_step_that_always_raises_leaves_the_workflow_running_and_transie
     world = World(raises={"vm"})
     async with running(time_env, world) as handle:
         await settled(handle, 1)
-        blocking = world.reports[0].report.blocking
-        assert blocking is not None
-        assert (blocking.step, blocking.outcome, blocking.reason) == (
-            "vm",
-            Outcome.TRANSIENT,
-            "StepFailed",
-        )
-        assert "exploded" not in blocking.message
+        _assert_failed(world.reports[0], "vm")
         assert [step for step, _ in world.calls].count("vm") == 3
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
@@ -352,13 +357,7 @@ async def test_a_health_check_step_that_raises_is_transient_too(
         world.raises.add("health")
         await time_env.sleep(61)
         await until(_passes(world, 2))
-        blocking = world.reports[1].report.blocking
-        assert blocking is not None
-        assert (blocking.step, blocking.outcome, blocking.reason) == (
-            "health",
-            Outcome.TRANSIENT,
-            "StepFailed",
-        )
+        _assert_failed(world.reports[1], "health")
         assert [step for step, _ in world.calls].count("health") == 1 + 3
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
