@@ -129,6 +129,8 @@ def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             list(pool.map(prepare, names_))
         tracker = measure.Tracker(api, measure.vms(api, NAMESPACE), measure.vm_ready)
         requests_before = measure.apiserver_requests(api)
+        traffic_before = measure.api_traffic(measure.apiserver_metrics(api))
+        cpu = measure.CPUWindow({**info.pids, "bench": os.getpid()})
         started = time.monotonic()
 
         def start(name: str) -> None:
@@ -145,12 +147,18 @@ def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             list(pool.map(start, names_))
         wait_for(tracker, set(names_), "VMs ready", args.timeout)
         elapsed = max(tracker.first[n] for n in names_) - started
+        cpu_used = cpu.used()
+        traffic = measure.difference(
+            measure.api_traffic(measure.apiserver_metrics(api)), traffic_before
+        )
         requests = measure.apiserver_requests(api) - requests_before
         tracker.stop.set()
         return {
             "total_seconds": elapsed,
             "ready_at": sorted(tracker.first[n] - started for n in names_),
             "api_requests_per_instance": requests / args.n,
+            "cpu_seconds_by_part": cpu_used,
+            "api_traffic": traffic,
         }
 
 
@@ -159,8 +167,9 @@ def engine(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     with LocalStack(state_dir=root / name, orchestrator=name == "temporal") as info:
         api = kube.connect(info.kubeconfig)
         peer = None
+        parts = {**info.pids, "bench": os.getpid()}  # whose CPU is counted
         if name == "temporal":
-            pid, metrics_url = info.pids["worker"], info.metrics["worker"]
+            metrics_url = info.metrics["worker"]
         else:
             install(api)
             port = tools.free_port()
@@ -176,9 +185,9 @@ def engine(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-            pid, metrics_url = peer.pid, f"http://127.0.0.1:{port}/metrics"
+            parts["peer"], metrics_url = peer.pid, f"http://127.0.0.1:{port}/metrics"
         try:
-            return _measure(name, args, info, api, pid, metrics_url)
+            return _measure(name, args, info, api, metrics_url, parts)
         finally:
             if peer is not None:
                 peer.terminate()
@@ -190,22 +199,34 @@ def _measure(
     args: argparse.Namespace,
     info: StackInfo,
     api: k8s.ApiClient,
-    pid: int,
     metrics_url: str,
+    parts: dict[str, int],
 ) -> dict[str, Any]:
+    """Measure one engine's fleet, reaction and idle; ``parts`` names the processes whose
+    CPU is counted, the orchestrator's (``worker`` or ``peer``) among them."""
+    pid = parts["worker"] if engine_name == "temporal" else parts["peer"]
     k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
-    with measure.Tracker(api, measure.instances(api, NAMESPACE), measure.converged) as tracker:
+    with (
+        measure.Tracker(api, measure.instances(api, NAMESPACE), measure.converged) as tracker,
+        measure.Tracker(api, measure.vms(api, NAMESPACE), measure.vm_stages) as vms,
+    ):
         measure.scrape(_wait_for_endpoint(metrics_url))
         instances = [f"db{i:03d}" for i in range(args.n)]
         # The stack's own traffic (controller manager, stand-in, leases) is subtracted below.
         background = _background_rate(api)
         cpu_before = measure.cpu_seconds(pid)
         requests_before = measure.apiserver_requests(api)
+        traffic_before = measure.api_traffic(measure.apiserver_metrics(api))
         before = measure.scrape(metrics_url)
+        cpu = measure.CPUWindow(parts)
         started = time.monotonic()
         create_all(api, [manifest(n, args.interval) for n in instances])
         applied = time.monotonic()
         wait_for(tracker, {(n, 1) for n in instances}, "Ready", args.timeout)
+        cpu_used = cpu.used()
+        traffic = measure.difference(
+            measure.api_traffic(measure.apiserver_metrics(api)), traffic_before
+        )
         ready = sorted(tracker.first[(n, 1)] - started for n in instances)
         after = measure.scrape(metrics_url)
         fleet = {
@@ -225,6 +246,9 @@ def _measure(
             / args.n,
             "cpu_seconds": measure.cpu_seconds(pid) - cpu_before,
             "peak_rss_mib": measure.peak_rss_mib(pid),
+            "cpu_seconds_by_part": cpu_used,
+            "api_traffic": traffic,  # requests and watch events, gross
+            "stages": _stages(instances, started, tracker.first, vms.first),
         }
         if engine_name == "temporal":
             events, seconds = _histories(info, args.n)
@@ -232,62 +256,103 @@ def _measure(
             fleet["time_per_instance"] = seconds
 
         say(f"{engine_name}: reaction")
-        objects = k8s.CustomObjectsApi(api)
-        latencies = []
-        missed = 0
-        for i, name in enumerate(instances[: args.reaction]):
-            patched = time.monotonic()
-            objects.patch_namespaced_custom_object(
-                names.GROUP,
-                names.VERSION,
-                NAMESPACE,
-                names.PLURAL,
-                name,
-                {"spec": {"healthCheckInterval": f"{int(args.interval.rstrip('s')) + 1}s"}},
-            )
-            if wait_for(tracker, {(name, 2)}, f"reaction {i + 1}", REACTION_LIMIT, required=False):
-                latencies.append(tracker.first[(name, 2)] - patched)
-            else:
-                missed += 1
-                latencies.append(REACTION_LIMIT)  # at least this: it weighs in the percentiles
-            time.sleep(0.2)
-        reaction = {
-            "patches": len(latencies),
-            "missed": missed,
-            "p50": measure.percentile(latencies, 0.5),
-            "p99": measure.percentile(latencies, 0.99),
-            "seconds": latencies,  # each patch's, in order
-        }
+        reaction = _reaction(api, tracker, instances[: args.reaction], args.interval)
 
         say(f"{engine_name}: idle for {args.idle}s")
-        before = measure.scrape(metrics_url)
-        requests_before = measure.apiserver_requests(api)
-        slots = 0.0
-        end = time.monotonic() + args.idle
-        while time.monotonic() < end:
-            samples = measure.scrape(metrics_url)
-            slots = max(slots, _activity_slots_used(samples))
-            time.sleep(1)
-        after = measure.scrape(metrics_url)
-        minutes = args.idle / 60
-        per = args.n * minutes
-        passes = measure.total(after, "dbi_passes_total") - measure.total(
-            before, "dbi_passes_total"
-        )
-        requests = measure.apiserver_requests(api) - requests_before - background * args.idle
-        idle = {
-            "seconds": args.idle,
-            "passes_per_instance_minute": passes / per,
-            "activities_per_instance_minute": (
-                measure.total(after, "dbi_step_duration_seconds_count")
-                - measure.total(before, "dbi_step_duration_seconds_count")
-            )
-            / per,
-            "api_requests_per_instance_minute": requests / per,
-            "api_requests_per_pass": requests / passes if passes else 0.0,
-            "max_activity_slots_used": slots,
-        }
+        idle = _idle(api, metrics_url, parts, args, background)
         return {"fleet": fleet, "reaction": reaction, "idle": idle}
+
+
+def _idle(
+    api: k8s.ApiClient,
+    metrics_url: str,
+    parts: dict[str, int],
+    args: argparse.Namespace,
+    background: float,
+) -> dict[str, Any]:
+    """A window with nothing to do: what the engine (and the stack) does meanwhile."""
+    before = measure.scrape(metrics_url)
+    requests_before = measure.apiserver_requests(api)
+    cpu = measure.CPUWindow(parts)
+    slots = 0.0
+    end = time.monotonic() + args.idle
+    while time.monotonic() < end:
+        samples = measure.scrape(metrics_url)
+        slots = max(slots, _activity_slots_used(samples))
+        time.sleep(1)
+    after = measure.scrape(metrics_url)
+    minutes = args.idle / 60
+    per = args.n * minutes
+    passes = measure.total(after, "dbi_passes_total") - measure.total(before, "dbi_passes_total")
+    requests = measure.apiserver_requests(api) - requests_before - background * args.idle
+    return {
+        "seconds": args.idle,
+        "passes_per_instance_minute": passes / per,
+        "activities_per_instance_minute": (
+            measure.total(after, "dbi_step_duration_seconds_count")
+            - measure.total(before, "dbi_step_duration_seconds_count")
+        )
+        / per,
+        "api_requests_per_instance_minute": requests / per,
+        "api_requests_per_pass": requests / passes if passes else 0.0,
+        "max_activity_slots_used": slots,
+        "cpu_seconds_by_part_per_minute": {
+            part: seconds / minutes for part, seconds in cpu.used().items()
+        },
+    }
+
+
+def _reaction(
+    api: k8s.ApiClient, tracker: measure.Tracker, instances: list[str], interval: str
+) -> dict[str, Any]:
+    """Patch each instance in turn; time until its status shows the new generation."""
+    objects = k8s.CustomObjectsApi(api)
+    latencies = []
+    missed = 0
+    for i, name in enumerate(instances):
+        patched = time.monotonic()
+        objects.patch_namespaced_custom_object(
+            names.GROUP,
+            names.VERSION,
+            NAMESPACE,
+            names.PLURAL,
+            name,
+            {"spec": {"healthCheckInterval": f"{int(interval.rstrip('s')) + 1}s"}},
+        )
+        if wait_for(tracker, {(name, 2)}, f"reaction {i + 1}", REACTION_LIMIT, required=False):
+            latencies.append(tracker.first[(name, 2)] - patched)
+        else:
+            missed += 1
+            latencies.append(REACTION_LIMIT)  # at least this: it weighs in the percentiles
+        time.sleep(0.2)
+    return {
+        "patches": len(latencies),
+        "missed": missed,
+        "p50": measure.percentile(latencies, 0.5),
+        "p99": measure.percentile(latencies, 0.99),
+        "seconds": latencies,  # each patch's, in order
+    }
+
+
+def _stages(
+    instances: list[str], started: float, ready: dict[Any, float], vms: dict[Any, float]
+) -> dict[str, float]:
+    """Where each instance's apply-to-Ready time went, p50 and p99 of each stage: until
+    its VM exists (the steps before the VM), its VM's boot (the stand-in: initdb and
+    PostgreSQL's start) and after the boot (until the status says Ready)."""
+    spans: dict[str, list[float]] = {"to_vm": [], "boot": [], "after_boot": []}
+    for name in instances:
+        created, booted = vms.get(("created", name)), vms.get(("ready", name))
+        if created is None or booted is None:
+            continue  # not seen by the watch (it reconnected): left out
+        spans["to_vm"].append(created - started)
+        spans["boot"].append(booted - created)
+        spans["after_boot"].append(ready[(name, 1)] - booted)
+    stages = {"instances": float(len(spans["to_vm"]))}
+    for stage, values in spans.items():
+        stages[f"{stage}_p50"] = measure.percentile(values, 0.5)
+        stages[f"{stage}_p99"] = measure.percentile(values, 0.99)
+    return stages
 
 
 def _background_rate(api: k8s.ApiClient, seconds: float = 5.0) -> float:

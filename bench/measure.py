@@ -8,7 +8,8 @@ import os
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Hashable, Iterable
+from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
@@ -23,11 +24,16 @@ Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 class Tracker:
     """Watch the objects of one namespace and record when each first met a condition.
 
-    ``first[key]`` is the monotonic time ``check(obj)`` first returned ``key`` (for a
-    DBInstance: (name, generation) once that generation is converged and Ready).
+    ``first[key]`` is the monotonic time ``check(obj)`` first returned ``key`` among its
+    keys (for a DBInstance: (name, generation) once that generation is converged and Ready).
     """
 
-    def __init__(self, api: k8s.ApiClient, source: Source, check: Callable[[dict[str, Any]], Any]):
+    def __init__(
+        self,
+        api: k8s.ApiClient,
+        source: Source,
+        check: Callable[[dict[str, Any]], Iterable[Hashable]],
+    ):
         self.first: dict[Any, float] = {}
         self.stop = threading.Event()
         self._check = check
@@ -45,30 +51,38 @@ class Tracker:
     def _on(self, event: str, obj: dict[str, Any]) -> None:
         if event == "DELETED":
             return
-        key = self._check(obj)
-        if key is not None:
-            with self._lock:
-                self.first.setdefault(key, time.monotonic())
+        now = time.monotonic()
+        keys = self._check(obj)
+        with self._lock:
+            for key in keys:
+                self.first.setdefault(key, now)
 
     def count(self, keys: set[Any]) -> int:
         with self._lock:
             return len(keys & self.first.keys())
 
 
-def converged(obj: dict[str, Any]) -> tuple[str, int] | None:
+def converged(obj: dict[str, Any]) -> list[tuple[str, int]]:
     """(name, generation) of a DBInstance whose current generation is converged and Ready."""
     status = obj.get("status") or {}
     generation = obj["metadata"].get("generation")
     if status.get("observedGeneration") != generation:
-        return None
+        return []
     for c in status.get("conditions", []):
         if c["type"] == "Ready" and c["status"] == "True":
-            return (obj["metadata"]["name"], generation)
-    return None
+            return [(obj["metadata"]["name"], generation)]
+    return []
 
 
-def vm_ready(obj: dict[str, Any]) -> str | None:
-    return obj["metadata"]["name"] if (obj.get("status") or {}).get("ready") else None
+def vm_ready(obj: dict[str, Any]) -> list[str]:
+    return [obj["metadata"]["name"]] if (obj.get("status") or {}).get("ready") else []
+
+
+def vm_stages(obj: dict[str, Any]) -> list[tuple[str, str]]:
+    """("created", name) for any VM seen, and ("ready", name) once the stand-in reports it
+    ready (its guest accepts connections)."""
+    name = obj["metadata"]["name"]
+    return [("created", name), *(("ready", n) for n in vm_ready(obj))]
 
 
 def instances(api: k8s.ApiClient, namespace: str) -> Source:
@@ -106,10 +120,38 @@ def scrape(url: str) -> Samples:
         return parse(response.read().decode())
 
 
+def apiserver_metrics(api: k8s.ApiClient) -> Samples:
+    response = api.rest_client.pool_manager.request("GET", f"{api.configuration.host}/metrics")
+    return parse(response.data.decode())
+
+
 def apiserver_requests(api: k8s.ApiClient) -> float:
     """The API server's own count of requests it has served (apiserver_request_total)."""
-    response = api.rest_client.pool_manager.request("GET", f"{api.configuration.host}/metrics")
-    return total(parse(response.data.decode()), "apiserver_request_total")
+    return total(apiserver_metrics(api), "apiserver_request_total")
+
+
+def api_traffic(samples: Samples) -> dict[str, float]:
+    """Requests served by verb and resource ("GET virtualmachines/status"), and watch
+    events sent by resource ("watch events virtualmachines"), from the API server's
+    metrics."""
+    traffic: dict[str, float] = {}
+    for (name, labels), value in samples.items():
+        found = dict(labels)
+        if name == "apiserver_request_total":
+            resource = "/".join(filter(None, (found.get("resource"), found.get("subresource"))))
+            key = f"{found.get('verb', '?')} {resource or found.get('path', '?')}"
+        elif name == "apiserver_watch_events_total":
+            key = f"watch events {found.get('resource', '?')}"
+        else:
+            continue
+        traffic[key] = traffic.get(key, 0.0) + value
+    return traffic
+
+
+def difference(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    """``after - before`` key by key, leaving out what did not change."""
+    changed = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    return {k: v for k, v in sorted(changed.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -119,6 +161,76 @@ def cpu_seconds(pid: int) -> float:
 
     ticks = os.sysconf("SC_CLK_TCK")
     return (int(fields[11]) + int(fields[12])) / ticks
+
+
+def _process_cpu(stat: Path) -> tuple[int, float, float] | None:
+    """(parent pid, own CPU seconds, CPU seconds of its reaped children) from a stat file."""
+    try:
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None  # gone meanwhile
+    ticks = os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / ticks
+    return int(fields[1]), own, (int(fields[13]) + int(fields[14])) / ticks
+
+
+def cpu_by_part(roots: dict[str, int]) -> dict[str, float]:
+    """CPU seconds used so far by each part: a root process itself, its children that
+    have exited ("<part> exited children": initdb) and those alive ("<part> children":
+    the PostgreSQL servers, with the backends they have reaped).
+
+    The difference of two calls is the CPU each part used in between, as long as the
+    children that exit in between are reaped within the part.
+    """
+    table: dict[int, tuple[int, float, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (found := _process_cpu(entry / "stat")) is not None:
+            table[int(entry.name)] = found
+    part_of = {pid: name for name, pid in roots.items()}
+    used = {
+        key: 0.0 for name in roots for key in (name, f"{name} exited children", f"{name} children")
+    }
+    for pid, (_, own, reaped) in table.items():
+        ancestor, hops = pid, 0
+        while ancestor not in part_of and ancestor in table and hops < 64:
+            ancestor, hops = table[ancestor][0], hops + 1
+        if ancestor not in part_of:
+            continue
+        name = part_of[ancestor]
+        if pid == ancestor:
+            used[name] += own
+            used[f"{name} exited children"] += reaped
+        else:
+            used[f"{name} children"] += own + reaped
+    return used
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine has spent not idle, all cores together (/proc/stat)."""
+    with open("/proc/stat") as f:
+        fields = [int(v) for v in f.readline().split()[1:]]
+    ticks = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle and iowait
+    return (sum(fields[:8]) - idle) / ticks
+
+
+class CPUWindow:
+    """CPU seconds each part of the stack (and the machine as a whole) uses in a window."""
+
+    def __init__(self, roots: dict[str, int]) -> None:
+        self.roots = roots
+        self._parts = cpu_by_part(roots)
+        self._machine = machine_busy_seconds()
+        self._wall = time.monotonic()
+
+    def used(self) -> dict[str, float]:
+        """Seconds used since the window opened, per part; ``machine`` is every process,
+        ``capacity`` what the cores could have given (wall time times cores)."""
+        now = cpu_by_part(self.roots)
+        used = {name: max(0.0, now[name] - self._parts[name]) for name in now}
+        used["machine"] = machine_busy_seconds() - self._machine
+        used["capacity"] = (time.monotonic() - self._wall) * (os.cpu_count() or 1)
+        return used
 
 
 def peak_rss_mib(pid: int) -> float:

@@ -25,6 +25,10 @@ class Breakdown:
     activities: int = 0
     local_activities: int = 0
     workflow_tasks: int = 0
+    # Workflow tasks the server gave up on (timed out: the worker did not complete them
+    # in time) or the worker failed: each makes the worker replay the workflow and its
+    # pass run again.
+    workflow_tasks_lost: int = 0
 
     def add(self, events: Iterable[HistoryEvent]) -> None:
         events = list(events)
@@ -54,6 +58,8 @@ class Breakdown:
             elif kind == EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED:
                 self.seconds["workflow_task_run"] += t - task_started
                 self.workflow_tasks += 1
+            elif kind in _TASKS_LOST:
+                self.workflow_tasks_lost += 1
 
     def per(self, instances: int) -> dict[str, float]:
         """Seconds of each part, activities and workflow tasks, per instance."""
@@ -62,6 +68,7 @@ class Breakdown:
             "activities": (self.activities + self.local_activities) / instances,
             "local_activities": self.local_activities / instances,
             "workflow_tasks": self.workflow_tasks / instances,
+            "workflow_tasks_lost": self.workflow_tasks_lost / instances,
         }
 
 
@@ -71,6 +78,12 @@ _ACTIVITY_ENDS = {
     EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: "activity_task_completed_event_attributes",
     EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
     EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
+}
+
+
+_TASKS_LOST = {
+    EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
 }
 
 

@@ -70,19 +70,138 @@ def markdown(results: dict[str, Any]) -> str:
             if data:
                 total = data["fleet"]["total_seconds"]
                 lines.append(f"- {name} fleet / floor: {_ratio(total, floor['total_seconds'])}")
+    lines += _stages(results)
+    lines += _cpu(results)
+    lines += _traffic(results)
+    lines += _idle_cpu(results)
     if seconds := (temporal.get("fleet") or {}).get("time_per_instance"):
         lines += [
             "",
             "Where the temporal engine's fleet time went, per instance (from the histories; "
             f"{seconds['activities']:.3g} activities, {seconds.get('local_activities', 0):.3g} "
             f"of them local, and {seconds['workflow_tasks']:.3g} "
-            "workflow tasks each; a local activity runs inside its workflow task):",
+            "workflow tasks each, besides "
+            f"{seconds.get('workflow_tasks_lost', 0):.3g} that timed out or failed; a local "
+            "activity runs inside its workflow task):",
             "",
             "| activity queued | activity ran | workflow task queued | workflow task ran |",
             "|---|---|---|---|",
             "| " + " | ".join(f"{seconds[part]:.3g} s" for part in profile.PARTS) + " |",
         ]
     return "\n".join(lines) + "\n"
+
+
+STAGES = [
+    ("to_vm", "apply to VM created"),
+    ("boot", "VM created to VM ready (boot)"),
+    ("after_boot", "VM ready to instance Ready"),
+]
+
+
+def _stages(results: dict[str, Any]) -> list[str]:
+    """Each engine's apply-to-Ready time cut at the VM's creation and its boot."""
+    engines = [
+        (name, stages)
+        for name in ("temporal", "peer")
+        if (stages := ((results.get(name) or {}).get("fleet") or {}).get("stages"))
+    ]
+    if not engines:
+        return []
+    lines = [
+        "",
+        "Where each instance's apply-to-Ready time went (p50 / p99, s):",
+        "",
+        "| Stage | " + " | ".join(name for name, _ in engines) + " |",
+        "|---|" + "---|" * len(engines),
+    ]
+    for key, label in STAGES:
+        cells = [f"{_figure(s[f'{key}_p50'])} / {_figure(s[f'{key}_p99'])}" for _, s in engines]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return lines
+
+
+CPU_NOTE = (
+    "the stand-in's exited children are initdb, its live ones the PostgreSQL servers; "
+    "machine: all processes, capacity: what the cores could give"
+)
+
+
+def _cpu(results: dict[str, Any]) -> list[str]:
+    """CPU seconds each part of the stack used while the fleet (or the floor) came up."""
+    runs = [
+        (name, used)
+        for name in ("floor", "temporal", "peer")
+        if (used := _data_of(results.get(name) or {}, "cpu_seconds_by_part"))
+    ]
+    return _parts_table(f"CPU seconds used until all were ready, by process ({CPU_NOTE}):", runs)
+
+
+def _idle_cpu(results: dict[str, Any]) -> list[str]:
+    """CPU seconds per minute each part used in the idle window, N instances Ready."""
+    runs = [
+        (name, used)
+        for name in ("temporal", "peer")
+        if (
+            used := ((results.get(name) or {}).get("idle") or {}).get(
+                "cpu_seconds_by_part_per_minute"
+            )
+        )
+    ]
+    title = f"Idle: CPU seconds per minute by process, {results['n']} instances Ready ({CPU_NOTE}):"
+    return _parts_table(title, runs)
+
+
+def _parts_table(title: str, runs: list[tuple[str, dict[str, float]]]) -> list[str]:
+    """One row per process (those that used any CPU), one column per run."""
+    if not runs:
+        return []
+    parts = sorted({p for _, used in runs for p in used} - {"machine", "capacity"})
+    lines = [
+        "",
+        title,
+        "",
+        "| Part | " + " | ".join(name for name, _ in runs) + " |",
+        "|---|" + "---|" * len(runs),
+    ]
+    for part in [*parts, "machine", "capacity"]:
+        if any(used.get(part) for _, used in runs):
+            cells = [_figure(used.get(part)) for _, used in runs]
+            lines.append(f"| {part} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _traffic(results: dict[str, Any], top: int = 12) -> list[str]:
+    """The API server's busiest requests and watch events while the fleet came up."""
+    runs = [
+        (name, traffic)
+        for name in ("floor", "temporal", "peer")
+        if (traffic := _data_of(results.get(name) or {}, "api_traffic"))
+    ]
+    if not runs:
+        return []
+    keys = sorted(
+        {k for _, traffic in runs for k in traffic},
+        key=lambda k: -max(traffic.get(k, 0) for _, traffic in runs),
+    )[:top]
+    lines = [
+        "",
+        f"The API server's {top} busiest requests and watch events until all were ready "
+        "(gross, per instance):",
+        "",
+        "| Request | " + " | ".join(name for name, _ in runs) + " |",
+        "|---|" + "---|" * len(runs),
+    ]
+    for key in keys:
+        cells = [_figure(traffic.get(key, 0) / results["n"]) for _, traffic in runs]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _data_of(data: dict[str, Any], key: str) -> dict[str, float] | None:
+    """A fleet's figure, or the floor's (whose figures are not under "fleet")."""
+    if key in data:  # the floor
+        return data[key]  # type: ignore[no-any-return]
+    return (data.get("fleet") or {}).get(key)
 
 
 def plot(results: dict[str, Any], path: Path) -> None:

@@ -45,6 +45,14 @@ def test_the_benchmark_reports_every_figure_for_every_engine(tmp_path: Path) -> 
         assert len(fleet["ready_at"]) == 2 and fleet["total_seconds"] > 0
         assert fleet["activities_per_instance"] > 0
         assert fleet["cpu_seconds"] > 0 and fleet["peak_rss_mib"] > 0
+        # Where the time went: both instances' stages, each process's CPU (initdb is the
+        # stand-in's exited children), the API server's requests by verb and resource.
+        stages = fleet["stages"]
+        assert stages["instances"] == 2 and stages["boot_p50"] > 0
+        assert fleet["cpu_seconds_by_part"]["vmstandin exited children"] > 0
+        assert fleet["cpu_seconds_by_part"]["machine"] > 0
+        assert fleet["api_traffic"]["GET dbinstances"] > 0
+        assert result[engine]["idle"]["cpu_seconds_by_part_per_minute"]["controlplane"] > 0
         assert result[engine]["reaction"]["patches"] == 1
         assert result[engine]["reaction"]["missed"] == 0
         assert len(result[engine]["reaction"]["seconds"]) == 1
@@ -61,6 +69,9 @@ def test_the_benchmark_reports_every_figure_for_every_engine(tmp_path: Path) -> 
     assert "Where the temporal engine's fleet time went" in (out / "result.md").read_text()
     table = (out / "result.md").read_text()
     assert "| Fleet: all Ready (s) |" in table and "temporal fleet / floor" in table
+    assert "| VM created to VM ready (boot) |" in table
+    assert "| vmstandin exited children |" in table and "| GET dbinstances |" in table
+    assert result["floor"]["cpu_seconds_by_part"]["vmstandin exited children"] > 0
     assert (out / "ready.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

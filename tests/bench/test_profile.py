@@ -64,3 +64,24 @@ def test_activities_and_local_activities_are_counted_and_timed() -> None:
     assert round(per["activity_queue"], 3) == 0.2 and round(per["activity_run"], 3) == 1.0
     assert round(per["workflow_task_queue"], 3) == 0.7
     assert round(per["workflow_task_run"], 3) == 1.1
+
+
+def test_workflow_tasks_the_server_gave_up_on_are_counted_apart() -> None:
+    """A workflow task that timed out (its pass outlasted the task timeout) or failed is
+    not a completed one: it is counted as lost, and its pass runs again."""
+    e = EventType
+    history = [
+        _event(1, e.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, 0.0),
+        _event(2, e.EVENT_TYPE_WORKFLOW_TASK_STARTED, 0.1),
+        _event(3, e.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, 10.1),
+        _event(4, e.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, 10.1),
+        _event(5, e.EVENT_TYPE_WORKFLOW_TASK_STARTED, 10.2),
+        _event(6, e.EVENT_TYPE_WORKFLOW_TASK_FAILED, 10.3),
+        _event(7, e.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, 10.3),
+        _event(8, e.EVENT_TYPE_WORKFLOW_TASK_STARTED, 10.4),
+        _event(9, e.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, 11.4),
+    ]
+    breakdown = Breakdown()
+    breakdown.add(history)
+    per = breakdown.per(1)
+    assert per["workflow_tasks"] == 1 and per["workflow_tasks_lost"] == 2
