@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from temporalio import activity
@@ -14,10 +16,46 @@ from dbi.status import Event
 from dbi.steps import Outcome, StepInput, StepResult
 
 
+class PassReads:
+    """The instance each recent pass's load read, by pass id, in this process.
+
+    A pass reads its DBInstance once, at its start (``load_instance``); its steps start
+    from that read instead of each reading the instance again, as a controller's
+    reconcile reads its object once and hands it to each step. A step that acts reads
+    afresh and records what it read, so the steps after it see the change. Only the
+    ``size`` most recent passes are kept; a pass not found (another worker ran its load,
+    or the worker restarted since) makes the step read the instance itself.
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._reads: OrderedDict[str, Instance] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, pass_id: str, instance: Instance) -> None:
+        if not pass_id:
+            return
+        with self._lock:
+            self._reads[pass_id] = instance
+            self._reads.move_to_end(pass_id)
+            while len(self._reads) > self._size:
+                self._reads.popitem(last=False)
+
+    def recall(self, step_input: StepInput) -> Instance | None:
+        """The instance the step's pass read, if this process has it and it is the one
+        the step is for (same UID)."""
+        if not step_input.pass_id:
+            return None
+        with self._lock:
+            found = self._reads.get(step_input.pass_id)
+        return found if found is not None and found.uid == step_input.uid else None
+
+
 @dataclass(frozen=True)
 class Context:
     kube: Kube
     config: Config
+    passes: PassReads = field(default_factory=PassReads)
 
 
 # The requeue hint of a step that has just changed something: the change is observed
@@ -53,10 +91,14 @@ def result(
 
 
 def load(ctx: Context, step_input: StepInput) -> Instance | None:
-    """Read the step's instance; None when it is gone or is another object of the same name."""
+    """Read the step's instance; None when it is gone or is another object of the same name.
+
+    What is read is remembered as the pass's instance (``PassReads``).
+    """
     instance = ctx.kube.instance(step_input.namespace, step_input.name)
     if instance is None or instance.uid != step_input.uid:
         return None
+    ctx.passes.remember(step_input.pass_id, instance)
     return instance
 
 
@@ -76,15 +118,18 @@ class Step(Activity):
     """A step activity: ``converge`` runs on the step's instance, when it still exists."""
 
     def on(self, step_input: StepInput, step: str, condition: str) -> StepResult:
-        """Load the instance and converge it; a gone instance is reported as such.
+        """Converge the instance as its pass read it (or as read now, when this process
+        does not have the pass's read); a gone instance is reported as such.
 
-        A step that has just acted (Pending, AT_ONCE) observes again at once: the
-        result is always that of a fresh observation, and a step that takes a few
-        quick actions in a row (a role, then its database, then the password) takes
-        them in one activity instead of one pass each.
+        A step that has just acted (Pending, AT_ONCE) reads the instance again and
+        observes again at once: the result is always that of a fresh observation, and a
+        step that takes a few quick actions in a row (a role, then its database, then
+        the password) takes them in one activity instead of one pass each.
         """
-        for _ in range(LOOK_AGAIN):
-            instance = load(self.ctx, step_input)
+        instance = self.ctx.passes.recall(step_input)
+        for look in range(LOOK_AGAIN):
+            if look or instance is None:
+                instance = load(self.ctx, step_input)
             if instance is None:
                 return gone(step, condition)
             outcome = self.converge(instance, step_input)

@@ -12,10 +12,14 @@ from dbi.steps import InstanceSnapshot, StepInput
 class LoadInstance(Activity):
     @activity.defn(name="load_instance")
     def run(self, step_input: StepInput) -> InstanceSnapshot:
-        """Read the DBInstance; a missing one is ``exists=False`` (the workflow then ends)."""
+        """Read the DBInstance; a missing one is ``exists=False`` (the workflow then ends).
+
+        The read is the pass's: its steps start from it (``PassReads``).
+        """
         instance = self.ctx.kube.instance(step_input.namespace, step_input.name)
         if instance is None:
             return InstanceSnapshot(exists=False)
+        self.ctx.passes.remember(step_input.pass_id, instance)
         spec = instance.model.spec
         return InstanceSnapshot(
             exists=True,

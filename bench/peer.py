@@ -13,6 +13,7 @@ against. Run it with ``python -m bench.peer`` (``KUBECONFIG``, ``DBI_WATCH_NAMES
 from __future__ import annotations
 
 import heapq
+import itertools
 import logging
 import os
 import signal
@@ -135,6 +136,7 @@ class Peer:
         self.instances: dict[Key, relevance.Seen] = {}
         self.children = relevance.Children()
         self.seen: dict[Key, tuple[int, datetime]] = {}
+        self.passes = itertools.count()
 
     def _call(self, name: str, argument: Any) -> Any:
         started = time.monotonic()
@@ -146,12 +148,16 @@ class Peer:
     def reconcile(self, key: Key) -> float | None:
         """One pass; return the RequeueAfter in seconds (None: wait for a change)."""
         namespace, name = key
+        pass_id = f"{namespace}/{name}/{next(self.passes)}"  # the steps start from its read
         snapshot: InstanceSnapshot = self._call(
-            pipeline.LOAD_INSTANCE, StepInput(namespace=namespace, name=name, uid="")
+            pipeline.LOAD_INSTANCE,
+            StepInput(namespace=namespace, name=name, uid="", pass_id=pass_id),
         )
         if not snapshot.exists or snapshot.deleting:
             return None
-        step_input = StepInput(namespace=namespace, name=name, uid=snapshot.uid or "")
+        step_input = StepInput(
+            namespace=namespace, name=name, uid=snapshot.uid or "", pass_id=pass_id
+        )
         if key not in self.seen or self.seen[key][0] != snapshot.generation:
             self.seen[key] = (snapshot.generation, datetime.now(UTC))
         results: list[StepResult] = []

@@ -82,6 +82,14 @@ class StepInput(BaseModel):
         default=False,
         description="A force_resize update asked for a restart that resizePolicy defers.",
     )
+    pass_id: str = Field(
+        default="",
+        description=(
+            "The pass the activity belongs to. A step starts from the instance this pass's"
+            " load read, when this worker process did that read; without one (or without"
+            " an id) it reads the instance itself."
+        ),
+    )
 
 
 class InstanceSnapshot(BaseModel):

@@ -110,7 +110,9 @@ class DBInstanceWorkflow:
             with tracing.joined(carrier):
                 local = self._local_pass()
                 self.s.health_check = False
-                snapshot = await self._load(local=local)
+                # The pass's load and steps share an id: the steps start from its read.
+                pass_id = f"{workflow.info().run_id}/{self.s.passes}"
+                snapshot = await self._load(pass_id, local=local)
                 if not snapshot.exists or (self.s.uid is not None and snapshot.uid != self.s.uid):
                     self._refuse_all("the instance no longer exists")
                     return "the instance no longer exists"
@@ -119,7 +121,7 @@ class DBInstanceWorkflow:
                 if snapshot.deleting:
                     self._refuse_all("the instance is being deleted")
                 await self._serve_rotations()
-                report = await self._pass(snapshot, local=local and not snapshot.deleting)
+                report = await self._pass(snapshot, pass_id, local=local and not snapshot.deleting)
                 if snapshot.deleting and report.converged:
                     return "deleted"
                 self._answer_resize_waiters(report)
@@ -235,10 +237,15 @@ class DBInstanceWorkflow:
             return workflow.patched(LOCAL_READY_PASSES)
         return workflow.patched(LOCAL_PASSES)
 
-    async def _load(self, *, local: bool) -> InstanceSnapshot:
+    async def _load(self, pass_id: str, *, local: bool) -> InstanceSnapshot:
         snapshot: InstanceSnapshot = await call(
             steps.LOAD_INSTANCE,
-            StepInput(namespace=self.s.namespace, name=self.s.name, uid=self.s.uid or ""),
+            StepInput(
+                namespace=self.s.namespace,
+                name=self.s.name,
+                uid=self.s.uid or "",
+                pass_id=pass_id,
+            ),
             local=local,
             result_type=InstanceSnapshot,
             start_to_close_timeout=SHORT,
@@ -265,7 +272,7 @@ class DBInstanceWorkflow:
             self.s.rotations.popleft()
             self.s.rotated[request_id] = result
 
-    async def _pass(self, snapshot: InstanceSnapshot, *, local: bool) -> PassReport:
+    async def _pass(self, snapshot: InstanceSnapshot, pass_id: str, *, local: bool) -> PassReport:
         pipeline = steps.TEARDOWN if snapshot.deleting else steps.CONVERGE
         self.s.woken = self.s.retry = False
         self.s.waiting_for = ""
@@ -274,6 +281,7 @@ class DBInstanceWorkflow:
             name=self.s.name,
             uid=snapshot.uid or "",
             allow_restart=bool(self.s.resize_waiters),
+            pass_id=pass_id,
         )
         if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
             self.s.generation_seen = (snapshot.generation, workflow.now())

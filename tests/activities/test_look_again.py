@@ -9,7 +9,7 @@ from typing import cast
 import pytest
 from kubernetes import client as k8s
 
-from activities.context import AT_ONCE, LOOK_AGAIN, Context, Step, result
+from activities.context import AT_ONCE, LOOK_AGAIN, Context, PassReads, Step, result
 from activities.kube import Instance, Kube
 from dbi.config import Config
 from dbi.steps import Outcome, StepInput, StepResult
@@ -81,3 +81,50 @@ def test_a_step_observes_again_after_acting_a_bounded_number_of_times(
     assert [(e.type, e.reason, e.message) for e in step.reads.events] == [
         ("Normal", "Pending", "VMProvisioned: Looked.")
     ] * actions
+
+
+def test_a_step_starts_from_its_pass_read_and_reads_again_after_acting() -> None:
+    """The steps of a pass share the instance its load read: a step that only observes
+    makes no read of its own; one that acts reads afresh before looking again, and the
+    steps after it start from that fresher read."""
+    pass_input = INPUT.model_copy(update={"pass_id": "run-1/7"})
+    observer = Scripted((Outcome.SATISFIED, None))
+    passes = observer.ctx.passes
+    passes.remember("run-1/7", cast(Instance, _Instance()))
+
+    assert observer.on(pass_input, "vm", "VMProvisioned").outcome is Outcome.SATISFIED
+    assert observer.reads.reads == 0
+
+    actor = Scripted((Outcome.PENDING, AT_ONCE), (Outcome.SATISFIED, None))
+    actor.ctx.passes.remember("run-1/7", cast(Instance, _Instance()))
+    fresh = cast(Instance, _Instance())
+    actor.reads.instance = lambda namespace, name: fresh  # type: ignore[method-assign]
+    assert actor.on(pass_input, "vm", "VMProvisioned").outcome is Outcome.SATISFIED
+    assert actor.ctx.passes.recall(pass_input) is fresh
+
+
+@pytest.mark.parametrize(
+    "step_input",
+    [
+        pytest.param(INPUT, id="no-pass-id"),
+        pytest.param(INPUT.model_copy(update={"pass_id": "run-1/8"}), id="another-pass"),
+        pytest.param(
+            INPUT.model_copy(update={"pass_id": "run-1/7", "uid": "uid-2"}), id="another-uid"
+        ),
+    ],
+)
+def test_a_step_reads_the_instance_itself_without_its_pass_read(step_input: StepInput) -> None:
+    """Another worker's pass, an evicted one, or an instance replaced under the same name
+    (another UID): the step reads the instance itself."""
+    step = Scripted((Outcome.SATISFIED, None))
+    step.ctx.passes.remember("run-1/7", cast(Instance, _Instance()))
+    step.on(step_input, "vm", "VMProvisioned")
+    assert step.reads.reads == 1
+
+
+def test_the_pass_reads_kept_are_the_most_recent() -> None:
+    passes = PassReads(size=2)
+    for n in range(3):
+        passes.remember(f"run-1/{n}", cast(Instance, _Instance()))
+    kept = [passes.recall(INPUT.model_copy(update={"pass_id": f"run-1/{n}"})) for n in range(3)]
+    assert [k is not None for k in kept] == [False, True, True]
