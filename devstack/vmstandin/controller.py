@@ -4,8 +4,12 @@ Dev and test infrastructure, never used in production. It watches VirtualMachine
 their VMIs and all PVCs on the local control plane, and for each VM that should run
 boots a real PostgreSQL (``guest.Guest``) on the VM's own loopback address, writing
 VMI and VM status as KubeVirt does. It binds PVCs and expands them when their request
-grows. Work is level-driven: every VM is reconciled on each event and on a short
-resync, so a missed event or a crashed guest is noticed within a second or two.
+grows. Work is level-driven: every VM is reconciled on each event of it or its VMI, and
+a short resync reconciles each VM that may need it (``needs_look``): one not yet
+reconciled as it is now, a guest booting (its readiness comes with no event), a guest
+that has died or that should not run. A VM running as it should is left alone, as
+KubeVirt's virt-handler does not poll the guest of a VM that has not changed: the guests
+share the cores of the orchestrator on this machine.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from kubernetes import client as k8s
 from kubernetes import watch
@@ -46,6 +50,27 @@ class VM:
     vmi_uid: str | None = None
     crash_seen: str | None = None
     written: dict[str, str] = field(default_factory=dict)
+    # The VM's resourceVersion when last reconciled, and whether the guest of this boot
+    # has been seen ready: what the resync needs to leave a settled VM alone.
+    version: str | None = None
+    ready_seen: bool = False
+
+
+class Running(Protocol):
+    def running(self) -> bool: ...
+
+
+def needs_look(vm: Manifest, version: str | None, guest: Running | None, ready: bool) -> bool:
+    """Tell whether the resync should reconcile ``vm`` (pure, but for the guest's process).
+
+    ``version`` is its resourceVersion when last reconciled, ``guest`` its guest (None:
+    never reconciled), ``ready`` whether this boot's guest was seen ready.
+    """
+    if guest is None or vm["metadata"].get("resourceVersion") != version:
+        return True
+    if kubevirt.wants_to_run(vm):
+        return not (guest.running() and ready)  # booting, died, or not started yet
+    return guest.running()  # should stop
 
 
 class StandIn:
@@ -118,7 +143,11 @@ class StandIn:
             )
             vms = listed["items"]
             for vm in vms:
-                self.enqueue(vm["metadata"]["namespace"], vm["metadata"]["name"])
+                state = self.vms.get(vm["metadata"]["uid"])
+                guest = None if state is None else state.guest
+                version = None if state is None else state.version
+                if needs_look(vm, version, guest, state is not None and state.ready_seen):
+                    self.enqueue(vm["metadata"]["namespace"], vm["metadata"]["name"])
             known = {vm["metadata"]["uid"] for vm in vms}
             for uid in set(self.vms) - known:
                 self.vms.pop(uid).guest.stop()
@@ -198,6 +227,7 @@ class StandIn:
         if vm is None or vm["metadata"].get("deletionTimestamp"):
             return
         state = self._state(vm)
+        state.version = vm["metadata"].get("resourceVersion")
         vmi = self._get(namespace, name, "virtualmachineinstances")
         if not kubevirt.wants_to_run(vm):
             self._halt(vm, state, vmi)
@@ -284,6 +314,7 @@ class StandIn:
         self._vm_status(vm, state, "Starting", ready=False, restart=False)
         if not state.guest.initialized():
             state.guest.initialize(bootstrap)
+        state.ready_seen = False
         state.guest.boot(kubevirt.size_of(vmi["spec"]))
 
     def _observe(self, vm: Manifest, state: VM, vmi: Manifest) -> None:
@@ -301,6 +332,7 @@ class StandIn:
             )
             state.guest.write_size(kubevirt.size_of(vmi["spec"]))
         ready = state.guest.ready()
+        state.ready_seen = ready
         size = kubevirt.size_of(vmi["spec"])
         phase = "Running" if ready else "Scheduled"
         self._vmi_status(
