@@ -273,6 +273,7 @@ def _idle(
     """A window with nothing to do: what the engine (and the stack) does meanwhile."""
     before = measure.scrape(metrics_url)
     requests_before = measure.apiserver_requests(api)
+    traffic_before = measure.api_traffic(measure.apiserver_metrics(api))
     cpu = measure.CPUWindow(parts)
     slots = 0.0
     end = time.monotonic() + args.idle
@@ -281,6 +282,10 @@ def _idle(
         slots = max(slots, _activity_slots_used(samples))
         time.sleep(1)
     after = measure.scrape(metrics_url)
+    cpu_used = cpu.used()
+    traffic = measure.difference(
+        measure.api_traffic(measure.apiserver_metrics(api)), traffic_before
+    )
     minutes = args.idle / 60
     per = args.n * minutes
     passes = measure.total(after, "dbi_passes_total") - measure.total(before, "dbi_passes_total")
@@ -297,8 +302,10 @@ def _idle(
         "api_requests_per_pass": requests / passes if passes else 0.0,
         "max_activity_slots_used": slots,
         "cpu_seconds_by_part_per_minute": {
-            part: seconds / minutes for part, seconds in cpu.used().items()
+            part: seconds / minutes for part, seconds in cpu_used.items()
         },
+        # Gross (the stack's background included), per pass: which reads a pass makes.
+        "api_traffic_per_pass": {k: v / passes for k, v in traffic.items()} if passes else {},
     }
 
 

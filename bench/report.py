@@ -170,13 +170,26 @@ def _parts_table(title: str, runs: list[tuple[str, dict[str, float]]]) -> list[s
     return lines
 
 
-def _traffic(results: dict[str, Any], top: int = 12) -> list[str]:
-    """The API server's busiest requests and watch events while the fleet came up."""
-    runs = [
-        (name, traffic)
+def _traffic(results: dict[str, Any]) -> list[str]:
+    """The API server's busiest requests and watch events: while the fleet came up, per
+    instance, and in the idle window, per pass."""
+    n = results["n"]
+    fleet = [
+        (name, {k: v / n for k, v in traffic.items()})
         for name in ("floor", "temporal", "peer")
         if (traffic := _data_of(results.get(name) or {}, "api_traffic"))
     ]
+    idle = [
+        (name, traffic)
+        for name in ("temporal", "peer")
+        if (traffic := ((results.get(name) or {}).get("idle") or {}).get("api_traffic_per_pass"))
+    ]
+    return _busiest("until all were ready (gross, per instance)", fleet) + _busiest(
+        "in the idle window (gross: the stack's background too; per pass)", idle
+    )
+
+
+def _busiest(title: str, runs: list[tuple[str, dict[str, float]]], top: int = 12) -> list[str]:
     if not runs:
         return []
     keys = sorted(
@@ -185,14 +198,13 @@ def _traffic(results: dict[str, Any], top: int = 12) -> list[str]:
     )[:top]
     lines = [
         "",
-        f"The API server's {top} busiest requests and watch events until all were ready "
-        "(gross, per instance):",
+        f"The API server's {top} busiest requests and watch events {title}:",
         "",
         "| Request | " + " | ".join(name for name, _ in runs) + " |",
         "|---|" + "---|" * len(runs),
     ]
     for key in keys:
-        cells = [_figure(traffic.get(key, 0) / results["n"]) for _, traffic in runs]
+        cells = [_figure(traffic.get(key, 0)) for _, traffic in runs]
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
     return lines
 
