@@ -21,7 +21,7 @@ from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSear
 
 from dbi import names
 from dbi.messages import WAKE, Wake, WorkflowInput
-from workflows.dbinstance import DBInstanceWorkflow
+from workflows.dbinstance import TASK_TIMEOUT, DBInstanceWorkflow
 
 log = logging.getLogger("dbi.watcher")
 tracer = trace.get_tracer("dbi.watcher")
@@ -127,6 +127,7 @@ class Wakeups:
             WorkflowInput(namespace=namespace, name=name),
             id=names.workflow_id(namespace, name),
             task_queue=self.task_queue,
+            task_timeout=TASK_TIMEOUT,
             start_signal=WAKE,
             start_signal_args=[wake],
             search_attributes=TypedSearchAttributes(

@@ -44,6 +44,13 @@ with workflow.unsafe.imports_passed_through():
     from workflows.waiting import PendingStreak, Wait, next_wait
 
 SHORT = timedelta(seconds=30)
+# How long a workflow task may take: a pass runs its steps as local activities inside
+# one, and when many instances are applied at once their steps queue for the worker's
+# threads. The SDK heartbeats a task whose local activities outlast 80 % of this; one
+# that still outlasts it is lost, and its pass runs again (on a loaded machine, more of
+# the load that made it late). The price: a task on a worker that died is retried
+# after this long, not 10 s (the server's default).
+TASK_TIMEOUT = timedelta(seconds=30)
 # The patches that made passes run their activities as local activities: health
 # checks, then every other pass on a Ready instance, then every pass.
 LOCAL_HEALTH_CHECKS = "local-health-checks"
@@ -404,7 +411,8 @@ class DBInstanceWorkflow:
                         name=self.s.name,
                         history_limit=self.input.history_limit,
                         carried=self.s.carried(),
-                    )
+                    ),
+                    task_timeout=TASK_TIMEOUT,
                 )
 
 

@@ -19,6 +19,7 @@ from dbi.messages import Progress
 from devstack.fixtures import Kubectl
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
+from workflows.dbinstance import TASK_TIMEOUT
 
 pytestmark = pytest.mark.stack
 
@@ -67,6 +68,9 @@ async def test_creating_an_instance_starts_its_workflow(
     attributes = described.typed_search_attributes
     assert attributes.get(SearchAttributeKey.for_keyword("DbiNamespace")) == namespace
     assert attributes.get(SearchAttributeKey.for_keyword("DbiName")) == "db"
+    # Room for a pass's local activities when many instances queue for the worker.
+    config = described.raw_description.execution_config
+    assert config.default_workflow_task_timeout.ToTimedelta() == TASK_TIMEOUT
 
 
 async def test_a_spec_patch_reaches_the_workflow_within_a_second(

@@ -20,6 +20,7 @@ from dbi.status import StatusInput, summarize
 from dbi.steps import Outcome
 from tests.workflows.conftest import running, settled, until
 from tests.workflows.stubs import Scripted, World
+from workflows.dbinstance import TASK_TIMEOUT
 
 ALL = [s.name for s in pipeline.CONVERGE]
 
@@ -395,8 +396,11 @@ async def test_continue_as_new_keeps_state_and_loses_no_signal(
             await _wake(handle, Wake(reason=f"VirtualMachine db changed ({n})"))
             await until(_beyond(world, before))
             await _settled_at_last(handle, world)
-        latest = time_env.client.get_workflow_handle(handle.id)
-        assert (await latest.describe()).run_id != first_run
+        latest = await time_env.client.get_workflow_handle(handle.id).describe()
+        assert latest.run_id != first_run
+        # The new run gives its passes' local activities the same room.
+        config = latest.raw_description.execution_config
+        assert config.default_workflow_task_timeout.ToTimedelta() == TASK_TIMEOUT
         progress = await _settled_at_last(handle, world)
         assert progress.passes == len(world.reports) >= 15
 
