@@ -128,8 +128,7 @@ def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         with ThreadPoolExecutor(max_workers=16) as pool:
             list(pool.map(prepare, names_))
         tracker = measure.Tracker(api, measure.vms(api, NAMESPACE), measure.vm_ready)
-        requests_before = measure.apiserver_requests(api)
-        traffic_before = measure.api_traffic(measure.apiserver_metrics(api))
+        served = measure.APIWindow(api)
         cpu = measure.CPUWindow({**info.pids, "bench": os.getpid()})
         started = time.monotonic()
 
@@ -148,10 +147,7 @@ def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         wait_for(tracker, set(names_), "VMs ready", args.timeout)
         elapsed = max(tracker.first[n] for n in names_) - started
         cpu_used = cpu.used()
-        traffic = measure.difference(
-            measure.api_traffic(measure.apiserver_metrics(api)), traffic_before
-        )
-        requests = measure.apiserver_requests(api) - requests_before
+        requests, traffic = served.used()
         tracker.stop.set()
         return {
             "total_seconds": elapsed,
@@ -215,8 +211,7 @@ def _measure(
         # The stack's own traffic (controller manager, stand-in, leases) is subtracted below.
         background = _background_rate(api)
         cpu_before = measure.cpu_seconds(pid)
-        requests_before = measure.apiserver_requests(api)
-        traffic_before = measure.api_traffic(measure.apiserver_metrics(api))
+        served = measure.APIWindow(api)
         before = measure.scrape(metrics_url)
         cpu = measure.CPUWindow(parts)
         started = time.monotonic()
@@ -224,9 +219,7 @@ def _measure(
         applied = time.monotonic()
         wait_for(tracker, {(n, 1) for n in instances}, "Ready", args.timeout)
         cpu_used = cpu.used()
-        traffic = measure.difference(
-            measure.api_traffic(measure.apiserver_metrics(api)), traffic_before
-        )
+        requests, traffic = served.used()
         ready = sorted(tracker.first[(n, 1)] - started for n in instances)
         after = measure.scrape(metrics_url)
         fleet = {
@@ -240,10 +233,7 @@ def _measure(
                 - measure.total(before, "dbi_step_duration_seconds_count")
             )
             / args.n,
-            "api_requests_per_instance": (
-                measure.apiserver_requests(api) - requests_before - background * ready[-1]
-            )
-            / args.n,
+            "api_requests_per_instance": (requests - background * ready[-1]) / args.n,
             "cpu_seconds": measure.cpu_seconds(pid) - cpu_before,
             "peak_rss_mib": measure.peak_rss_mib(pid),
             "cpu_seconds_by_part": cpu_used,
@@ -272,8 +262,7 @@ def _idle(
 ) -> dict[str, Any]:
     """A window with nothing to do: what the engine (and the stack) does meanwhile."""
     before = measure.scrape(metrics_url)
-    requests_before = measure.apiserver_requests(api)
-    traffic_before = measure.api_traffic(measure.apiserver_metrics(api))
+    served = measure.APIWindow(api)
     cpu = measure.CPUWindow(parts)
     slots = 0.0
     end = time.monotonic() + args.idle
@@ -283,13 +272,11 @@ def _idle(
         time.sleep(1)
     after = measure.scrape(metrics_url)
     cpu_used = cpu.used()
-    traffic = measure.difference(
-        measure.api_traffic(measure.apiserver_metrics(api)), traffic_before
-    )
+    requests, traffic = served.used()
+    requests -= background * args.idle
     minutes = args.idle / 60
     per = args.n * minutes
     passes = measure.total(after, "dbi_passes_total") - measure.total(before, "dbi_passes_total")
-    requests = measure.apiserver_requests(api) - requests_before - background * args.idle
     return {
         "seconds": args.idle,
         "passes_per_instance_minute": passes / per,

@@ -148,6 +148,22 @@ def api_traffic(samples: Samples) -> dict[str, float]:
     return traffic
 
 
+class APIWindow:
+    """What the API server served in a window: requests in all, and requests and watch
+    events by kind (``api_traffic``), from one scrape of its metrics at each end."""
+
+    def __init__(self, api: k8s.ApiClient) -> None:
+        self.api = api
+        self._before = apiserver_metrics(api)
+
+    def used(self) -> tuple[float, dict[str, float]]:
+        after = apiserver_metrics(self.api)
+        requests = total(after, "apiserver_request_total") - total(
+            self._before, "apiserver_request_total"
+        )
+        return requests, difference(api_traffic(after), api_traffic(self._before))
+
+
 def difference(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
     """``after - before`` key by key, leaving out what did not change."""
     changed = {k: v - before.get(k, 0.0) for k, v in after.items()}

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from kubernetes import client as k8s
 from kubernetes import watch
@@ -56,21 +56,14 @@ class VM:
     ready_seen: bool = False
 
 
-class Running(Protocol):
-    def running(self) -> bool: ...
-
-
-def needs_look(vm: Manifest, version: str | None, guest: Running | None, ready: bool) -> bool:
-    """Tell whether the resync should reconcile ``vm`` (pure, but for the guest's process).
-
-    ``version`` is its resourceVersion when last reconciled, ``guest`` its guest (None:
-    never reconciled), ``ready`` whether this boot's guest was seen ready.
-    """
-    if guest is None or vm["metadata"].get("resourceVersion") != version:
+def needs_look(vm: Manifest, state: VM | None) -> bool:
+    """Tell whether the resync should reconcile ``vm`` (pure, but for the guest's
+    process), given what the stand-in remembers of it (None: never reconciled)."""
+    if state is None or vm["metadata"].get("resourceVersion") != state.version:
         return True
     if kubevirt.wants_to_run(vm):
-        return not (guest.running() and ready)  # booting, died, or not started yet
-    return guest.running()  # should stop
+        return not (state.guest.running() and state.ready_seen)  # booting, died, not started
+    return state.guest.running()  # should stop
 
 
 class StandIn:
@@ -143,10 +136,7 @@ class StandIn:
             )
             vms = listed["items"]
             for vm in vms:
-                state = self.vms.get(vm["metadata"]["uid"])
-                guest = None if state is None else state.guest
-                version = None if state is None else state.version
-                if needs_look(vm, version, guest, state is not None and state.ready_seen):
+                if needs_look(vm, self.vms.get(vm["metadata"]["uid"])):
                     self.enqueue(vm["metadata"]["namespace"], vm["metadata"]["name"])
             known = {vm["metadata"]["uid"] for vm in vms}
             for uid in set(self.vms) - known:

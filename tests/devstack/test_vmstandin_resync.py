@@ -4,11 +4,12 @@ orchestrator's cores here, so a VM running as it should is left alone."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from devstack.vmstandin.controller import needs_look
+from devstack.vmstandin.controller import VM, needs_look
+from devstack.vmstandin.guest import Guest as RealGuest
 
 
 @dataclass
@@ -39,4 +40,9 @@ def vm(strategy: str, version: str = "7") -> dict[str, Any]:
 def test_the_resync_looks_at_a_vm_only_when_something_may_have_changed(
     listed: dict[str, Any], version: str | None, guest: Guest | None, ready: bool, look: bool
 ) -> None:
-    assert needs_look(listed, version, guest, ready) is look
+    state = (
+        None
+        if guest is None
+        else VM(guest=cast(RealGuest, guest), version=version, ready_seen=ready)
+    )
+    assert needs_look(listed, state) is look
