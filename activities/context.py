@@ -24,7 +24,9 @@ class PassReads:
     reconcile reads its object once and hands it to each step. A step that acts reads
     afresh and records what it read, so the steps after it see the change. Only the
     ``size`` most recent passes are kept; a pass not found (another worker ran its load,
-    or the worker restarted since) makes the step read the instance itself.
+    or the worker restarted since) makes the step read the instance itself. A step that
+    raises forgets its pass's read: its retry, and the steps after it, read afresh (the
+    read may be why it raised: a conflict, an instance deleted since).
     """
 
     def __init__(self, size: int = 1024) -> None:
@@ -40,6 +42,10 @@ class PassReads:
             self._reads.move_to_end(pass_id)
             while len(self._reads) > self._size:
                 self._reads.popitem(last=False)
+
+    def forget(self, pass_id: str) -> None:
+        with self._lock:
+            self._reads.pop(pass_id, None)
 
     def recall(self, step_input: StepInput) -> Instance | None:
         """The instance the step's pass read, if this process has it and it is the one
@@ -132,7 +138,11 @@ class Step(Activity):
                 instance = load(self.ctx, step_input)
             if instance is None:
                 return gone(step, condition)
-            outcome = self.converge(instance, step_input)
+            try:
+                outcome = self.converge(instance, step_input)
+            except BaseException:
+                self.ctx.passes.forget(step_input.pass_id)
+                raise
             if not _acted(outcome):
                 break
             self._announce(instance, outcome)

@@ -103,6 +103,31 @@ def test_a_step_starts_from_its_pass_read_and_reads_again_after_acting() -> None
     assert actor.ctx.passes.recall(pass_input) is fresh
 
 
+def test_a_step_that_raises_reads_afresh_when_retried() -> None:
+    """A step that raised on the pass's read (a conflict, say) does not retry on that
+    same read: its retry, and the steps after it, read the instance afresh."""
+    pass_input = INPUT.model_copy(update={"pass_id": "run-1/7"})
+    stale, fresh = cast(Instance, _Instance()), cast(Instance, _Instance())
+    seen: list[Instance] = []
+
+    class Conflicted(Scripted):
+        def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
+            seen.append(instance)
+            if instance is stale:
+                raise k8s.ApiException(status=409, reason="Conflict")
+            return super().converge(instance, step_input)
+
+    step = Conflicted((Outcome.SATISFIED, None))
+    step.ctx.passes.remember("run-1/7", stale)
+    step.reads.instance = lambda namespace, name: fresh  # type: ignore[method-assign]
+    with pytest.raises(k8s.ApiException):
+        step.on(pass_input, "vm", "VMProvisioned")
+    assert step.ctx.passes.recall(pass_input) is None
+    assert step.on(pass_input, "vm", "VMProvisioned").outcome is Outcome.SATISFIED
+    assert seen == [stale, fresh]
+    assert step.ctx.passes.recall(pass_input) is fresh
+
+
 @pytest.mark.parametrize(
     "step_input",
     [
