@@ -7,10 +7,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from kubernetes import client as k8s
 from temporalio import activity
 
 from activities.events import emit
-from activities.kube import Instance, Kube
+from activities.kube import Instance, Kube, namespace_terminating
 from dbi.config import Config
 from dbi.status import Event
 from dbi.steps import Outcome, StepInput, StepResult
@@ -70,6 +71,12 @@ class Context:
 # AT_ONCE after that goes to the workflow, whose next pass starts without a timer.
 AT_ONCE = 0.0
 LOOK_AGAIN = 6
+# The reasons any step may report (besides the pass's StepFailed, workflows/pipeline.py).
+INSTANCE_GONE = "InstanceGone"
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+# A step that may not create in a namespace being deleted waits this long; its next pass
+# finds the instance deleted too (the namespace's deletion deletes it) and tears it down.
+NAMESPACE_TERMINATING_WAIT = 1.0
 
 
 def result(
@@ -110,7 +117,20 @@ def load(ctx: Context, step_input: StepInput) -> Instance | None:
 
 def gone(step: str, condition: str) -> StepResult:
     """The result of a step whose instance disappeared: the next load ends the workflow."""
-    return result(step, condition, Outcome.PENDING, "InstanceGone", "The instance is gone.")
+    return result(step, condition, Outcome.PENDING, INSTANCE_GONE, "The instance is gone.")
+
+
+def terminating(step: str, condition: str) -> StepResult:
+    """The result of a step refused because the instance's namespace is being deleted: no
+    use retrying; the next pass tears the instance down."""
+    return result(
+        step,
+        condition,
+        Outcome.PENDING,
+        NAMESPACE_TERMINATING,
+        "The namespace is being deleted; the instance will be torn down.",
+        requeue_after=NAMESPACE_TERMINATING_WAIT,
+    )
 
 
 class Activity:
@@ -140,6 +160,11 @@ class Step(Activity):
                 return gone(step, condition)
             try:
                 outcome = self.converge(instance, step_input)
+            except k8s.ApiException as e:
+                self.ctx.passes.forget(step_input.pass_id)
+                if namespace_terminating(e):
+                    return terminating(step, condition)
+                raise
             except BaseException:
                 self.ctx.passes.forget(step_input.pass_id)
                 raise

@@ -161,6 +161,18 @@ def or_none(read: Callable[[], T]) -> T | None:
         raise
 
 
+def namespace_terminating(e: k8s.ApiException) -> bool:
+    """Tell whether the API server refused to create an object because its namespace is
+    being deleted (403, cause ``NamespaceTerminating``)."""
+    if e.status != 403:
+        return False
+    try:
+        causes = (json.loads(e.body or "{}").get("details") or {}).get("causes") or []
+    except (ValueError, AttributeError):
+        return False
+    return any(c.get("reason") == "NamespaceTerminating" for c in causes if isinstance(c, dict))
+
+
 def api_error(e: k8s.ApiException) -> str:
     """The API server's own words for a failed call: status code and the Status message
     (what was refused, on which object); never the request."""

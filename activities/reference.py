@@ -12,6 +12,7 @@ from types import ModuleType
 
 from activities import (
     access,
+    context,
     credentials,
     health,
     monitoring,
@@ -49,7 +50,10 @@ def table() -> str:
     rows.append(
         f"| (summary) | {summarized} | {_reasons(summary.Reason)}, or the blocking step's |"
     )
-    failed = f"`{runner.STEP_FAILED}` (an activity kept raising), `InstanceGone`"
+    failed = (
+        f"`{runner.STEP_FAILED}` (an activity kept raising), `{context.INSTANCE_GONE}`, "
+        f"`{context.NAMESPACE_TERMINATING}` (may not create in a namespace being deleted)"
+    )
     rows.append(f"| (any step) | its own | {failed} |")
     return "\n".join(rows) + "\n"
 

@@ -11,6 +11,7 @@ from typing import Any, cast
 import psycopg
 import pytest
 from kubernetes import client as k8s
+from temporalio.service import RPCError
 
 from activities.context import Context
 from activities.kube import Kube
@@ -273,3 +274,44 @@ async def test_deletion_leaves_what_the_policy_says(
         )
     remaining = orchestrator.kubectl("get", "dbinstances", "-n", namespace, "-o", "json").stdout
     assert json.loads(remaining)["items"] == []
+
+
+async def test_deleting_the_namespace_of_a_new_instance_tears_it_down(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """`kubectl delete namespace` right after an apply: a step that may no longer create
+    in it waits instead of failing, the instance is torn down, its workflow ends, and the
+    namespace goes away (no finalizer is left behind)."""
+    orchestrator.apply(namespace, "db", SPEC)
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+
+    async def started() -> bool:
+        try:
+            await handle.describe()
+        except RPCError:
+            return False
+        return True
+
+    while not await started():
+        await asyncio.sleep(0.05)
+    core = k8s.CoreV1Api(kube_api)
+    await asyncio.to_thread(core.delete_namespace, namespace)
+    ended = await asyncio.wait_for(handle.result(), 90)
+    assert ended in {"deleted", "the instance no longer exists"}
+
+    def namespace_gone() -> bool:
+        try:
+            core.read_namespace(namespace)
+        except k8s.ApiException as e:
+            return bool(e.status == 404)
+        return False
+
+    await orchestrator.until(namespace_gone, timeout=60, what="the namespace gone")
+    # No step ran out of retries (a local activity's failure is a marker with a failure).
+    failed = [
+        e
+        for e in (await handle.fetch_history()).events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.HasField("failure")
+    ]
+    assert failed == []

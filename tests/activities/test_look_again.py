@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from dataclasses import dataclass
 from typing import cast
@@ -9,7 +10,15 @@ from typing import cast
 import pytest
 from kubernetes import client as k8s
 
-from activities.context import AT_ONCE, LOOK_AGAIN, Context, PassReads, Step, result
+from activities.context import (
+    AT_ONCE,
+    LOOK_AGAIN,
+    NAMESPACE_TERMINATING_WAIT,
+    Context,
+    PassReads,
+    Step,
+    result,
+)
 from activities.kube import Instance, Kube
 from dbi.config import Config
 from dbi.steps import Outcome, StepInput, StepResult
@@ -126,6 +135,42 @@ def test_a_step_that_raises_reads_afresh_when_retried() -> None:
     assert step.on(pass_input, "vm", "VMProvisioned").outcome is Outcome.SATISFIED
     assert seen == [stale, fresh]
     assert step.ctx.passes.recall(pass_input) is fresh
+
+
+TERMINATING = {
+    "kind": "Status",
+    "reason": "Forbidden",
+    "code": 403,
+    "details": {"causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]},
+}
+
+
+@pytest.mark.parametrize(
+    ("body", "waits"),
+    [
+        pytest.param(TERMINATING, True, id="namespace-terminating"),
+        pytest.param({"kind": "Status", "reason": "Forbidden", "code": 403}, False, id="rbac"),
+        pytest.param("not json", False, id="no-status"),
+    ],
+)
+def test_a_step_refused_by_a_terminating_namespace_waits(body: object, waits: bool) -> None:
+    """Creating in a namespace being deleted is refused (403, NamespaceTerminating): the
+    step waits for the teardown instead of failing; any other refusal still raises."""
+    step = Scripted((Outcome.SATISFIED, None))
+
+    def refused(instance: Instance, step_input: StepInput) -> StepResult:
+        error = k8s.ApiException(status=403, reason="Forbidden")
+        error.body = body if isinstance(body, str) else json.dumps(body)
+        raise error
+
+    step.converge = refused  # type: ignore[method-assign]
+    if not waits:
+        with pytest.raises(k8s.ApiException):
+            step.on(INPUT, "credentials", "CredentialsReady")
+        return
+    got = step.on(INPUT, "credentials", "CredentialsReady")
+    assert (got.outcome, got.reason) == (Outcome.PENDING, "NamespaceTerminating")
+    assert got.requeue_after_seconds == NAMESPACE_TERMINATING_WAIT > AT_ONCE
 
 
 @pytest.mark.parametrize(
