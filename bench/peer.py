@@ -16,6 +16,7 @@ import heapq
 import itertools
 import logging
 import os
+import random
 import signal
 import threading
 import time
@@ -199,6 +200,7 @@ class Peer:
             transient_streak=self.streaks[key],
             at_once_streak=self.at_once.get(key, 0),
             pending_streak=self.pending[key].count,
+            spread=random.random(),  # noqa: S311 (a jitter, not a secret)
         )
         self.at_once[key] = self.at_once.get(key, 0) + 1 if wait.at_once else 0
         return wait.timeout.total_seconds() if wait.timeout is not None else None

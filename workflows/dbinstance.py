@@ -139,6 +139,7 @@ class DBInstanceWorkflow:
                     transient_streak=self.s.transient_streak,
                     at_once_streak=self.s.at_once_streak,
                     pending_streak=self.s.pending.count,
+                    spread=workflow.random().random(),
                 )
                 self.s.at_once_streak = self.s.at_once_streak + 1 if wait.at_once else 0
                 if self._should_continue_as_new():

@@ -4,7 +4,9 @@ Durable timers replace RequeueAfter: Pending waits for the step's requeue hint (
 at all for a hint of 0: the step has just changed something, and the next pass looks;
 doubled for each pass in a row that found the same step waiting for the same reason,
 up to PENDING_CAP, since the watcher's wake, not the timer, is what brings a pass
-promptly once the world changes), Ready for healthCheckInterval, Transient backs off
+promptly once the world changes), Ready for healthCheckInterval (lengthened by up to
+HEALTH_SPREAD of it, at random: a fleet that became Ready together does not re-check
+together), Transient backs off
 exponentially up to a cap, and Terminal waits with no timer at all, until a new
 generation or a ``retry`` signal. A ``wake`` signal ends every wait but Terminal's early.
 """
@@ -28,6 +30,11 @@ AT_ONCE_FALLBACK = timedelta(seconds=1)
 # its machine on passes that find the same thing, while a change no event announces
 # (PostgreSQL inside a running VM starting to answer) is still seen within this.
 PENDING_CAP = timedelta(seconds=10)
+# A Ready instance waits its healthCheckInterval plus up to this fraction of it, drawn
+# for each wait: the re-checks of instances that became Ready at the same moment drift
+# apart instead of arriving as one wave (client-go's JitterUntil does the same for
+# periodic work). Never shorter than the interval: one pass per interval at most.
+HEALTH_SPREAD = 0.1
 BACKOFF_BASE = timedelta(seconds=5)
 BACKOFF_CAP = timedelta(minutes=5)
 
@@ -59,15 +66,21 @@ def next_wait(
     transient_streak: int,
     at_once_streak: int = 0,
     pending_streak: int = 1,
+    spread: float = 0.0,
 ) -> Wait:
     """Return how the workflow waits after ``report``; ``at_once_streak`` is how many
     passes in a row just before it were followed by no wait at all, ``pending_streak``
     how many in a row, this one included, found the same step Pending for the same
-    reason (``PendingStreak``)."""
+    reason (``PendingStreak``); ``spread``, in [0, 1), says how much of HEALTH_SPREAD a
+    Ready wait adds (the caller draws it at random)."""
     blocking = report.blocking
     if blocking is None:
         interval = timedelta(seconds=snapshot.health_check_interval_seconds)
-        return Wait(interval, f"ready: re-check in {_human(interval)}", wake_on_any_signal=True)
+        extra = timedelta(seconds=round(interval.total_seconds() * HEALTH_SPREAD * spread, 1))
+        summary = f"ready: re-check in {_human(interval)}"
+        if extra >= timedelta(seconds=1):
+            summary += f" (+{int(extra.total_seconds())}s spread)"
+        return Wait(interval + extra, summary, wake_on_any_signal=True)
     if blocking.outcome is Outcome.TERMINAL:
         return Wait(
             None,

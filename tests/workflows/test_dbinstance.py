@@ -190,15 +190,16 @@ async def test_transient_backoff_grows_and_is_capped(time_env: WorkflowEnvironme
 
 
 async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnvironment) -> None:
-    """A Ready instance is looked at again every healthCheckInterval, and not before."""
+    """A Ready instance is looked at again after its healthCheckInterval, not before, and
+    at most a tenth later (the spread that keeps a fleet's re-checks apart)."""
     world = World(interval_seconds=60)
     async with running(time_env, world) as handle:
         await settled(handle, 1)
         await time_env.sleep(59)
         await _quiet(world, 1)
-        await time_env.sleep(2)
+        await time_env.sleep(8)
         await until(lambda: len(world.reports) == 2)
-        assert _gaps(world) == [60]
+        assert 60 <= _gaps(world)[0] <= 66
         assert all(len(p) == len(ALL) for p in world.passes())
 
 

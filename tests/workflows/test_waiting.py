@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 
 import pytest
@@ -11,6 +12,7 @@ from dbi.steps import InstanceSnapshot, Outcome
 from tests.dbi.test_status import converged, until
 from workflows.waiting import (
     AT_ONCE_LIMIT,
+    HEALTH_SPREAD,
     PENDING_CAP,
     PendingStreak,
     backoff,
@@ -66,6 +68,42 @@ def test_the_wait_follows_the_outcome(
     """Ready waits the interval, Pending its hint, Transient its back-off, Terminal no timer."""
     wait = next_wait(pass_, SNAPSHOT, transient_streak=3)
     assert (wait.timeout, wait.wake_on_any_signal) == (timeout, any_signal)
+
+
+def test_a_ready_wait_is_the_interval_lengthened_by_at_most_its_spread() -> None:
+    """Never before the interval (one pass per interval at most), never later than a
+    tenth past it; the UI's summary says the interval and the spread added."""
+    interval = timedelta(seconds=120)
+    waits = [
+        next_wait(converged(), SNAPSHOT, transient_streak=0, spread=s) for s in (0, 0.5, 0.999)
+    ]
+    assert [w.timeout for w in waits] == [
+        interval,
+        interval * (1 + HEALTH_SPREAD / 2),
+        timedelta(seconds=round(120 * (1 + HEALTH_SPREAD * 0.999), 1)),
+    ]
+    assert [w.summary for w in waits] == [
+        "ready: re-check in 2m",
+        "ready: re-check in 2m (+6s spread)",
+        "ready: re-check in 2m (+12s spread)",
+    ]
+
+
+def test_a_fleet_ready_at_once_rechecks_spread_out() -> None:
+    """100 instances Ready at the same moment: after a few intervals their re-checks
+    are spread over several seconds, not one wave (the spreads are drawn at random)."""
+    draws = random.Random(7)  # noqa: S311 (a jitter, not a secret)
+    due = [0.0] * 100
+    for _ in range(4):
+        due = [
+            d
+            + next_wait(
+                converged(), SNAPSHOT, transient_streak=0, spread=draws.random()
+            ).timeout.total_seconds()  # type: ignore[union-attr]
+            for d in due
+        ]
+    assert max(due) - min(due) > 120 * HEALTH_SPREAD
+    assert min(due) >= 4 * 120
 
 
 def test_a_step_that_just_changed_something_is_looked_at_again_at_once() -> None:
