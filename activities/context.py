@@ -160,13 +160,10 @@ class Step(Activity):
                 return gone(step, condition)
             try:
                 outcome = self.converge(instance, step_input)
-            except k8s.ApiException as e:
+            except BaseException as e:
                 self.ctx.passes.forget(step_input.pass_id)
-                if namespace_terminating(e):
+                if isinstance(e, k8s.ApiException) and namespace_terminating(e):
                     return terminating(step, condition)
-                raise
-            except BaseException:
-                self.ctx.passes.forget(step_input.pass_id)
                 raise
             if not _acted(outcome):
                 break

@@ -285,15 +285,15 @@ async def test_deleting_the_namespace_of_a_new_instance_tears_it_down(
     orchestrator.apply(namespace, "db", SPEC)
     handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
 
-    async def started() -> bool:
-        try:
-            await handle.describe()
-        except RPCError:
-            return False
-        return True
+    async def started() -> None:
+        while True:
+            try:
+                await handle.describe()
+                return
+            except RPCError:
+                await asyncio.sleep(0.05)
 
-    while not await started():
-        await asyncio.sleep(0.05)
+    await asyncio.wait_for(started(), 30)
     core = k8s.CoreV1Api(kube_api)
     await asyncio.to_thread(core.delete_namespace, namespace)
     ended = await asyncio.wait_for(handle.result(), 90)
