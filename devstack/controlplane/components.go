@@ -72,7 +72,7 @@ func runAPIServer(ctx context.Context, port int, etcd string, p pki, extra []str
 
 // runControllerManager runs kube-controller-manager with only the controllers the
 // local stack needs: garbage collection (owner references), namespace deletion, and
-// PVC protection (which lets a deleted PVC go).
+// PVC and PV protection (which let a deleted claim or volume go once nothing uses it).
 func runControllerManager(ctx context.Context, kubeconfig string) error {
 	s, err := kcmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
@@ -86,8 +86,10 @@ func runControllerManager(ctx context.Context, kubeconfig string) error {
 	args := []string{
 		"--kubeconfig=" + kubeconfig,
 		// pvc-protection releases a deleted PVC once no pod uses it (the stand-in's
-		// VMs run no pods), as in a real cluster.
-		"--controllers=garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller",
+		// VMs run no pods), pv-protection a deleted PV once it is not Bound, as in a
+		// real cluster (the stand-in plays the provisioner and the PV binder).
+		"--controllers=garbage-collector-controller,namespace-controller," +
+			"persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
 		"--secure-port=0",

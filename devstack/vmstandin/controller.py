@@ -3,12 +3,13 @@
 Dev and test infrastructure, never used in production. It watches VirtualMachines,
 their VMIs and all PVCs on the local control plane, and for each VM that should run
 boots a real PostgreSQL (``guest.Guest``) on the VM's own loopback address, writing
-VMI and VM status as KubeVirt does. It binds PVCs and expands them when their request
-grows. Work is level-driven: every VM is reconciled on each event of it or its VMI, and
-a short resync reconciles each VM that may need it (``needs_look``): one not yet
-reconciled as it is now, a guest booting (its readiness comes with no event), a guest
-that has died or that should not run. A VM running as it should is left alone, as
-KubeVirt's virt-handler does not poll the guest of a VM that has not changed: the guests
+VMI and VM status as KubeVirt does. It plays the storage provisioner too
+(``storage.py``): volumes for claims, bound, expanded and reclaimed. Work is
+level-driven: every VM is reconciled on each event of it or its VMI, and a short resync
+reconciles each VM that may need it (``needs_look``): one not yet reconciled as it is
+now, a guest booting (its readiness comes with no event), a guest that has died or that
+should not run. A VM running as it should is left alone, as KubeVirt's virt-handler does
+not poll the guest of a VM that has not changed: the guests
 share the cores of the orchestrator on this machine.
 """
 
@@ -18,7 +19,6 @@ import base64
 import json
 import logging
 import queue
-import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,11 +30,11 @@ from kubernetes import client as k8s
 from kubernetes import watch
 
 from dbi.bootstrap import USERDATA_KEY, Bootstrap, from_userdata
-from dbi.quantity import parse_quantity
 from devstack.vmstandin import kubevirt
 from devstack.vmstandin.addresses import Addresses
 from devstack.vmstandin.guest import Guest, make_traversable
 from devstack.vmstandin.kubevirt import Manifest
+from devstack.vmstandin.storage import Storage
 
 log = logging.getLogger("devstack.vmstandin")
 
@@ -75,6 +75,7 @@ class StandIn:
         self.disks = data_dir / "disks"
         self.disks.mkdir(parents=True, exist_ok=True)
         make_traversable(self.disks)
+        self.storage = Storage(self.core, k8s.StorageV1Api(api), self.disks)
         self.addresses = Addresses(data_dir / "addresses.json")
         self.vms: dict[str, VM] = {}
         self.queue: queue.Queue[tuple[str, str]] = queue.Queue()
@@ -169,7 +170,10 @@ class StandIn:
 
     def _on_event(self, kind: str, obj: Any) -> None:
         if kind == "pvcs":
-            self.bind(obj)
+            try:
+                self.bind(obj)
+            except k8s.ApiException as e:  # one claim's trouble must not stop the watch
+                log.warning("while binding claim %s: %s", obj.metadata.name, e.reason)
             return
         meta = obj["metadata"]
         self.enqueue(meta["namespace"], meta["name"])
@@ -177,37 +181,16 @@ class StandIn:
     # Storage --------------------------------------------------------------------
 
     def bind(self, pvc: Any) -> None:
-        """Bind a PVC and give it the capacity it requests (expanding, never shrinking)."""
-        if pvc.metadata.deletion_timestamp is not None:
-            return
-        requested = (pvc.spec.resources.requests or {}).get("storage")
-        status = pvc.status
-        capacity = (status.capacity or {}).get("storage") if status else None
-        if status is not None and status.phase == "Bound" and capacity == requested:
-            return
-        if capacity and requested and parse_quantity(requested) < parse_quantity(capacity):
-            return  # Kubernetes refuses shrinking; keep what the disk has
-        body = {
-            "status": {
-                "phase": "Bound",
-                "accessModes": pvc.spec.access_modes or ["ReadWriteOnce"],
-                "capacity": {"storage": requested},
-            }
-        }
-        self.core.patch_namespaced_persistent_volume_claim_status(
-            pvc.metadata.name, pvc.metadata.namespace, body
-        )
+        """Provision, bind and expand a claim's volume (``storage.Storage.bind``)."""
+        self.storage.bind(pvc)
 
     def _collect_disks(self) -> None:
-        """Remove the disks of PVCs (and claim-less VMs) that no longer exist."""
-        claims = self.core.list_persistent_volume_claim_for_all_namespaces().items
+        """Reclaim volumes whose claims are gone and remove the disks of deleted volumes
+        (and of claim-less VMs that no longer exist), but never a running guest's."""
         vms = dict(self.vms)  # a copy: reconciling threads add VMs meanwhile
-        live = {f"pvc-{_uid(c)}" for c in claims} | {f"vm-{uid}" for uid in vms}
-        in_use = {vm.guest.disk.name for vm in vms.values() if vm.guest.running()}
-        for disk in self.disks.iterdir():
-            if disk.name not in live and disk.name not in in_use:
-                log.info("disk %s is gone with its claim", disk.name)
-                shutil.rmtree(disk, ignore_errors=True)
+        keep = {f"vm-{uid}" for uid in vms}
+        keep |= {vm.guest.disk.name for vm in vms.values() if vm.guest.running()}
+        self.storage.reclaim(keep)
 
     # One VM ---------------------------------------------------------------------
 
@@ -217,6 +200,8 @@ class StandIn:
         if vm is None or vm["metadata"].get("deletionTimestamp"):
             return
         state = self._state(vm)
+        if state is None:
+            return  # its data claim is not bound yet; the resync looks again
         state.version = vm["metadata"].get("resourceVersion")
         vmi = self._get(namespace, name, "virtualmachineinstances")
         if not kubevirt.wants_to_run(vm):
@@ -232,11 +217,19 @@ class StandIn:
             return
         self._observe(vm, state, vmi)
 
-    def _state(self, vm: Manifest) -> VM:
+    def _state(self, vm: Manifest) -> VM | None:
+        """What the stand-in keeps of the VM; None while its data claim is not bound (the
+        guest's disk is the claim's volume)."""
         uid = vm["metadata"]["uid"]
         if uid not in self.vms:
             claim = kubevirt.data_claim(kubevirt.template_spec(vm))
-            disk = self.disks / (f"pvc-{self._claim_uid(vm, claim)}" if claim else f"vm-{uid}")
+            disk = (
+                self.storage.disk_of(vm["metadata"]["namespace"], claim)
+                if claim
+                else self.disks / f"vm-{uid}"
+            )
+            if disk is None:
+                return None
             self.vms[uid] = VM(
                 guest=Guest(
                     disk=disk,
@@ -247,10 +240,6 @@ class StandIn:
                 )
             )
         return self.vms[uid]
-
-    def _claim_uid(self, vm: Manifest, claim: str) -> str:
-        pvc = self.core.read_namespaced_persistent_volume_claim(claim, vm["metadata"]["namespace"])
-        return _uid(pvc)
 
     def _halt(self, vm: Manifest, state: VM, vmi: Manifest | None) -> None:
         if state.guest.running():
@@ -424,7 +413,3 @@ def _signature(status: Manifest) -> str:
         for c in status.get("conditions", [])
     ]
     return json.dumps({**status, "conditions": conditions}, sort_keys=True)
-
-
-def _uid(obj: Any) -> str:
-    return str(obj.metadata.uid) if obj.metadata is not None else ""

@@ -29,8 +29,15 @@ class VMs:
         self.namespace = namespace
 
     def create(
-        self, name: str, *, strategy: str = "Always", sockets: int = 1, storage: str = "1Gi"
+        self,
+        name: str,
+        *,
+        strategy: str = "Always",
+        sockets: int = 1,
+        storage: str = "1Gi",
+        volume: str | None = None,
     ) -> None:
+        """Create a VM with its cloud-init Secret and data claim (for ``volume``, if named)."""
         userdata = to_userdata(Bootstrap(admin_password=SecretStr(PASSWORD)))
         meta = k8s.V1ObjectMeta(name=f"{name}-cloudinit")
         self.core.create_namespaced_secret(
@@ -41,6 +48,7 @@ class VMs:
             spec=k8s.V1PersistentVolumeClaimSpec(
                 access_modes=["ReadWriteOnce"],
                 resources=k8s.V1VolumeResourceRequirements(requests={"storage": storage}),
+                volume_name=volume,
             ),
         )
         self.core.create_namespaced_persistent_volume_claim(self.namespace, claim)
@@ -134,11 +142,6 @@ def show(address: str, setting: str) -> str:
         row = conn.execute(f"SHOW {setting}").fetchone()  # a fixed setting name of this test
     assert row is not None
     return str(row[0])
-
-
-@pytest.fixture
-def vms(kube_api: Any, namespace: str) -> VMs:
-    return VMs(kube_api, namespace)
 
 
 def test_a_vm_boots_postgres_that_takes_the_bootstrap_password(vms: VMs) -> None:
