@@ -17,11 +17,13 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from dbi import environment, names
-from dbi.models import DBInstance
+from dbi.models import DBInstance, DeletionPolicy
 
 Manifest = dict[str, Any]
 T = TypeVar("T")
 APPLY = "application/apply-patch+yaml"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 VERSION = importlib.metadata.version("dbi")
 KUBEVIRT = ("kubevirt.io", "v1")
 
@@ -62,6 +64,18 @@ class Instance:
     def name(self) -> str:
         return str(self.model.metadata["name"])
 
+    @property
+    def retains(self) -> bool:
+        """Whether deletionPolicy is Retain: the VM, its data disk and the Secrets they
+        need outlive the instance."""
+        return self.model.spec.deletion_policy is DeletionPolicy.RETAIN
+
+    @property
+    def adopts(self) -> str | None:
+        """The UID of a deleted instance whose retained objects this one may take over."""
+        annotations = self.model.metadata.get("annotations") or {}
+        return annotations.get(names.ADOPT_ANNOTATION) or None
+
     def owner_reference(self) -> Manifest:
         """Return the owner reference every child carries (the instance is its controller)."""
         return {
@@ -73,14 +87,22 @@ class Instance:
             "blockOwnerDeletion": True,
         }
 
-    def child_metadata(self, name: str, **extra: Any) -> Manifest:
-        return {
+    def child_metadata(self, name: str, *, kept: bool = False, **extra: Any) -> Manifest:
+        """Return a child's metadata: the instance label and UID annotation, and an owner
+        reference unless the child is one deletionPolicy Retain keeps (``kept``) and the
+        policy is Retain: the garbage collector must not follow a reference to what no
+        deletion path may take (docs/steps.md, "Ownership and deletion")."""
+        annotations = {names.INSTANCE_UID_ANNOTATION: self.uid, **extra.pop("annotations", {})}
+        metadata: Manifest = {
             "name": name,
             "namespace": self.namespace,
             "labels": {names.INSTANCE_LABEL: self.name},
-            "ownerReferences": [self.owner_reference()],
+            "annotations": annotations,
             **extra,
         }
+        if not (kept and self.retains):
+            metadata["ownerReferences"] = [self.owner_reference()]
+        return metadata
 
 
 class Kube:
@@ -142,6 +164,43 @@ class Kube:
             meta["name"], meta["namespace"], manifest, **_APPLY
         )
 
+    def patch(self, kind: str, namespace: str, name: str, body: Any) -> None:
+        """Patch a child of ``kind``: a JSON patch when ``body`` is a list, else a JSON
+        merge patch (lists replaced whole, ``None`` removes a field), for every kind."""
+        content = JSON_PATCH if isinstance(body, list) else MERGE_PATCH
+        if kind in CUSTOM_KINDS:
+            group, version, plural = CUSTOM_KINDS[kind]
+            self.objects.patch_namespaced_custom_object(
+                group, version, namespace, plural, name, body, _content_type=content
+            )
+        else:
+            method = getattr(self.core, f"patch_namespaced_{CORE_KINDS[kind]}")
+            method(name, namespace, body, _content_type=content)
+
+    def delete(self, kind: str, namespace: str, name: str) -> None:
+        """Delete a child of ``kind``; one already gone is fine."""
+        if kind in CUSTOM_KINDS:
+            group, version, plural = CUSTOM_KINDS[kind]
+            or_none(
+                lambda: self.objects.delete_namespaced_custom_object(
+                    group, version, namespace, plural, name
+                )
+            )
+        else:
+            method = getattr(self.core, f"delete_namespaced_{CORE_KINDS[kind]}")
+            or_none(lambda: method(name, namespace))
+
+
+# The kinds of an instance's children, by the API that serves them.
+CUSTOM_KINDS = {
+    "VirtualMachine": (*KUBEVIRT, "virtualmachines"),
+    "ServiceMonitor": ("monitoring.coreos.com", "v1", "servicemonitors"),
+}
+CORE_KINDS = {
+    "Secret": "secret",
+    "PersistentVolumeClaim": "persistent_volume_claim",
+    "Service": "service",
+}
 
 # Server-side apply, as the orchestrator: it owns (and forces) the fields it sets.
 _APPLY: dict[str, Any] = {

@@ -40,7 +40,7 @@ def vm(
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
-        "metadata": instance.child_metadata(instance.name),
+        "metadata": instance.child_metadata(instance.name, kept=True),
         "spec": {
             "runStrategy": run_strategy,
             "template": {
@@ -86,7 +86,7 @@ def data_claim(instance: Instance, *, image: str) -> Manifest:
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
         "metadata": instance.child_metadata(
-            data_claim_name(instance), annotations={IMAGE_ANNOTATION: image}
+            data_claim_name(instance), kept=True, annotations={IMAGE_ANNOTATION: image}
         ),
         "spec": {
             "accessModes": ["ReadWriteOnce"],

@@ -2,22 +2,21 @@
 
 When enabled: the Service ``<name>-metrics`` (selecting the VM's pods by the instance
 label) and a ServiceMonitor for it, applied when missing or different (Pending), then
-Satisfied. A cluster without the ServiceMonitor API gets the Service only, and says so
-in the reason (no failure loop). When disabled: both are deleted (Pending), then
+Satisfied. Either name held by an object that is not the instance's stops the step
+(``activities.ownership``). A cluster without the ServiceMonitor API gets the Service
+only, and says so in the reason (no failure loop). When disabled: both are deleted (Pending), then
 Satisfied.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities import manifests
+from activities import manifests, ownership
 from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import Instance, Manifest
 from dbi import names
@@ -71,6 +70,7 @@ class Observation:
     monitor_api: bool
     monitor_ok: bool
     monitor_exists: bool
+    children: tuple[ownership.Child, ...] = ()
 
 
 def decide(obs: Observation) -> StepResult:
@@ -135,24 +135,12 @@ def _monitor(ctx: Context, instance: Instance) -> tuple[bool, Manifest | None]:
     )
 
 
-def delete_all(ctx: Context, instance: Instance) -> None:
-    """Delete the metrics Service and ServiceMonitor; absent ones are fine."""
-    name = service_name(instance)
-    with _absent_is_fine():
-        ctx.kube.core.delete_namespaced_service(name, instance.namespace)
-    with _absent_is_fine():
-        ctx.kube.objects.delete_namespaced_custom_object(
-            *MONITORING, instance.namespace, "servicemonitors", name
-        )
-
-
-@contextlib.contextmanager
-def _absent_is_fine() -> Iterator[None]:
-    try:
-        yield
-    except k8s.ApiException as e:
-        if e.status != 404:
-            raise
+def delete_ours(ctx: Context, instance: Instance, obs: Observation) -> None:
+    """Delete the metrics Service and ServiceMonitor that are the instance's; absent ones
+    are fine, and one that is not the instance's is left alone."""
+    for child in obs.children:
+        if ownership.classify(child, instance.uid) is ownership.Claim.OURS:
+            ctx.kube.delete(child.kind, instance.namespace, child.name)
 
 
 def observe(ctx: Context, instance: Instance) -> Observation:
@@ -168,6 +156,12 @@ def observe(ctx: Context, instance: Instance) -> Observation:
         monitor_ok=monitor is not None
         and manifests.covers(service_monitor(instance)["spec"], monitor.get("spec")),
         monitor_exists=monitor is not None,
+        children=(
+            ownership.Child("Service", service_name(instance), ownership.meta_of(svc, ctx.kube)),
+            ownership.Child(
+                "ServiceMonitor", service_name(instance), ownership.meta_of(monitor, ctx.kube)
+            ),
+        ),
     )
 
 
@@ -178,9 +172,12 @@ class Monitoring(Step):
 
     def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         obs = observe(self.ctx, instance)
+        refused = ownership.gate(self.ctx.kube, STEP, CONDITION, instance, list(obs.children))
+        if refused is not None:
+            return refused
         decision = decide(obs)
         if decision.reason == Reason.REMOVED:
-            delete_all(self.ctx, instance)
+            delete_ours(self.ctx, instance, obs)
         elif decision.reason == Reason.APPLIED:
             kube = self.ctx.kube
             svc = service(instance, self.ctx.config.exporter_port)

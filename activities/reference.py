@@ -16,9 +16,11 @@ from activities import (
     credentials,
     health,
     monitoring,
+    ownership,
     power,
     preflight,
     resize,
+    retention,
     teardown,
     vm,
 )
@@ -29,7 +31,8 @@ from workflows import pipeline as runner
 START, END = "<!-- reference:start -->", "<!-- reference:end -->"
 
 _MODULES: dict[str, ModuleType] = {
-    m.STEP: m for m in (preflight, credentials, vm, power, resize, health, access, monitoring)
+    m.STEP: m
+    for m in (preflight, credentials, vm, power, resize, retention, health, access, monitoring)
 }
 
 
@@ -55,6 +58,11 @@ def table() -> str:
         f"`{context.NAMESPACE_TERMINATING}` (may not create in a namespace being deleted)"
     )
     rows.append(f"| (any step) | its own | {failed} |")
+    rows.append(
+        "| (credentials, vm, retention, monitoring) | its own | "
+        f"{_reasons(ownership.Reason)} (an object with a child's name that is not the "
+        "instance's: [ownership](#ownership-and-deletion)) |"
+    )
     return "\n".join(rows) + "\n"
 
 

@@ -14,6 +14,7 @@ from activities.monitoring import Monitoring
 from activities.power import Power
 from activities.preflight import Preflight
 from activities.resize import Resize
+from activities.retention import Retention
 from activities.rotation import RotateCredentials
 from activities.status import WriteStatus
 from activities.teardown import TeardownFinalizer, TeardownMonitoring, TeardownVM
@@ -25,6 +26,7 @@ STEPS = (
     VM,
     Power,
     Resize,
+    Retention,
     Health,
     Access,
     Monitoring,

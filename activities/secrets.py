@@ -33,6 +33,12 @@ def cloudinit_name(instance: Instance) -> str:
     return f"{instance.name}-cloudinit"
 
 
+def kept(instance: Instance, name: str) -> bool:
+    """Whether deletionPolicy Retain keeps the Secret: the VM boots from cloud-init and
+    is managed as the admin, so both stay with it."""
+    return name in (admin_name(instance), cloudinit_name(instance))
+
+
 def new_password() -> str:
     """Return a strong password (192 random bits, URL-safe)."""
     return secrets.token_urlsafe(24)
@@ -46,6 +52,7 @@ class Read:
     data: dict[str, str]
     annotations: dict[str, str]
     resource_version: str | None = None
+    meta: Manifest | None = None  # None: there is no such Secret
 
     @property
     def password(self) -> str:
@@ -63,6 +70,7 @@ def read(kube: Kube, namespace: str, name: str) -> Read:
         data=data,
         annotations=dict(meta.annotations or {}),
         resource_version=meta.resource_version,
+        meta=dict(kube.api.sanitize_for_serialization(meta) or {}),
     )
 
 
@@ -75,12 +83,12 @@ def apply(
     uid: str | None,
     annotations: dict[str, str] | None = None,
 ) -> k8s.V1Secret:
-    """Apply a Secret owned by the instance with exactly ``data`` (naming ``uid`` if read)."""
-    metadata: Manifest = instance.child_metadata(name)
+    """Apply a Secret of the instance with exactly ``data`` (naming ``uid`` if read)."""
+    metadata: Manifest = instance.child_metadata(
+        name, kept=kept(instance, name), annotations=annotations or {}
+    )
     if uid is not None:
         metadata["uid"] = uid
-    if annotations:
-        metadata["annotations"] = annotations
     manifest: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Secret",

@@ -1,24 +1,25 @@
 """The teardown pipeline, run once the DBInstance is being deleted.
 
-teardown_monitoring removes the metrics objects; teardown_vm deletes the VM and its
-data disk (``deletionPolicy: Delete``) or releases them, with the cloud-init and admin
-Secrets the VM needs to boot and be managed, by removing our owner references
-(``Retain``); teardown_finalizer removes the finalizer last, and the
-instance is gone. Each is Pending until what it asked for is observed done.
+teardown_monitoring removes the metrics objects; teardown_vm deletes the VM, its data
+disk and the instance's Secrets (``deletionPolicy: Delete``), or keeps the VM, its data
+disk and volume, and the cloud-init and admin Secrets the VM needs to boot and be
+managed, released from the instance, and deletes the app credentials Secret
+(``Retain``); teardown_finalizer removes the finalizer last, and the instance is gone.
+Each touches only the instance's own objects (``activities.ownership``) and does not
+lean on the garbage collector, whichever cascade the deletion asked for; each is
+Pending until what it asked for is observed done.
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from kubernetes import client as k8s
 from temporalio import activity
 
-from activities import manifests, monitoring, secrets
+from activities import manifests, monitoring, ownership, retention, secrets
 from activities.context import Activity, gone, load, result
-from activities.kube import KUBEVIRT, Instance, Manifest
+from activities.kube import KUBEVIRT, Instance
 from dbi import names
-from dbi.models import DeletionPolicy
 from dbi.steps import Outcome, StepInput, StepResult
 
 
@@ -41,8 +42,9 @@ class TeardownMonitoring(Activity):
         if instance is None:
             return gone(self.STEP, self.CONDITION)
         obs = monitoring.observe(self.ctx, instance)
-        if obs.service_exists or obs.monitor_exists:
-            monitoring.delete_all(self.ctx, instance)
+        ours = [c for c in obs.children if ownership.classify(c, instance.uid) is OURS]
+        if ours:
+            monitoring.delete_ours(self.ctx, instance, obs)
             return result(
                 self.STEP,
                 self.CONDITION,
@@ -60,12 +62,14 @@ class TeardownMonitoring(Activity):
         )
 
 
-def _owned(meta: Manifest | None, uid: str) -> bool:
-    refs: list[Manifest] = (meta or {}).get("ownerReferences") or []
-    return any(r.get("uid") == uid for r in refs)
+OURS = ownership.Claim.OURS
 
 
 class TeardownVM(Activity):
+    """Delete the VM, its data disk and the instance's Secrets (Delete), or release what
+    Retain keeps and delete the rest (Retain). Only the instance's own objects are
+    touched; each is Pending until what it asked for is observed done."""
+
     STEP, CONDITION = "teardown_vm", "VMReleased"
 
     @activity.defn(name=STEP)
@@ -73,87 +77,97 @@ class TeardownVM(Activity):
         instance = load(self.ctx, step_input)
         if instance is None:
             return gone(self.STEP, self.CONDITION)
-        kube = self.ctx.kube
-        vm = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
-        claim = kube.pvc(instance.namespace, manifests.data_claim_name(instance))
-        if instance.model.spec.deletion_policy is DeletionPolicy.RETAIN:
-            return self._release(instance, vm, claim)
-        if vm is None and claim is None:
+        kept, rest = self._children(instance)
+        if not instance.retains:
+            return self._delete(instance, [c for c in (*kept, *rest) if c.meta is not None])
+        return self._release(instance, kept, rest)
+
+    def _children(self, instance: Instance) -> tuple[list[ownership.Child], list[ownership.Child]]:
+        """The instance's own children this step looks after: those Retain keeps, the rest."""
+        kube, ns = self.ctx.kube, instance.namespace
+        vm = kube.get_custom(*KUBEVIRT, ns, "virtualmachines", instance.name)
+        claim = kube.pvc(ns, manifests.data_claim_name(instance))
+
+        def secret(name: str) -> ownership.Child:
+            return ownership.Child("Secret", name, ownership.meta_of(kube.secret(ns, name), kube))
+
+        kept = [
+            ownership.Child("VirtualMachine", instance.name, ownership.meta_of(vm, kube)),
+            ownership.Child(
+                "PersistentVolumeClaim",
+                manifests.data_claim_name(instance),
+                ownership.meta_of(claim, kube),
+            ),
+            secret(secrets.cloudinit_name(instance)),
+            secret(secrets.admin_name(instance)),
+        ]
+        rest = [secret(secrets.app_name(instance))]
+        ours = [c for c in kept if ownership.classify(c, instance.uid) is OURS]
+        return ours, [c for c in rest if ownership.classify(c, instance.uid) is OURS]
+
+    def _delete(self, instance: Instance, ours: list[ownership.Child]) -> StepResult:
+        if not ours:
             return result(
                 self.STEP,
                 self.CONDITION,
                 Outcome.SATISFIED,
                 Reason.DELETED,
-                "The VM and its data disk are deleted.",
+                "The VM, its data disk and the instance's Secrets are deleted.",
             )
-        if vm is not None:
-            kube.objects.delete_namespaced_custom_object(
-                *KUBEVIRT, instance.namespace, "virtualmachines", instance.name
-            )
-        if claim is not None:
-            kube.core.delete_namespaced_persistent_volume_claim(
-                manifests.data_claim_name(instance), instance.namespace
-            )
+        for child in ours:
+            if not child.meta or not child.meta.get("deletionTimestamp"):
+                self.ctx.kube.delete(child.kind, instance.namespace, child.name)
         return result(
             self.STEP,
             self.CONDITION,
             Outcome.PENDING,
             Reason.DELETING,
-            "The VM and its data disk are being deleted.",
+            "The VM, its data disk and the instance's Secrets are being deleted.",
             requeue_after=1,
         )
 
     def _release(
-        self,
-        instance: Instance,
-        vm: Manifest | None,
-        claim: k8s.V1PersistentVolumeClaim | None,
+        self, instance: Instance, kept: list[ownership.Child], rest: list[ownership.Child]
     ) -> StepResult:
-        """Remove our owner references from the VM, its disk, and the Secrets it boots
-        and is managed with (cloud-init, admin), so the garbage collector keeps them."""
-        kube, ns = self.ctx.kube, instance.namespace
-        owned: list[tuple[str, str]] = []
-        if vm is not None and _owned(vm.get("metadata"), instance.uid):
-            owned.append(("vm", instance.name))
-        if claim is not None and _owned(
-            kube.api.sanitize_for_serialization(claim.metadata), instance.uid
-        ):
-            owned.append(("pvc", manifests.data_claim_name(instance)))
-        for name in (secrets.cloudinit_name(instance), secrets.admin_name(instance)):
-            found = kube.secret(ns, name)
-            if found is not None and _owned(
-                kube.api.sanitize_for_serialization(found.metadata), instance.uid
-            ):
-                owned.append(("secret", name))
-        if not owned:
+        """Take the instance's owner references off what Retain keeps (marking it with the
+        instance's UID, as new children are), set its volume to reclaimPolicy Retain, and
+        delete the rest (the app credentials Secret)."""
+        kube = self.ctx.kube
+        held = [c for c in kept if c.owned_by(instance.uid)]
+        for child in held:
+            others = [r for r in child.owners() if r.get("uid") != instance.uid]
+            kube.patch(
+                child.kind,
+                instance.namespace,
+                child.name,
+                {
+                    "metadata": {
+                        "ownerReferences": others or None,
+                        "annotations": {names.INSTANCE_UID_ANNOTATION: instance.uid},
+                        "resourceVersion": (child.meta or {}).get("resourceVersion"),
+                    }
+                },
+            )
+        volume_pending = retention.protect_volume(self.ctx, instance)
+        self._delete(instance, rest)
+        if held or volume_pending or rest:
             return result(
                 self.STEP,
                 self.CONDITION,
-                Outcome.SATISFIED,
-                Reason.RELEASED,
-                "The VM, its data disk, cloud-init and admin Secrets are kept, released.",
+                Outcome.PENDING,
+                Reason.RELEASING,
+                "The VM, its data disk and volume, and the Secrets they need are being "
+                "released from the instance.",
+                requeue_after=1,
             )
-        for kind, name in owned:
-            self._release_one(ns, kind, name)
         return result(
             self.STEP,
             self.CONDITION,
-            Outcome.PENDING,
-            Reason.RELEASING,
-            "The VM and what it needs are being released from the instance.",
-            requeue_after=1,
+            Outcome.SATISFIED,
+            Reason.RELEASED,
+            "The VM, its data disk and volume, the cloud-init and admin Secrets are kept, "
+            "released from the instance.",
         )
-
-    def _release_one(self, namespace: str, kind: str, name: str) -> None:
-        kube, release = self.ctx.kube, {"metadata": {"ownerReferences": None}}
-        if kind == "vm":
-            kube.objects.patch_namespaced_custom_object(
-                *KUBEVIRT, namespace, "virtualmachines", name, release
-            )
-        elif kind == "pvc":
-            kube.core.patch_namespaced_persistent_volume_claim(name, namespace, release)
-        else:
-            kube.core.patch_namespaced_secret(name, namespace, release)
 
 
 class TeardownFinalizer(Activity):

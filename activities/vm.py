@@ -2,7 +2,9 @@
 
 Observes the VM; creates it (and the data PVC from the image) when missing, or
 re-applies it when a field we own drifted (someone edited the CPU by hand), with
-server-side apply: fields other managers own are left alone. Pending after a write,
+server-side apply: fields other managers own are left alone. A VM or claim of that
+name that is not the instance's stops the step (``activities.ownership``). The VM has
+an owner reference to the instance only under ``deletionPolicy: Delete``. Pending after a write,
 Satisfied when the VM matches. Idempotent: the names are fixed, so a retried create
 after a worker crash applies the same object again and cannot leak a second VM.
 ``runStrategy`` belongs to the power step: an apply carries its current value.
@@ -14,7 +16,7 @@ from enum import StrEnum
 
 from temporalio import activity
 
-from activities import manifests
+from activities import manifests, ownership
 from activities.context import AT_ONCE, Step, result
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.power import desired_strategy
@@ -31,8 +33,15 @@ class Reason(StrEnum):
     UPDATED = "VMUpdated"
 
 
-def decide(desired: Manifest, observed: Manifest | None) -> StepResult:
-    """Compare the wanted VM with the one observed (pure); runStrategy is not ours."""
+def _owner_uids(manifest: Manifest) -> set[str]:
+    refs = manifest.get("metadata", {}).get("ownerReferences") or []
+    return {r.get("uid", "") for r in refs}
+
+
+def decide(desired: Manifest, observed: Manifest | None, *, uid: str = "") -> StepResult:
+    """Compare the wanted VM with the one observed (pure); runStrategy is not ours. An
+    owner reference to the instance (``uid``) counts both ways: the VM has one exactly
+    when deletionPolicy is Delete."""
     if observed is None:
         return result(
             STEP,
@@ -43,7 +52,8 @@ def decide(desired: Manifest, observed: Manifest | None) -> StepResult:
             requeue_after=AT_ONCE,
         )
     wanted = {**desired, "spec": {k: v for k, v in desired["spec"].items() if k != "runStrategy"}}
-    if not manifests.covers(wanted, observed):
+    owned = uid in _owner_uids(observed)
+    if not manifests.covers(wanted, observed) or owned != (uid in _owner_uids(desired)):
         return result(
             STEP,
             CONDITION,
@@ -82,12 +92,24 @@ class VM(Step):
     def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
         kube = self.ctx.kube
         observed = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
+        children = [
+            ownership.Child("VirtualMachine", instance.name, ownership.meta_of(observed, kube))
+        ]
+        claim = None
+        if observed is None:  # about to create: the disk's name must be free or ours too
+            claim = kube.pvc(instance.namespace, manifests.data_claim_name(instance))
+            meta = ownership.meta_of(claim, kube)
+            children.append(
+                ownership.Child("PersistentVolumeClaim", manifests.data_claim_name(instance), meta)
+            )
+        refused = ownership.gate(kube, STEP, CONDITION, instance, children)
+        if refused is not None:
+            return refused
         desired = desired_vm(instance, observed)
-        decision = decide(desired, observed)
-        if decision.reason == Reason.CREATED:
+        decision = decide(desired, observed, uid=instance.uid)
+        if decision.reason == Reason.CREATED and claim is None:
             image = image_for(instance, self.ctx.config.images) or ""
-            if kube.pvc(instance.namespace, manifests.data_claim_name(instance)) is None:
-                kube.apply_pvc(manifests.data_claim(instance, image=image))
+            kube.apply_pvc(manifests.data_claim(instance, image=image))
         if decision.outcome is Outcome.PENDING:
             kube.apply_custom(*KUBEVIRT, "virtualmachines", desired)
         return decision

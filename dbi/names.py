@@ -15,11 +15,33 @@ TASK_QUEUE = "dbi"
 FIELD_MANAGER = "dbi-orchestrator"
 FINALIZER = "dbi.dev/teardown"
 INSTANCE_LABEL = "dbi.dev/instance"
+# Every child carries its instance's UID here: what makes it the instance's, whether
+# or not it has an owner reference (objects deletionPolicy Retain keeps have none).
+INSTANCE_UID_ANNOTATION = "dbi.dev/instance-uid"
+# On a DBInstance: the UID of a deleted instance of the same name whose retained
+# objects (VM, data disk, Secrets) this one may take over, with their data.
+ADOPT_ANNOTATION = "dbi.dev/adopt"
+# On a PersistentVolume dbi set to reclaimPolicy Retain: the instance (namespace/name)
+# and the policy the volume had before.
+VOLUME_INSTANCE_ANNOTATION = "dbi.dev/instance"
+RECLAIM_POLICY_ANNOTATION = "dbi.dev/reclaim-policy-was"
+
+
+WORKFLOW_TYPE = "DBInstanceWorkflow"
+_WORKFLOW_ID_PREFIX = "dbinstance/"
 
 
 def workflow_id(namespace: str, name: str) -> str:
     """Return the id of the workflow that converges one DBInstance."""
-    return f"dbinstance/{namespace}/{name}"
+    return f"{_WORKFLOW_ID_PREFIX}{namespace}/{name}"
+
+
+def instance_of(workflow: str) -> tuple[str, str] | None:
+    """Return the (namespace, name) a workflow id converges; None for another id."""
+    if not workflow.startswith(_WORKFLOW_ID_PREFIX):
+        return None
+    namespace, _, name = workflow.removeprefix(_WORKFLOW_ID_PREFIX).partition("/")
+    return (namespace, name) if namespace and name else None
 
 
 class SearchAttributeType(StrEnum):

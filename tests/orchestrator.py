@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,11 +65,21 @@ class Orchestrator:
             task_queue=self.task_queue,
         )
 
-    def apply(self, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    def apply(
+        self,
+        namespace: str,
+        name: str,
+        spec: dict[str, Any],
+        *,
+        annotations: dict[str, str] | None = None,
+    ) -> None:
+        metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+        if annotations:
+            metadata["annotations"] = annotations
         manifest = {
             "apiVersion": names.API_VERSION,
             "kind": names.KIND,
-            "metadata": {"name": name, "namespace": namespace},
+            "metadata": metadata,
             "spec": spec,
         }
         self.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
@@ -125,11 +136,11 @@ async def orchestrator(
             yield Orchestrator(temporal_client, queue, kubectl)
 
 
-@pytest_asyncio.fixture(loop_scope="session")
-async def watcher(
+@asynccontextmanager
+async def watching(
     orchestrator: Orchestrator, kube_api: Any, namespace: str
 ) -> AsyncIterator[Watcher]:
-    """Run a watcher for this test's namespace, signaling the orchestrator's task queue."""
+    """Run a watcher for ``namespace``, signaling the orchestrator's task queue."""
     w = Watcher(
         api=kube_api,
         client=orchestrator.client,
@@ -139,6 +150,17 @@ async def watcher(
     )
     task = asyncio.create_task(w.run())
     await asyncio.sleep(0.5)  # the watch threads list first
-    yield w
-    w.stop.set()
-    await asyncio.wait_for(task, 10)
+    try:
+        yield w
+    finally:
+        w.stop.set()
+        await asyncio.wait_for(task, 10)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def watcher(
+    orchestrator: Orchestrator, kube_api: Any, namespace: str
+) -> AsyncIterator[Watcher]:
+    """Run a watcher for this test's namespace, signaling the orchestrator's task queue."""
+    async with watching(orchestrator, kube_api, namespace) as w:
+        yield w

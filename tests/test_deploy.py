@@ -23,7 +23,8 @@ WORKER_ALLOWED = [
     *[(v, "virtualmachines.kubevirt.io", NS) for v in ("get", "create", "patch", "delete")],
     *[(v, "virtualmachineinstances.kubevirt.io", NS) for v in ("get", "delete")],
     ("get", "virtualmachineimages.harvesterhci.io", "dbi-images"),
-    *[(v, "secrets", NS) for v in ("get", "patch")],
+    *[(v, "secrets", NS) for v in ("get", "patch", "delete")],
+    *[(v, "persistentvolumes", NS) for v in ("get", "patch")],
     *[
         (v, r, NS)
         for r in ("persistentvolumeclaims", "services")
@@ -36,7 +37,8 @@ WORKER_ALLOWED = [
     ],
 ]
 WORKER_DENIED = [
-    *[(v, "secrets", NS) for v in ("list", "watch", "delete", "update")],
+    *[(v, "secrets", NS) for v in ("list", "watch", "update")],
+    *[(v, "persistentvolumes", NS) for v in ("list", "watch", "create", "delete")],
     *[(v, "dbinstances.dbi.dev", NS) for v in ("list", "watch", "create", "update", "delete")],
     ("update", "dbinstances.dbi.dev --subresource=status", NS),
     ("create", "virtualmachineinstances.kubevirt.io", NS),

@@ -56,6 +56,8 @@ TASK_TIMEOUT = timedelta(seconds=30)
 LOCAL_HEALTH_CHECKS = "local-health-checks"
 LOCAL_READY_PASSES = "local-ready-passes"
 LOCAL_PASSES = "local-passes"
+# The patch that put the retention step (deletionPolicy's reach) into the pipeline.
+RETENTION_STEP = "retention-step"
 PHASE = SearchAttributeKey.for_keyword("DbiPhase")
 STEP = SearchAttributeKey.for_keyword("DbiStep")
 READY = SearchAttributeKey.for_bool("DbiReady")
@@ -280,8 +282,15 @@ class DBInstanceWorkflow:
             self.s.rotations.popleft()
             self.s.rotated[request_id] = result
 
+    def _pipeline(self, snapshot: InstanceSnapshot) -> tuple[steps.StepSpec, ...]:
+        if snapshot.deleting:
+            return steps.TEARDOWN
+        if workflow.patched(RETENTION_STEP):
+            return steps.CONVERGE
+        return steps.CONVERGE_BEFORE_RETENTION
+
     async def _pass(self, snapshot: InstanceSnapshot, pass_id: str, *, local: bool) -> PassReport:
-        pipeline = steps.TEARDOWN if snapshot.deleting else steps.CONVERGE
+        pipeline = self._pipeline(snapshot)
         self.s.woken = self.s.retry = False
         self.s.waiting_for = ""
         step_input = StepInput(

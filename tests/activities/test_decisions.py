@@ -84,10 +84,16 @@ def test_preflight(obs: preflight.Observation, outcome: Outcome, reason: str) ->
         pytest.param(
             credentials.Observation(True, True, False), Outcome.PENDING, id="stale-cloud-init"
         ),
+        pytest.param(
+            credentials.Observation(True, True, True, kept_follow_policy=False),
+            Outcome.PENDING,
+            id="kept-secrets-owner-references-differ-from-deletion-policy",
+        ),
     ],
 )
 def test_credentials(obs: credentials.Observation, outcome: Outcome) -> None:
-    """Credentials are Satisfied only when all three Secrets are complete."""
+    """Credentials are Satisfied only when all three Secrets are complete and the kept
+    ones' owner references follow deletionPolicy."""
     name = "db-credentials"
     decision = credentials.decide(obs, secret_name=name)
     assert decision.outcome is outcome
@@ -130,6 +136,28 @@ DESIRED: dict[str, Any] = {
 def test_vm(observed: dict[str, object] | None, reason: str) -> None:
     """The VM is created when missing and re-applied when a field we own drifted."""
     assert vm.decide(DESIRED, observed).reason == reason
+
+
+OWNED = {"ownerReferences": [{"uid": "u-1", "kind": "DBInstance"}]}
+
+
+@pytest.mark.parametrize(
+    ("desired_meta", "observed_meta", "reason"),
+    [
+        pytest.param(OWNED, OWNED, "VMProvisioned", id="delete-policy-owned"),
+        pytest.param({}, {}, "VMProvisioned", id="retain-policy-not-owned"),
+        pytest.param({}, OWNED, "VMUpdated", id="retain-policy-but-owned"),
+        pytest.param(OWNED, {}, "VMUpdated", id="delete-policy-but-not-owned"),
+    ],
+)
+def test_vm_owner_reference_follows_the_deletion_policy(
+    desired_meta: dict[str, Any], observed_meta: dict[str, Any], reason: str
+) -> None:
+    """The VM carries the instance's owner reference exactly when the desired VM does
+    (deletionPolicy Delete); a difference either way is corrected."""
+    desired = {**DESIRED, "metadata": {"name": "db", **desired_meta}}
+    observed = {**DESIRED, "metadata": {"name": "db", **observed_meta}}
+    assert vm.decide(desired, observed, uid="u-1").reason == reason
 
 
 def test_covers_compares_lists_exactly() -> None:

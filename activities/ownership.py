@@ -1,0 +1,188 @@
+"""Which object with a child's name is this instance's: dbi changes and deletes only those.
+
+Every child dbi creates carries the label ``dbi.dev/instance: <name>`` and the
+annotation ``dbi.dev/instance-uid: <uid>``; it also carries an owner reference to the
+instance unless it is one that ``deletionPolicy: Retain`` keeps (then the garbage
+collector has nothing to follow, whatever the cascade). An object found under a
+child's name is, for an instance:
+
+- absent;
+- ours: its owner reference or its UID annotation names the instance;
+- left behind: a deleted DBInstance owns it, or it is being deleted; the garbage
+  collector (or whoever deletes it) takes it soon, so the step waits;
+- retained: kept by a deleted instance of the same name (its UID annotation names
+  another instance, and nothing owns it); taken over only when the instance's
+  ``dbi.dev/adopt`` annotation names that UID, so that reusing a name with a retained
+  disk is a decision, never an accident;
+- foreign: anything else (a user's own Secret, another controller's VM); never
+  changed, the step is Terminal and names it.
+
+``classify`` is pure; a step observes the objects it reads anyway, and ``refusal``
+turns the first object that is not absent or ours into its result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from activities.context import AT_ONCE, result
+from activities.kube import Instance, Kube, Manifest
+from dbi import names
+from dbi.steps import Outcome, StepResult
+
+LEFT_BEHIND_WAIT = 2.0
+
+
+class Claim(StrEnum):
+    ABSENT = "absent"
+    OURS = "ours"
+    LEFT_BEHIND = "left-behind"
+    RETAINED = "retained"
+    FOREIGN = "foreign"
+
+
+class Reason(StrEnum):
+    """The reasons any step that observes a child may give about its ownership."""
+
+    FOREIGN = "ForeignObject"
+    RETAINED = "RetainedObject"
+    LEFT_BEHIND = "ObjectBeingDeleted"
+    ADOPTED = "Adopted"
+
+
+@dataclass(frozen=True)
+class Child:
+    """An object with one of the instance's child names, as read (``meta`` None: absent)."""
+
+    kind: str
+    name: str
+    meta: Manifest | None
+
+    @property
+    def instance_uid(self) -> str | None:
+        """The UID of the instance the object says it belongs to, if it says one."""
+        annotations = (self.meta or {}).get("annotations") or {}
+        return annotations.get(names.INSTANCE_UID_ANNOTATION)
+
+    def owners(self) -> list[Manifest]:
+        return list((self.meta or {}).get("ownerReferences") or [])
+
+    def owned_by(self, uid: str) -> bool:
+        """Whether the object carries an owner reference to ``uid``."""
+        return any(r.get("uid") == uid for r in self.owners())
+
+
+def meta_of(obj: Any, kube: Kube) -> Manifest | None:
+    """Return an object's metadata as a dict (from a typed client object or a manifest)."""
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return dict(obj.get("metadata") or {})
+    return dict(kube.api.sanitize_for_serialization(obj.metadata) or {})
+
+
+def classify(child: Child, uid: str) -> Claim:
+    """Return what the object under a child's name is to the instance with ``uid`` (pure)."""
+    if child.meta is None:
+        return Claim.ABSENT
+    if child.owned_by(uid) or child.instance_uid == uid:
+        return Claim.OURS
+    if child.meta.get("deletionTimestamp"):
+        return Claim.LEFT_BEHIND
+    if any(
+        r.get("kind") == names.KIND and r.get("apiVersion", "").startswith(names.GROUP + "/")
+        for r in child.owners()
+    ):
+        return Claim.LEFT_BEHIND  # its DBInstance is gone: the garbage collector takes it
+    if child.instance_uid and not child.owners():
+        return Claim.RETAINED
+    return Claim.FOREIGN
+
+
+def first_not_ours(children: list[Child], uid: str) -> tuple[Child, Claim] | None:
+    """Return the first object that is neither absent nor the instance's, with its claim."""
+    for child in children:
+        claim = classify(child, uid)
+        if claim not in (Claim.ABSENT, Claim.OURS):
+            return child, claim
+    return None
+
+
+def refusal(
+    step: str, condition: str, instance: Instance, child: Child, claim: Claim
+) -> tuple[StepResult, bool]:
+    """Return the step's result for an object that is not the instance's, and whether
+    to adopt it (a retained object the ``dbi.dev/adopt`` annotation names) (pure)."""
+    what = f"{child.kind} {child.name}"
+    if claim is Claim.LEFT_BEHIND:
+        return result(
+            step,
+            condition,
+            Outcome.PENDING,
+            Reason.LEFT_BEHIND,
+            f"{what} belongs to a deleted instance or is being deleted; waiting for it to go.",
+            requeue_after=LEFT_BEHIND_WAIT,
+        ), False
+    if claim is Claim.RETAINED:
+        old = child.instance_uid or ""
+        if instance.adopts == old:
+            return result(
+                step,
+                condition,
+                Outcome.PENDING,
+                Reason.ADOPTED,
+                f"{what}, retained from the deleted instance {old}, was adopted with its data.",
+                requeue_after=AT_ONCE,
+            ), True
+        return result(
+            step,
+            condition,
+            Outcome.TERMINAL,
+            Reason.RETAINED,
+            f"{what} was retained from a deleted instance of this name (uid {old}). To take "
+            f"it over with its data, annotate this DBInstance {names.ADOPT_ANNOTATION}={old};"
+            f" to start empty, delete {what}.",
+        ), False
+    return result(
+        step,
+        condition,
+        Outcome.TERMINAL,
+        Reason.FOREIGN,
+        f"{what} exists and was not created by this instance; dbi leaves it untouched. "
+        "Rename the instance, or move that object away.",
+    ), False
+
+
+def adopt(kube: Kube, instance: Instance, child: Child) -> None:
+    """Mark a retained object as the instance's: its UID annotation, changed only if it
+    still names the UID that was adopted (a JSON patch ``test``), so a concurrent change
+    makes the patch fail instead of taking something else over."""
+    key = names.INSTANCE_UID_ANNOTATION.replace("~", "~0").replace("/", "~1")
+    path = f"/metadata/annotations/{key}"
+    body = [
+        {"op": "test", "path": path, "value": child.instance_uid},
+        {"op": "replace", "path": path, "value": instance.uid},
+    ]
+    kube.patch(child.kind, instance.namespace, child.name, body)
+
+
+def gate(
+    kube: Kube, step: str, condition: str, instance: Instance, children: list[Child]
+) -> StepResult | None:
+    """Return the step's result when one of ``children`` is not the instance's, adopting
+    a retained one the instance names; None when each is absent or the instance's."""
+    found = first_not_ours(children, instance.uid)
+    if found is None:
+        return None
+    decision, take = refusal(step, condition, instance, *found)
+    if take:
+        adopt(kube, instance, found[0])
+    return decision
+
+
+def follows_policy(child: Child, instance: Instance) -> bool:
+    """Whether a kept child's owner reference is as deletionPolicy wants it: none under
+    Retain (the garbage collector must not take it), the instance's under Delete."""
+    return child.meta is None or child.owned_by(instance.uid) != instance.retains
