@@ -35,6 +35,16 @@ class Wake(BaseModel):
         description="W3C trace context (traceparent) of the watcher's span: the pass this "
         "wake causes joins that trace.",
     )
+    retry: bool = Field(
+        default=False,
+        description="A dbi.dev/ annotation of the DBInstance changed (dbi.dev/adopt, say): "
+        "like the retry signal, it ends a Terminal wait.",
+    )
+    gone: bool = Field(
+        default=False,
+        description="The DBInstance was deleted: every wait ends, Terminal's too, and the "
+        "next pass finds it gone and completes the workflow.",
+    )
 
 
 class Carried(BaseModel):

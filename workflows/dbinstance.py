@@ -17,10 +17,11 @@ from datetime import datetime, timedelta
 from typing import NoReturn
 
 from temporalio import workflow
-from temporalio.common import SearchAttributeKey
-from temporalio.exceptions import ApplicationError
+from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from dbi import names
     from dbi import pipeline as steps
     from dbi.messages import (
         FORCE_RESIZE,
@@ -37,6 +38,7 @@ with workflow.unsafe.imports_passed_through():
         Wake,
         WorkflowInput,
     )
+    from dbi.models import PowerState
     from dbi.status import PassReport, StatusInput, Summary, summarize
     from dbi.steps import InstanceSnapshot, Outcome, StepInput
     from workflows import tracing, ui
@@ -58,6 +60,16 @@ LOCAL_READY_PASSES = "local-ready-passes"
 LOCAL_PASSES = "local-passes"
 # The patch that put the retention step (deletionPolicy's reach) into the pipeline.
 RETENTION_STEP = "retention-step"
+# A rotation that keeps failing (the database unreachable, say) is answered after so
+# many attempts, and the instance's passes go on.
+ROTATION_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=1),
+    backoff_coefficient=2.0,
+    maximum_interval=timedelta(seconds=10),
+    maximum_attempts=3,
+)
+# A rotation's own refusals: their message is the answer the caller gets.
+ROTATION_REFUSALS = frozenset({"NotRunning", "InstanceGone"})
 PHASE = SearchAttributeKey.for_keyword("DbiPhase")
 STEP = SearchAttributeKey.for_keyword("DbiStep")
 READY = SearchAttributeKey.for_bool("DbiReady")
@@ -83,6 +95,8 @@ class State:
     health_check: bool = False
     passes: int = 0
     deleting: bool = False
+    # What the last pass's load saw of spec.powerState (None: no pass yet in this run).
+    power_state: PowerState | None = None
     summary: Summary | None = None
     last_report: PassReport | None = None
     waiting_for: str = "the first pass"
@@ -101,7 +115,7 @@ class State:
         return Carried(**{name: getattr(self, name) for name in Carried.model_fields})
 
 
-@workflow.defn(name="DBInstanceWorkflow")
+@workflow.defn(name=names.WORKFLOW_TYPE)
 class DBInstanceWorkflow:
     @workflow.init
     def __init__(self, input: WorkflowInput) -> None:
@@ -127,6 +141,7 @@ class DBInstanceWorkflow:
                     return "the instance no longer exists"
                 self.s.uid = snapshot.uid
                 self.s.deleting = snapshot.deleting
+                self.s.power_state = snapshot.power_state
                 if snapshot.deleting:
                     self._refuse_all("the instance is being deleted")
                 await self._serve_rotations()
@@ -153,6 +168,11 @@ class DBInstanceWorkflow:
     @workflow.signal(name=WAKE)
     def wake(self, signal: Wake) -> None:
         self.s.woken = True
+        # A deletion ends every wait, a Terminal one too: the next pass finds the
+        # instance gone and the workflow completes (no workflow outlives its instance).
+        # So does a change of the instance's dbi.dev/ annotations (a decision such as
+        # dbi.dev/adopt), as the retry signal does.
+        self.s.retry = self.s.retry or signal.gone or signal.retry
         self.s.trace = signal.trace or self.s.trace
         if signal.generation is not None:
             self.s.signaled_generation = max(self.s.signaled_generation, signal.generation)
@@ -175,6 +195,7 @@ class DBInstanceWorkflow:
     @rotate_credentials.validator
     def _validate_rotate(self) -> None:
         self._refuse_while_deleting()
+        self._refuse_while_stopped("start it to rotate its password")
 
     @workflow.update(name=FORCE_RESIZE)
     async def force_resize(self) -> ResizeResult:
@@ -191,6 +212,7 @@ class DBInstanceWorkflow:
     @force_resize.validator
     def _validate_resize(self) -> None:
         self._refuse_while_deleting()
+        self._refuse_while_stopped("it takes its new size when it starts")
 
     @workflow.query(name=PROGRESS)
     def progress(self) -> Progress:
@@ -213,6 +235,10 @@ class DBInstanceWorkflow:
     def _refuse_while_deleting(self) -> None:
         if self.s.deleting:
             raise ValueError(f"{self.s.namespace}/{self.s.name} is being deleted")
+
+    def _refuse_while_stopped(self, instead: str) -> None:
+        if self.s.power_state is PowerState.STOPPED:
+            raise ValueError(f"{self.s.namespace}/{self.s.name} is stopped; {instead}")
 
     def _refuse(self, request_id: str) -> NoReturn:
         raise ApplicationError(self.s.refused.pop(request_id), type="Refused", non_retryable=True)
@@ -264,21 +290,30 @@ class DBInstanceWorkflow:
         return snapshot
 
     async def _serve_rotations(self) -> None:
-        """Carry out queued rotations one at a time, between passes."""
+        """Carry out queued rotations one at a time, between passes. One that fails (after
+        ROTATION_RETRY's attempts) is answered with why, and the passes go on: an update
+        never fails the workflow."""
         while self.s.rotations:
             request_id = self.s.rotations[0]
-            result = await workflow.execute_activity(
-                steps.ROTATE_CREDENTIALS,
-                RotationRequest(
-                    namespace=self.s.namespace,
-                    name=self.s.name,
-                    uid=self.s.uid or "",
-                    request_id=request_id,
-                ),
-                result_type=RotationResult,
-                start_to_close_timeout=timedelta(minutes=2),
-                summary="rotate the app password (update)",
-            )
+            try:
+                result = await workflow.execute_activity(
+                    steps.ROTATE_CREDENTIALS,
+                    RotationRequest(
+                        namespace=self.s.namespace,
+                        name=self.s.name,
+                        uid=self.s.uid or "",
+                        request_id=request_id,
+                    ),
+                    result_type=RotationResult,
+                    start_to_close_timeout=SHORT,
+                    retry_policy=ROTATION_RETRY,
+                    summary="rotate the app password (update)",
+                )
+            except ActivityError as e:
+                workflow.logger.warning("rotation %s failed", request_id)
+                self.s.rotations.popleft()
+                self.s.refused[request_id] = _rotation_failure(e)
+                continue
             self.s.rotations.popleft()
             self.s.rotated[request_id] = result
 
@@ -424,6 +459,18 @@ class DBInstanceWorkflow:
                     ),
                     task_timeout=TASK_TIMEOUT,
                 )
+
+
+def _rotation_failure(error: ActivityError) -> str:
+    """The answer to a rotation that failed: the activity's own refusal, or a generic
+    sentence (the error's detail is in the activity's failure in history, never here)."""
+    cause = error.cause
+    if isinstance(cause, ApplicationError) and cause.type in ROTATION_REFUSALS:
+        return cause.message
+    return (
+        f"the rotation failed after {ROTATION_RETRY.maximum_attempts} attempts; the "
+        "credentials Secret keeps a password that works (see the workflow's history)"
+    )
 
 
 def _update_id() -> str:

@@ -72,7 +72,7 @@ async def running(
         )
         yield handle
         if os.environ.get("DBI_RECORD_HISTORIES"):
-            await _record(handle)
+            await _record(env, handle)
         if (await handle.describe()).close_time is None:
             await handle.terminate("test over")
 
@@ -80,12 +80,26 @@ async def running(
 HISTORIES = Path(__file__).parent / "histories"
 
 
-async def _record(handle: WorkflowHandle[Any, Any]) -> None:
-    """Keep this test's history for the replay test (DBI_RECORD_HISTORIES=1 ./dev test)."""
+def history_path(slug: str) -> Path:
+    """Return a new file for a history of ``slug``: never one already recorded, whose
+    point is to stay as it was (``slug.json``, then ``slug-2.json``, ...)."""
+    path, n = HISTORIES / f"{slug}.json", 1
+    while path.exists():
+        n += 1
+        path = HISTORIES / f"{slug}-{n}.json"
+    return path
+
+
+async def _record(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any]) -> None:
+    """Keep this test's history for the replay test (DBI_RECORD_HISTORIES=1 ./dev test),
+    in a new file: a re-recording adds histories, it never replaces one."""
     test = os.environ["PYTEST_CURRENT_TEST"].split("::")[-1].split(" ")[0]
     slug = re.sub(r"[^a-z0-9]+", "-", test.lower()).strip("-")
-    history = await handle.fetch_history()
-    (HISTORIES / f"{slug}.json").write_text(history.to_json())
+    # The first run: a run that continued as new holds the hand-over (a handle without a
+    # run id would give the newest run, which may have just begun).
+    first = env.client.get_workflow_handle(handle.id, run_id=handle.first_execution_run_id)
+    history = await first.fetch_history()
+    history_path(slug).write_text(history.to_json())
 
 
 async def until(check: Callable[[], bool], *, timeout: float = 20.0) -> None:

@@ -10,7 +10,6 @@ clock, so the stubs ask the server's clock (``World.clock``).
 from __future__ import annotations
 
 import asyncio
-import secrets
 import time
 from collections import defaultdict, deque
 from collections.abc import Awaitable, Callable
@@ -51,9 +50,10 @@ class World:
     inputs: list[StepInput] = field(default_factory=list)
     reports: list[StatusInput] = field(default_factory=list)
     rotations: list[tuple[str, float, float]] = field(default_factory=list)
-    passwords: list[str] = field(default_factory=list)
     rotated_ids: set[str] = field(default_factory=set)
     resize_needs_restart: bool = False
+    # What the rotation activity raises, when the test wants it to fail.
+    rotation_error: Exception | None = None
     clock: Callable[[], Awaitable[datetime]] | None = None
 
     def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
@@ -68,9 +68,6 @@ class World:
             scripted = self.script[step].popleft()
         else:
             scripted = self.always.get(step, Scripted(Outcome.SATISFIED, "Ok"))
-        if step == "credentials":
-            # A real credentials step makes a password and keeps it to itself.
-            self.passwords.append(secrets.token_urlsafe(24))
         if step == pipeline.TEARDOWN[-1].name and scripted.outcome is Outcome.SATISFIED:
             self.exists = False
         return scripted
@@ -138,9 +135,11 @@ def activities(world: World) -> list[Callable[..., Any]]:
     @activity.defn(name=pipeline.ROTATE_CREDENTIALS)
     async def rotate_credentials(request: RotationRequest) -> RotationResult:
         started = time.monotonic()
+        world.calls.append(("rotate_credentials", await world.now()))
+        if world.rotation_error is not None:
+            raise world.rotation_error
         rotated = request.request_id not in world.rotated_ids
         world.rotated_ids.add(request.request_id)
-        world.passwords.append(secrets.token_urlsafe(24))
         await asyncio.sleep(0.2)  # long enough that overlapping rotations would show
         world.rotations.append((request.request_id, started, time.monotonic()))
         return RotationResult(

@@ -409,17 +409,3 @@ async def test_continue_as_new_keeps_state_and_loses_no_signal(
         assert config.default_workflow_task_timeout.ToTimedelta() == TASK_TIMEOUT
         progress = await _settled_at_last(handle, world)
         assert progress.passes == len(world.reports) >= 15
-
-
-async def test_no_password_reaches_the_workflow_history(time_env: WorkflowEnvironment) -> None:
-    """Passwords made by the credential and rotation activities appear nowhere in history."""
-    world = World()
-    async with running(time_env, world) as handle:
-        await settled(handle, 1)
-        await handle.execute_update("rotate_credentials", result_type=RotationResult)
-        await handle.signal("wake", Wake(reason="Secret db-credentials deleted"))
-        await until(lambda: len(world.reports) >= 2)
-        history = (await handle.fetch_history()).to_json()
-    assert len(world.passwords) >= 3  # two passes and the rotation made one each
-    for password in world.passwords:
-        assert password not in history

@@ -15,9 +15,24 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
+from tests.workflows import conftest
 from workflows.dbinstance import DBInstanceWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
+
+
+def test_a_re_recording_never_replaces_a_recorded_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recording a test's history again picks a new file; the recorded one stays."""
+    monkeypatch.setattr(conftest, "HISTORIES", tmp_path)
+    first = conftest.history_path("a-test")
+    first.write_text("recorded")
+    second = conftest.history_path("a-test")
+    second.write_text("re-recorded")
+    assert (first.name, second.name) == ("a-test.json", "a-test-2.json")
+    assert first.read_text() == "recorded"
+    assert conftest.history_path("a-test").name == "a-test-3.json"
 
 
 def test_histories_are_kept() -> None:
