@@ -38,17 +38,15 @@ from temporalio import activity
 from temporalio.contrib.opentelemetry import MetricsExporter
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
-from dbi import environment
+from dbi import environment, names
 
 log = logging.getLogger("dbi.telemetry")
 
 
 def instance_of(workflow_id: str | None) -> str | None:
     """Return ``namespace/name`` for an instance's workflow id, else None."""
-    prefix = "dbinstance/"
-    if workflow_id and workflow_id.startswith(prefix):
-        return workflow_id[len(prefix) :]
-    return None
+    found = names.instance_of(workflow_id or "")
+    return "/".join(found) if found else None
 
 
 class ContextFilter(logging.Filter):

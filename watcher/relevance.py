@@ -3,10 +3,11 @@
 A pass re-checks every step, so the watcher wakes an instance only for a change that
 may alter an outcome:
 
-- **a DBInstance**: created, deleted, its spec changed (a new generation) or its
-  deletion begun. Not a change of its status or metadata alone: every pass writes the
-  status, so waking on it would chain pass after pass (controller-runtime's
-  GenerationChangedPredicate).
+- **a DBInstance**: created, deleted, its spec changed (a new generation), its
+  deletion begun, or one of its ``dbi.dev/`` annotations changed (a user's decision,
+  such as ``dbi.dev/adopt``, which also ends a Terminal wait). Not a change of its
+  status or other metadata alone: every pass writes the status, so waking on it would
+  chain pass after pass (controller-runtime's GenerationChangedPredicate).
 - **a child** (Secret, VM, VMI, PVC, Service): any change, unless the newest write to
   it was the orchestrator's own (its managedFields entry, manager ``dbi-orchestrator``,
   is the latest): the pass that wrote it goes on with what it wrote. A deletion always
@@ -30,17 +31,26 @@ from dbi import names
 Manifest = dict[str, Any]
 
 
+DBI_PREFIX = f"{names.GROUP}/"
+
+
 @dataclass(frozen=True)
 class Seen:
     """What the watcher last saw of a DBInstance."""
 
     generation: int | None
     deleting: bool
+    # Its dbi.dev/ annotations: the decisions users write there (dbi.dev/adopt).
+    decisions: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, obj: Manifest) -> Seen:
         meta = obj.get("metadata", {})
-        return cls(meta.get("generation"), bool(meta.get("deletionTimestamp")))
+        annotations = meta.get("annotations") or {}
+        decisions = tuple(
+            sorted((k, v) for k, v in annotations.items() if k.startswith(DBI_PREFIX))
+        )
+        return cls(meta.get("generation"), bool(meta.get("deletionTimestamp")), decisions)
 
 
 def instance_event_matters(event: str, obj: Manifest, before: Seen | None) -> bool:
@@ -48,7 +58,16 @@ def instance_event_matters(event: str, obj: Manifest, before: Seen | None) -> bo
     if event != "MODIFIED" or before is None:
         return True  # ADDED, DELETED, SYNC, or an instance this watcher has not seen
     now = Seen.of(obj)
-    return now.generation != before.generation or (now.deleting and not before.deleting)
+    return (
+        now.generation != before.generation
+        or (now.deleting and not before.deleting)
+        or decided(now, before)
+    )
+
+
+def decided(now: Seen, before: Seen | None) -> bool:
+    """Whether a user changed one of the instance's dbi.dev/ annotations since ``before``."""
+    return before is not None and now.decisions != before.decisions
 
 
 # KubeVirt's states of a VM (printableStatus) or VMI (phase) on its way to another.

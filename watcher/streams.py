@@ -2,7 +2,8 @@
 
 - ``forever`` only restarts: it runs ``list_then_watch`` again and again, backing off
   after errors, until asked to stop.
-- ``list_then_watch`` lists (every object is reported as ``SYNC``), then watches from
+- ``list_then_watch`` lists (every object is reported as ``SYNC``, then the caller's
+  ``on_listed`` is called: the list is whole), then watches from
   the list's resourceVersion with bookmarks, resuming after a timeout, and returns
   normally on 410 Gone so the next round relists: nothing between the list and the
   watch is lost.
@@ -23,6 +24,7 @@ from kubernetes import watch
 log = logging.getLogger("dbi.watcher")
 
 Handler = Callable[[str, dict[str, Any]], None]
+Listed = Callable[[], None]
 WATCH_SECONDS = 240
 MAX_BACKOFF = 30.0
 
@@ -49,9 +51,11 @@ def list_then_watch(
     handler: Handler,
     stop: threading.Event,
     watch_seconds: int = WATCH_SECONDS,
+    on_listed: Listed | None = None,
 ) -> None:
-    """List and report each object (``SYNC``), then stream changes from the list's
-    resourceVersion (kept current by bookmarks) until 410 Gone or ``stop``.
+    """List and report each object (``SYNC``), call ``on_listed`` (what the list did not
+    report no longer exists), then stream changes from the list's resourceVersion (kept
+    current by bookmarks) until 410 Gone or ``stop``.
 
     A watch that times out is resumed where it stopped, not relisted: relists happen
     only at start and after 410, when events may have been missed.
@@ -62,6 +66,8 @@ def list_then_watch(
     listed = _as_dict(api, source.list_fn(*source.args, **kwargs))
     for item in listed.get("items", []):
         handler("SYNC", item)
+    if on_listed is not None:
+        on_listed()
     version = listed["metadata"]["resourceVersion"]
     while not stop.is_set():
         stream = watch.Watch()
@@ -94,12 +100,13 @@ def forever(
     handler: Handler,
     stop: threading.Event,
     watch_seconds: int = WATCH_SECONDS,
+    on_listed: Listed | None = None,
 ) -> None:
     """Run ``list_then_watch`` until ``stop``; back off exponentially after errors."""
     backoff = 0.5
     while not stop.is_set():
         try:
-            list_then_watch(api, source, handler, stop, watch_seconds)
+            list_then_watch(api, source, handler, stop, watch_seconds, on_listed)
             backoff = 0.5
         except Exception as e:  # a network error, or the API server going away
             log.warning(

@@ -18,6 +18,7 @@ from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from temporalio.client import Client
 from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
 from dbi.messages import WAKE, Wake, WorkflowInput
@@ -43,6 +44,8 @@ class Counters:
 class _Pending:
     reason: str
     generation: int | None
+    gone: bool = False  # the instance was deleted since the last signal
+    retry: bool = False  # a user's decision (a dbi.dev/ annotation) since the last signal
     events: int = 0  # since the last signal
     last_sent: float = 0.0
     scheduled: bool = False
@@ -61,12 +64,24 @@ class Wakeups:
         """Count an event that is not worth a pass."""
         self.counters.events_ignored += 1
 
-    def note(self, namespace: str, name: str, reason: str, generation: int | None) -> None:
-        """Record an event for an instance; signal now, or once the window has passed."""
+    def note(
+        self,
+        namespace: str,
+        name: str,
+        reason: str,
+        generation: int | None,
+        *,
+        gone: bool = False,
+        retry: bool = False,
+    ) -> None:
+        """Record an event for an instance (``gone``: its deletion; ``retry``: a decision
+        that ends a Terminal wait); signal now, or once the window has passed."""
         self.counters.events_seen += 1
         key = (namespace, name)
         entry = self._pending.setdefault(key, _Pending(reason, generation))
         entry.reason = reason
+        entry.gone = entry.gone or gone
+        entry.retry = entry.retry or retry
         entry.events += 1
         if generation is not None:
             entry.generation = max(entry.generation or 0, generation)
@@ -88,8 +103,10 @@ class Wakeups:
         entry.scheduled = False
         entry.last_sent = time.monotonic()
         events, entry.events = entry.events, 0
+        gone, entry.gone = entry.gone, False
+        retry, entry.retry = entry.retry, False
         try:
-            await self._traced_signal(key, entry, events)
+            await self._traced_signal(key, entry, events, gone=gone, retry=retry)
         except Exception as e:
             self.counters.send_failures += 1
             log.warning(
@@ -99,10 +116,14 @@ class Wakeups:
                 extra={"instance": "/".join(key)},
             )
             entry.events += events
+            entry.gone = entry.gone or gone
+            entry.retry = entry.retry or retry
             if not entry.scheduled:
                 self._schedule(key, 1.0)
 
-    async def _traced_signal(self, key: tuple[str, str], entry: _Pending, events: int) -> None:
+    async def _traced_signal(
+        self, key: tuple[str, str], entry: _Pending, events: int, *, gone: bool, retry: bool
+    ) -> None:
         """Signal under a ``dbi.wake`` span whose context the wake carries, so the pass it
         causes joins this trace (the span records a failure)."""
         attributes: dict[str, str | int] = {
@@ -117,8 +138,17 @@ class Wakeups:
         ):
             carrier: dict[str, str] = {}
             propagate.inject(carrier)
-            wake = Wake(reason=entry.reason[:200], generation=entry.generation, trace=carrier)
-            await self.signal(*key, wake)
+            wake = Wake(
+                reason=entry.reason[:200],
+                generation=entry.generation,
+                trace=carrier,
+                gone=gone,
+                retry=retry,
+            )
+            if gone:
+                await self.signal_existing(*key, wake)
+            else:
+                await self.signal(*key, wake)
 
     async def signal(self, namespace: str, name: str, wake: Wake) -> None:
         """Signal ``wake`` to the instance's workflow, starting it if it does not run."""
@@ -137,6 +167,18 @@ class Wakeups:
                 ]
             ),
         )
+        self.counters.signals_sent += 1
+
+    async def signal_existing(self, namespace: str, name: str, wake: Wake) -> None:
+        """Signal ``wake`` to the instance's running workflow; none running is fine (a
+        deleted instance's workflow is not started only to find it gone)."""
+        handle = self.client.get_workflow_handle(names.workflow_id(namespace, name))
+        try:
+            await handle.signal(WAKE, wake)
+        except RPCError as e:
+            if e.status is not RPCStatusCode.NOT_FOUND:
+                raise
+            return
         self.counters.signals_sent += 1
 
     async def drain(self, timeout: float = 5.0) -> None:

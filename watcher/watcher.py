@@ -6,21 +6,23 @@ every event to ``Wakeups``; a (re)list of DBInstances wakes each one, since even
 have been missed before it. It holds no state of its own but what its watches give it:
 the instances that exist, each as last seen (so a child's event after its instance is
 gone does not start a workflow, and a status-only change is told from a new spec).
-A periodic resync starts the workflow of any instance whose workflow is not running
-(one terminated by hand, say).
+A deletion tells the instance's workflow it is gone (a wake that ends every wait,
+a Terminal one too). A periodic resync matches running workflows with instances:
+it starts the workflow of an instance that has none running (one terminated by hand,
+say) and tells a workflow whose instance is gone, with one visibility query.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client as k8s
-from temporalio.client import Client, WorkflowExecutionStatus
-from temporalio.service import RPCError
+from temporalio.client import Client
 
 from dbi import names
 from dbi.messages import Wake
@@ -65,6 +67,17 @@ def sources(api: k8s.ApiClient) -> list[Source]:
     ]
 
 
+@dataclass(frozen=True)
+class _Wake:
+    """Whom an event wakes (an instance's name), with what, and whether it is worth it."""
+
+    name: str
+    generation: int | None
+    gone: bool
+    matters: bool
+    retry: bool = False
+
+
 @dataclass
 class Watcher:
     api: k8s.ApiClient
@@ -80,6 +93,10 @@ class Watcher:
     children: relevance.Children = field(default_factory=relevance.Children)
     phases: dict[tuple[str, str], str] = field(default_factory=dict)  # for dbi_instances
     election: LeaderElection | None = None
+    # Set once the DBInstances were listed whole in this term (the resync waits for it).
+    listed: threading.Event = field(default_factory=threading.Event)
+    # The DBInstances the current (re)list has reported so far.
+    listing: set[tuple[str, str]] = field(default_factory=set)
 
     def handle(self, loop: asyncio.AbstractEventLoop, kind: str, term: threading.Event) -> Any:
         """Return the handler that the watch thread of ``kind`` calls for each event."""
@@ -91,35 +108,96 @@ class Watcher:
             namespace = meta.get("namespace", "")
             if self.namespaces is not None and namespace not in self.namespaces:
                 return
+            wake: _Wake | None
             if kind == "DBInstance":
-                name, generation = meta["name"], meta.get("generation")
-                key = (namespace, name)
-                before = self.instances.get(key)
-                if event == "DELETED":
-                    self.instances.pop(key, None)
-                    self.phases.pop(key, None)
-                else:
-                    self.instances[key] = relevance.Seen.of(obj)
-                    self.phases[key] = (obj.get("status") or {}).get("phase") or "Unknown"
-                if not relevance.instance_event_matters(event, obj, before):
-                    loop.call_soon_threadsafe(self.wakeups.ignore)
-                    return
-            else:
-                name = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
-                generation = None
-                if name is None or (namespace, name) not in self.instances:
-                    return
                 if event == "SYNC":
-                    return  # the instance's own SYNC wakes it
-                if not self.children.event_matters(kind, event, obj):
-                    loop.call_soon_threadsafe(self.wakeups.ignore)
-                    return
+                    self.listing.add((namespace, meta["name"]))
+                wake = self._instance_event(event, obj)
+            else:
+                wake = self._child_event(kind, event, obj)
+            if wake is None:
+                return
+            if not wake.matters:
+                loop.call_soon_threadsafe(self.wakeups.ignore)
+                return
             # A (re)list may follow missed events (a restart, 410 Gone): every instance
             # listed is woken, so none is left behind on a change it did not see.
             reason = "relisted" if event == "SYNC" else f"{kind} {meta.get('name')} {event.lower()}"
-            loop.call_soon_threadsafe(self.wakeups.note, namespace, name, reason, generation)
+            loop.call_soon_threadsafe(
+                functools.partial(
+                    self.wakeups.note,
+                    namespace,
+                    wake.name,
+                    reason,
+                    wake.generation,
+                    gone=wake.gone,
+                    retry=wake.retry,
+                )
+            )
 
         return on_event
+
+    def _instance_event(self, event: str, obj: dict[str, Any]) -> _Wake:
+        """Remember what a DBInstance event says of it; return whom it wakes and how."""
+        meta = obj["metadata"]
+        key = (meta.get("namespace", ""), meta["name"])
+        before = self.instances.get(key)
+        now = relevance.Seen.of(obj)
+        if event == "DELETED":
+            self.instances.pop(key, None)
+            self.phases.pop(key, None)
+        else:
+            self.instances[key] = now
+            self.phases[key] = (obj.get("status") or {}).get("phase") or "Unknown"
+        return _Wake(
+            name=key[1],
+            generation=meta.get("generation"),
+            gone=event == "DELETED",
+            matters=relevance.instance_event_matters(event, obj, before),
+            retry=relevance.decided(now, before),
+        )
+
+    def _child_event(self, kind: str, event: str, obj: dict[str, Any]) -> _Wake | None:
+        """Return whom a child's event wakes; None when it concerns no known instance
+        (or is a list's: the instance's own SYNC wakes it)."""
+        meta = obj.get("metadata", {})
+        name = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
+        if name is None or (meta.get("namespace", ""), name) not in self.instances:
+            return None
+        if event == "SYNC":
+            return None
+        return _Wake(
+            name=name,
+            generation=None,
+            gone=False,
+            matters=self.children.event_matters(kind, event, obj),
+        )
+
+    def listed_whole(self, loop: asyncio.AbstractEventLoop, term: threading.Event) -> Any:
+        """Return what the DBInstance watch calls once a (re)list is whole: forget the
+        instances it no longer reports (deleted while no watch ran), tell their workflows
+        they are gone, and let the resync run."""
+
+        def on_listed() -> None:
+            if term.is_set():
+                return
+            listed, self.listing = self.listing, set()
+            self._forget_unlisted(loop, listed)
+            self.listed.set()
+
+        return on_listed
+
+    def _forget_unlisted(
+        self, loop: asyncio.AbstractEventLoop, listed: set[tuple[str, str]]
+    ) -> None:
+        for key in set(self.instances) - listed:
+            self.instances.pop(key, None)
+            self.phases.pop(key, None)
+            loop.call_soon_threadsafe(
+                functools.partial(
+                    self.wakeups.note, *key, "DBInstance not relisted", None, gone=True
+                )
+            )
 
     async def run(self) -> None:
         """Watch until ``stop`` is set, while leading; resync every ``resync_seconds``.
@@ -136,12 +214,15 @@ class Watcher:
                 await asyncio.sleep(0.2)
                 continue
             term = threading.Event()
+            self.listed.clear()
+            self.listing = set()
             try:
                 for s in sources(self.api):
                     handler = self.handle(loop, s.kind, term)
+                    on_listed = self.listed_whole(loop, term) if s.kind == "DBInstance" else None
                     threading.Thread(
                         target=forever,
-                        args=(self.api, s, handler, term, self.watch_seconds),
+                        args=(self.api, s, handler, term, self.watch_seconds, on_listed),
                         name=f"watch-{s.kind}",
                         daemon=True,
                     ).start()
@@ -161,15 +242,36 @@ class Watcher:
         return self.election is None or self.election.leading.is_set()
 
     async def resync(self) -> None:
-        """Start the workflow of every known instance whose workflow is not running."""
-        for namespace, name in sorted(self.instances):
-            handle = self.client.get_workflow_handle(names.workflow_id(namespace, name))
-            try:
-                running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-            except RPCError:
-                running = False  # never started, or gone from the server
-            if not running:
-                log.info("resync: %s/%s has no running workflow; starting it", namespace, name)
-                await self.wakeups.signal(
-                    namespace, name, Wake(reason="resync: workflow not running")
-                )
+        """Match running workflows with the instances that exist, with one visibility
+        query (not a describe per instance): start the workflow of an instance that has
+        none running (one terminated by hand, say), and tell a running workflow whose
+        instance is gone that it is (it then completes). Only once the DBInstances were
+        listed in this term: before that, every workflow would look orphaned."""
+        if not self.listed.is_set():
+            return
+        running = await self._running()
+        known = set(self.instances)
+        for namespace, name in sorted(known - running):
+            log.info("resync: %s/%s has no running workflow; starting it", namespace, name)
+            await self.wakeups.signal(namespace, name, Wake(reason="resync: workflow not running"))
+        for namespace, name in sorted(running - known):
+            log.info("resync: %s/%s no longer exists; ending its workflow", namespace, name)
+            await self.wakeups.signal_existing(
+                namespace, name, Wake(reason="resync: instance gone", gone=True)
+            )
+
+    async def _running(self) -> set[tuple[str, str]]:
+        """The instances whose workflow runs on this watcher's task queue (and namespaces)."""
+        query = (
+            f"WorkflowType = '{names.WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'"
+            f" AND TaskQueue = '{self.wakeups.task_queue}'"
+        )
+        if self.namespaces is not None:
+            quoted = ", ".join(f"'{n}'" for n in sorted(self.namespaces))
+            query += f" AND DbiNamespace IN ({quoted})"
+        found = set()
+        async for execution in self.client.list_workflows(query):
+            instance = names.instance_of(execution.id)
+            if instance is not None:
+                found.add(instance)
+        return found

@@ -12,11 +12,18 @@ from watcher.relevance import Children, Seen, child_event_matters, instance_even
 T1, T2 = "2026-11-30T06:00:01Z", "2026-11-30T06:00:02Z"
 
 
-def instance(generation: int, *, deleting: bool = False) -> dict[str, Any]:
+def instance(
+    generation: int, *, deleting: bool = False, annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "db", "namespace": "ns", "generation": generation}
     if deleting:
         meta["deletionTimestamp"] = T2
+    if annotations:
+        meta["annotations"] = annotations
     return {"metadata": meta}
+
+
+ADOPT = {names.ADOPT_ANNOTATION: "uid-old"}
 
 
 def child(*writes: tuple[str, str]) -> dict[str, Any]:
@@ -40,6 +47,16 @@ def child(*writes: tuple[str, str]) -> dict[str, Any]:
             "MODIFIED", instance(1, deleting=True), Seen(1, True), False, id="status-while-deleting"
         ),
         pytest.param("MODIFIED", instance(1), None, True, id="not-seen-before"),
+        pytest.param(
+            "MODIFIED", instance(1, annotations=ADOPT), Seen(1, False), True, id="dbi-decision"
+        ),
+        pytest.param(
+            "MODIFIED",
+            instance(1, annotations={**ADOPT, "team.example/owner": "payments"}),
+            Seen.of(instance(1, annotations=ADOPT)),
+            False,
+            id="other-annotation",
+        ),
     ],
 )
 def test_an_instance_event_matters_for_a_new_generation_or_deletion(

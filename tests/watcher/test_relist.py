@@ -1,0 +1,52 @@
+"""A whole (re)list of DBInstances is the truth: what it no longer reports was deleted
+while no watch ran (plain data: the handlers, no API server)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any, cast
+
+from watcher.relevance import Seen
+from watcher.wakeups import Wakeups
+from watcher.watcher import Watcher
+
+
+class Recording(Wakeups):
+    """Wake-ups that record what they would signal."""
+
+    def __init__(self) -> None:
+        super().__init__(client=cast(Any, None))
+        self.notes: list[tuple[str, str, bool]] = []
+
+    def note(
+        self,
+        namespace: str,
+        name: str,
+        reason: str,
+        generation: int | None,
+        *,
+        gone: bool = False,
+        retry: bool = False,
+    ) -> None:
+        self.notes.append((namespace, name, gone))
+
+
+async def test_a_relist_forgets_the_instances_it_no_longer_reports_and_ends_them() -> None:
+    """An instance a relist does not report is forgotten and its workflow told it is
+    gone; a reported one is kept and woken; the resync may run once the list is whole."""
+    wakeups = Recording()
+    watcher = Watcher(api=cast(Any, None), client=cast(Any, None), wakeups=wakeups)
+    watcher.instances[("ns", "kept")] = Seen(1, False)
+    watcher.instances[("ns", "deleted")] = Seen(1, False)
+    loop, term = asyncio.get_running_loop(), threading.Event()
+    handler = watcher.handle(loop, "DBInstance", term)
+
+    handler("SYNC", {"metadata": {"name": "kept", "namespace": "ns", "generation": 1}})
+    assert not watcher.listed.is_set()
+    watcher.listed_whole(loop, term)()
+    await asyncio.sleep(0.05)  # the handlers hand their notes to the loop
+
+    assert set(watcher.instances) == {("ns", "kept")}
+    assert sorted(wakeups.notes) == [("ns", "deleted", True), ("ns", "kept", False)]
+    assert watcher.listed.is_set()
