@@ -26,6 +26,7 @@ from dbi.telemetry import json_formatter
 from devstack import tools
 from devstack.stack import StackInfo
 from tests.activities.test_lifecycle import SPEC, create, ready
+from tests.history import readable
 from tests.orchestrator import Orchestrator
 from tests.spans import EXPORTER, finished
 from watcher.watcher import Watcher
@@ -223,8 +224,9 @@ async def test_no_password_appears_in_history_logs_events_or_status(
     kube_api: Any,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """After creation and rotations by deletion and by update, passwords are only in Secrets:
-    not in history, Events, status, logs (plain or JSON), span attributes or metrics."""
+    """Through an instance's life (created, its password rotated by deletion and by
+    update, stopped and started, deleted), passwords are only in Secrets: not in its
+    workflow's history, Events, status, logs (plain or JSON), span attributes or metrics."""
     caplog.set_level(logging.DEBUG)
     EXPORTER.clear()
     await create(orchestrator, namespace, {**SPEC})
@@ -236,14 +238,24 @@ async def test_no_password_appears_in_history_logs_events_or_status(
     await handle.execute_update("rotate_credentials", result_type=RotationResult)
     passwords.add(secret(kube_api, namespace, "db-credentials")["password"])
     assert len(passwords) == 4
+    orchestrator.patch(namespace, "db", {"powerState": "Stopped"})
+    await ready(orchestrator, namespace)
+    orchestrator.patch(namespace, "db", {"powerState": "Running"})
+    await settled(orchestrator, namespace, kube_api)
+    status = json.dumps(orchestrator.get(namespace, "db")["status"])
+    await asyncio.to_thread(
+        orchestrator.kubectl, "delete", "dbinstance", "db", "-n", namespace, "--timeout=60s"
+    )
+    assert await asyncio.wait_for(handle.result(), 60) == "deleted"
 
-    history = (await handle.fetch_history()).to_json()
+    history = readable(await handle.fetch_history())
+    assert "teardown_finalizer" in history  # the scan covers the whole life, deletion too
+    assert '"rotated":true' in history  # and reads the payloads: the rotation's result
     events = json.dumps(
         k8s.ApiClient().sanitize_for_serialization(
             k8s.CoreV1Api(kube_api).list_namespaced_event(namespace)
         )
     )
-    status = json.dumps(orchestrator.get(namespace, "db")["status"])
     spans = json.dumps(
         [
             {

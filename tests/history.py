@@ -1,0 +1,37 @@
+"""Read a workflow history as text a search can find a secret in.
+
+``WorkflowHistory.to_json()`` keeps every payload (inputs, results, signals, updates,
+markers, failures' details) base64-encoded, so a plain substring search of it finds
+nothing that went through a payload. ``readable`` decodes each one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Any
+
+from temporalio.client import WorkflowHistory
+
+
+def _decoded(node: Any, out: list[str]) -> None:
+    if isinstance(node, dict):
+        if isinstance(node.get("data"), str) and "metadata" in node:
+            try:
+                out.append(base64.b64decode(node["data"]).decode("utf-8", "replace"))
+            except (binascii.Error, ValueError):
+                out.append(node["data"])
+        for value in node.values():
+            _decoded(value, out)
+    elif isinstance(node, list):
+        for value in node:
+            _decoded(value, out)
+
+
+def readable(history: WorkflowHistory) -> str:
+    """Return the history's JSON followed by every payload it holds, decoded."""
+    raw = history.to_json()
+    decoded: list[str] = []
+    _decoded(json.loads(raw), decoded)
+    return "\n".join([raw, *decoded])
