@@ -2,11 +2,14 @@
 
 The orchestrator writes it into the VM's cloud-init user-data Secret as a
 ``#cloud-config`` that drops ``/etc/dbi/bootstrap.json`` (mode 0600) and runs
-``dbi-bootstrap`` on it. A real VM image ships ``dbi-bootstrap``, which initializes
-PostgreSQL once, with the admin role and password, and configures it to listen;
-the local stack's VM stand-in reads the same document and does the same. Later boots
-find an initialized data directory and leave it alone: the password in the document
-only matters the first time.
+``dbi-bootstrap`` on it at every boot. A real VM image ships ``dbi-bootstrap``, which
+initializes PostgreSQL once, with the admin role and its password's SCRAM verifier
+(the document, in a Secret of the tenant's namespace, never holds the password), and
+configures it to listen; the local stack's VM stand-in reads the same document and
+does the same. Later boots find an initialized data directory and leave it alone, but
+for one thing: a ``reset`` token the data directory has not seen yet sets the admin
+role's password to the document's verifier (the orchestrator's break-glass recovery
+of a lost admin credential), once.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import json
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 PATH = "/etc/dbi/bootstrap.json"
 COMMAND = "/usr/local/bin/dbi-bootstrap"
@@ -23,21 +26,50 @@ USERDATA_KEY = "userdata"
 
 
 class Bootstrap(BaseModel):
-    """What the first boot needs: the admin role, its password, and where to listen."""
+    """What the first boot needs: the admin role, its password's verifier, and where to
+    listen; and what a later boot acts on: a reset of the admin password."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: int = Field(default=1, description="Document format version.")
+    version: int = Field(default=2, description="Document format version.")
     admin_user: str = Field(default="dbi_admin", pattern=r"^[a-z_][a-z0-9_]*$")
-    admin_password: SecretStr
+    admin_verifier: str | None = Field(
+        default=None,
+        pattern=r"^SCRAM-SHA-256\$",
+        description="The admin password's SCRAM-SHA-256 verifier (dbi.scram).",
+    )
+    # Version 1 documents (written before verifiers) carried the password itself; the
+    # guest still reads them, dbi no longer writes them.
+    admin_password: SecretStr | None = None
+    reset: str | None = Field(
+        default=None,
+        max_length=64,
+        description="A token: a boot that has not applied it yet sets the admin role's "
+        "password to admin_verifier on initialized data (break-glass recovery).",
+    )
     port: int = Field(default=5432, ge=1, le=65535)
     # Memory given to PostgreSQL, in bytes, so its settings fit the VM.
     memory_bytes: int | None = Field(default=None, ge=0)
 
+    @model_validator(mode="after")
+    def _has_a_credential(self) -> Bootstrap:
+        if self.admin_verifier is None and self.admin_password is None:
+            raise ValueError("the bootstrap document has no admin credential")
+        return self
+
+    def initial_password(self) -> str:
+        """What initdb sets for the admin role: the verifier (or a version 1 password)."""
+        if self.admin_verifier is not None:
+            return self.admin_verifier
+        assert self.admin_password is not None
+        return self.admin_password.get_secret_value()
+
 
 def to_userdata(doc: Bootstrap) -> str:
     """Return the cloud-init user-data that delivers ``doc`` to the VM."""
-    payload = {**doc.model_dump(), "admin_password": doc.admin_password.get_secret_value()}
+    payload = doc.model_dump(exclude_none=True)
+    if doc.admin_password is not None:
+        payload["admin_password"] = doc.admin_password.get_secret_value()
     config = {
         "write_files": [
             {
@@ -47,7 +79,7 @@ def to_userdata(doc: Bootstrap) -> str:
                 "content": json.dumps(payload, sort_keys=True),
             }
         ],
-        "runcmd": [[COMMAND, PATH]],
+        "bootcmd": [[COMMAND, PATH]],  # every boot: a reset may come later
     }
     return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False)
 

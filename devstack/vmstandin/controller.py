@@ -293,6 +293,8 @@ class StandIn:
         self._vm_status(vm, state, "Starting", ready=False, restart=False)
         if not state.guest.initialized():
             state.guest.initialize(bootstrap)
+        elif state.guest.apply_reset(bootstrap):
+            log.info("reset the admin password of %s", vm["metadata"]["name"])
         state.ready_seen = False
         state.guest.boot(kubevirt.size_of(vmi["spec"]))
 

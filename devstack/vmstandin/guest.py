@@ -3,7 +3,8 @@
 Dev and test infrastructure. The data directory plays the VM's disk: it survives
 stop and start, and goes when its PVC goes. The first boot acts on the cloud-init
 bootstrap document as a real image's ``dbi-bootstrap`` would (``initdb`` with the
-admin role and password); later boots leave the data alone. PostgreSQL refuses to
+admin role and its password's verifier); later boots leave the data alone, but for
+a reset of the admin password the document asks for once (``apply_reset``). PostgreSQL refuses to
 run as root, so when the stand-in is root the server runs as ``nobody``.
 """
 
@@ -84,9 +85,10 @@ class Guest:
         """Run initdb with the bootstrap's admin role and password (first boot only)."""
         self.disk.mkdir(parents=True, exist_ok=True)
         self._own(self.disk)
-        # The password reaches initdb through a private file, never an argument.
+        # The verifier reaches initdb through a private file, never an argument (initdb
+        # stores a SCRAM verifier as it is).
         with tempfile.NamedTemporaryFile("w", dir=self.disk, delete=False) as pwfile:
-            pwfile.write(bootstrap.admin_password.get_secret_value())
+            pwfile.write(bootstrap.initial_password())
         pw = Path(pwfile.name)
         self._own(pw)
         try:
@@ -114,6 +116,34 @@ class Guest:
             hba.write("host all all 0.0.0.0/0 scram-sha-256\n")
         with (self.pgdata / "postgresql.conf").open("a") as conf:
             conf.write("\ninclude_if_exists = 'dbi-vm.conf'\n")
+
+    def apply_reset(self, bootstrap: Bootstrap) -> bool:
+        """Set the admin role's password to the document's verifier when it carries a
+        reset token this data has not applied (the server must be down); return whether
+        it did. PostgreSQL's single-user mode, as a real image's dbi-bootstrap would."""
+        token, done = bootstrap.reset, self.pgdata / "dbi-reset-applied"
+        if not token or bootstrap.admin_verifier is None:
+            return False
+        if done.exists() and done.read_text() == token:
+            return False
+        literal = bootstrap.admin_verifier.replace("'", "''")
+        statement = f"ALTER ROLE \"{bootstrap.admin_user}\" PASSWORD '{literal}';\n"
+        subprocess.run(
+            [
+                *self._as_guest,
+                str(BIN / "postgres"),
+                "--single",
+                "-D",
+                str(self.pgdata),
+                "postgres",
+            ],
+            input=statement.encode(),
+            check=True,
+            capture_output=True,
+        )
+        done.write_text(token)
+        self._own(done)
+        return True
 
     def boot(self, size: Size) -> None:
         """Start PostgreSQL on the VM's address; readiness is observed with ``ready``."""
