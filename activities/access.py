@@ -18,9 +18,10 @@ from kubernetes import client as k8s
 from psycopg import sql
 from temporalio import activity
 
-from activities import postgres, secrets
+from activities import admin_credential, postgres, secrets
 from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import KUBEVIRT, Instance
+from dbi import scram
 from dbi.models import PowerState
 from dbi.steps import Outcome, StepInput, StepResult
 
@@ -142,7 +143,7 @@ class Access(Step):
         )
         interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
         host = interfaces[0].get("ipAddress") if interfaces else None
-        admin = secrets.read(kube, instance.namespace, secrets.admin_name(instance))
+        admin = admin_credential.read(kube, self.ctx.config.namespace, instance.uid)
         app = secrets.read(kube, instance.namespace, secrets.app_name(instance))
         obs = observe(instance, host, admin.password, app)
         decision, action = decide(obs)
@@ -212,14 +213,12 @@ def act(
             if not secrets.conflict(e):
                 raise  # deleted meanwhile: the credentials step makes a new one next pass
         return
+    # The password reaches PostgreSQL as its SCRAM verifier only (dbi.scram).
+    verifier = sql.Literal(scram.verifier(app.password))
     statements = {
-        Action.CREATE_ROLE: sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-            role, sql.Literal(app.password)
-        ),
+        Action.CREATE_ROLE: sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(role, verifier),
         Action.CREATE_DATABASE: sql.SQL("CREATE DATABASE {} OWNER {}").format(database, role),
-        Action.ALTER_LOGIN: sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
-            role, sql.Literal(app.password)
-        ),
+        Action.ALTER_LOGIN: sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(role, verifier),
     }
     with postgres.connect(host, password=admin_password) as conn:
         conn.execute(statements[action])

@@ -1,31 +1,37 @@
-"""credentials (CredentialsReady): the admin, app and cloud-init Secrets.
+"""credentials (CredentialsReady): the admin credential, the app and cloud-init Secrets.
 
-Observes the three Secrets; one that is not the instance's stops the step
-(``activities.ownership``: Terminal for a foreign one, adopted when the instance says
-so). Makes what is missing in one go (a password only where there is none), and is
-Pending after writing, Satisfied when all three are complete and the two that
-``deletionPolicy: Retain`` keeps (admin, cloud-init) carry an owner reference exactly
-under Delete.
-A Secret deleted between the read and the apply (409 on the UID precondition) gets a
-fresh password there and then: that is the rotation by deletion. Passwords never leave
-this activity.
+Observes the admin credential (in the orchestrator's namespace,
+``activities.admin_credential``), the app credentials Secret and the cloud-init Secret
+(in the instance's), and a legacy ``<name>-admin`` Secret there. An app or cloud-init
+Secret that is not the instance's stops the step (``activities.ownership``).
+
+A missing admin credential is recovered, never regenerated blindly: moved from a
+legacy ``<name>-admin`` Secret (then that one is deleted), or taken from the deleted
+instance the DBInstance adopts; made new only for an instance whose data disk does not
+exist yet; otherwise (the credential lost) made new with a reset token, which the boot
+data carries so that the guest sets it at its next boot (the admin step restarts it).
+The cloud-init Secret carries only the admin password's SCRAM verifier. An app password
+is made only where there is none; a Secret deleted between the read and the apply (409
+on the UID precondition) gets a fresh one there and then: that is the rotation by
+deletion. One change of the admin credential per look, then Pending; passwords never
+leave this activity. Idempotent: every write applies the values it read or made.
 """
 
 from __future__ import annotations
 
+import secrets as token
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 
 from kubernetes import client as k8s
-from pydantic import SecretStr
 from temporalio import activity
 
-from activities import ownership, secrets
+from activities import admin_credential, manifests, ownership, secrets
+from activities.admin_credential import Credential
 from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import Instance
-from dbi import bootstrap
-from dbi.config import ADMIN_USER
+from dbi import bootstrap, scram
 from dbi.steps import Outcome, StepInput, StepResult
 
 STEP, CONDITION = "credentials", "CredentialsReady"
@@ -35,45 +41,221 @@ class Reason(StrEnum):
     READY = "SecretsReady"
     CREATED = "SecretsWritten"
     OWNERS_SYNCED = "OwnerReferencesSynced"
+    ADMIN_MOVED = "AdminCredentialMoved"
+    ADMIN_ADOPTED = "AdminCredentialAdopted"
+    ADMIN_RESET = "AdminCredentialReset"
 
 
-@dataclass(frozen=True)
+class Action(StrEnum):
+    NONE = "none"
+    WRITE = "write"  # what is incomplete: the app Secret, the cloud-init Secret, a new admin
+    MOVE_ADMIN = "move-admin"  # a legacy <name>-admin Secret into the admin credential
+    DROP_LEGACY = "drop-legacy"  # the legacy Secret, once moved
+    ADOPT_ADMIN = "adopt-admin"  # the adopted instance's admin credential
+    RESET_ADMIN = "reset-admin"  # a lost credential: a new one, set in the guest at boot
+
+
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     admin_complete: bool
     app_complete: bool
     cloudinit_matches: bool
-    # The admin and cloud-init Secrets are kept under deletionPolicy Retain: their
-    # owner references follow the policy.
+    # The cloud-init Secret is kept under deletionPolicy Retain: its owner reference
+    # follows the policy.
     kept_follow_policy: bool = True
+    legacy_admin: bool = False  # the instance's own <name>-admin Secret, with a password
+    # The admin credential of the deleted instance this one adopts (dbi.dev/adopt) is
+    # still there: it is the one the adopted data knows, it replaces any other.
+    adoptable_admin: bool = False
+    data_disk_exists: bool = False  # the instance's own data claim
 
 
-def decide(obs: Observation, *, secret_name: str) -> StepResult:
-    """Return Satisfied when all three Secrets are complete, else Pending (after writing)."""
-    if obs.admin_complete and obs.app_complete and obs.cloudinit_matches:
-        if not obs.kept_follow_policy:
-            return result(
-                STEP,
-                CONDITION,
-                Outcome.PENDING,
-                Reason.OWNERS_SYNCED,
-                "The admin and cloud-init Secrets' owner references now follow deletionPolicy.",
-                requeue_after=AT_ONCE,
-            )
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.SATISFIED,
-            Reason.READY,
-            "The admin, credentials and cloud-init Secrets are complete.",
-            credentials_secret_name=secret_name,
-        )
+_ADMIN_RECOVERY = (
+    ("legacy_admin", Action.MOVE_ADMIN, Reason.ADMIN_MOVED,
+     "The admin credential moved out of the instance's namespace, into dbi's."),
+    ("data_disk_exists", Action.RESET_ADMIN, Reason.ADMIN_RESET,
+     "The admin credential was lost: a new one is set in the guest at its next boot."),
+)  # fmt: skip
+
+
+def decide(obs: Observation, *, secret_name: str) -> tuple[StepResult, Action]:
+    """Return the outcome and the one action to take (pure)."""
+
+    def pending(reason: Reason, message: str) -> StepResult:
+        return result(STEP, CONDITION, Outcome.PENDING, reason, message, requeue_after=AT_ONCE)
+
+    if obs.adoptable_admin:
+        return pending(
+            Reason.ADMIN_ADOPTED, "The adopted instance's admin credential was taken over."
+        ), Action.ADOPT_ADMIN
+    if not obs.admin_complete:
+        for fact, action, reason, message in _ADMIN_RECOVERY:
+            if getattr(obs, fact):
+                return pending(reason, message), action
+    elif obs.legacy_admin:
+        return pending(
+            Reason.ADMIN_MOVED,
+            "The admin credential moved out of the instance's namespace, into dbi's.",
+        ), Action.DROP_LEGACY
+    if not (obs.admin_complete and obs.app_complete and obs.cloudinit_matches):
+        return pending(Reason.CREATED, "Missing Secrets or passwords were written."), Action.WRITE
+    if not obs.kept_follow_policy:
+        return pending(
+            Reason.OWNERS_SYNCED,
+            "The cloud-init Secret's owner reference now follows deletionPolicy.",
+        ), Action.WRITE
     return result(
         STEP,
         CONDITION,
-        Outcome.PENDING,
-        Reason.CREATED,
-        "Missing Secrets or passwords were written.",
-        requeue_after=AT_ONCE,
+        Outcome.SATISFIED,
+        Reason.READY,
+        "The admin credential, the credentials and cloud-init Secrets are complete.",
+        credentials_secret_name=secret_name,
+    ), Action.NONE
+
+
+@dataclass(frozen=True)
+class Reads:
+    admin: Credential
+    app: secrets.Read
+    cloudinit: secrets.Read
+    legacy: secrets.Read  # <name>-admin in the instance's namespace
+
+    def children(self, instance: Instance) -> list[ownership.Child]:
+        """The Secrets under the instance's child names that the gate checks."""
+        return [
+            ownership.Child("Secret", secrets.app_name(instance), self.app.meta),
+            ownership.Child("Secret", secrets.cloudinit_name(instance), self.cloudinit.meta),
+        ]
+
+
+def read_all(ctx: Context, instance: Instance) -> Reads:
+    kube, ns = ctx.kube, instance.namespace
+    return Reads(
+        admin=admin_credential.read(kube, ctx.config.namespace, instance.uid),
+        app=secrets.read(kube, ns, secrets.app_name(instance)),
+        cloudinit=secrets.read(kube, ns, secrets.cloudinit_name(instance)),
+        legacy=secrets.read(kube, ns, secrets.admin_name(instance)),
+    )
+
+
+def observe(ctx: Context, instance: Instance, reads: Reads) -> Observation:
+    """Reduce the reads to facts; the adopted instance's credential is read only when the
+    instance adopts one, the data claim only when the admin credential is missing."""
+    admin, app = reads.admin, reads.app
+    legacy = ownership.Child("Secret", secrets.admin_name(instance), reads.legacy.meta)
+    missing = not admin.password
+    adopted = instance.adopts
+    return Observation(
+        admin_complete=not missing,
+        app_complete=bool(app.password) and app_matches(instance, app),
+        cloudinit_matches=not missing and userdata_matches(reads.cloudinit, admin),
+        kept_follow_policy=ownership.follows_policy(reads.children(instance)[1], instance),
+        legacy_admin=bool(reads.legacy.password)
+        and ownership.classify(legacy, instance.uid) is ownership.Claim.OURS,
+        adoptable_admin=adopted is not None
+        and bool(admin_credential.read(ctx.kube, ctx.config.namespace, adopted).password),
+        data_disk_exists=missing and _own_data_claim(ctx, instance),
+    )
+
+
+def _own_data_claim(ctx: Context, instance: Instance) -> bool:
+    """Whether the instance's own data claim exists: its data has an admin password."""
+    name = manifests.data_claim_name(instance)
+    meta = ownership.meta_of(ctx.kube.pvc(instance.namespace, name), ctx.kube)
+    claim = ownership.Child("PersistentVolumeClaim", name, meta)
+    return ownership.classify(claim, instance.uid) is ownership.Claim.OURS
+
+
+def userdata_matches(cloudinit: secrets.Read, admin: Credential) -> bool:
+    """Whether the cloud-init Secret delivers the admin password's verifier (and its
+    pending reset, if there is one)."""
+    try:
+        doc = bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
+    except ValueError:
+        return False
+    verifier = doc.admin_verifier or ""
+    return doc.reset == admin.reset and scram.verifies(admin.password, verifier)
+
+
+def act(ctx: Context, instance: Instance, reads: Reads, action: Action) -> None:
+    """Perform the decided action (one write of the admin credential at most)."""
+    kube, home = ctx.kube, ctx.config.namespace
+    if action is Action.MOVE_ADMIN:
+        data = {"password": reads.legacy.password}
+        stamp = {admin_credential.ROTATED_AT: admin_credential.now()}
+        admin_credential.write(kube, home, instance, data, annotations=stamp, read_uid=None)
+    elif action is Action.DROP_LEGACY:
+        kube.delete("Secret", instance.namespace, secrets.admin_name(instance))
+    elif action is Action.ADOPT_ADMIN:
+        old = str(instance.adopts)
+        taken = admin_credential.read(kube, home, old)
+        data = {"password": taken.password}
+        annotations = admin_credential.kept_annotations(taken)
+        admin_credential.write(kube, home, instance, data, annotations=annotations, read_uid=None)
+        kube.delete("Secret", home, admin_credential.name_for(old))
+    elif action is Action.RESET_ADMIN:
+        data = {"password": secrets.new_password()}
+        reset = {
+            admin_credential.ROTATED_AT: admin_credential.now(),
+            admin_credential.RESET: token.token_hex(8),
+        }
+        admin_credential.write(kube, home, instance, data, annotations=reset, read_uid=None)
+    elif action is Action.WRITE:
+        write_incomplete(ctx, instance, reads)
+
+
+def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
+    """Write what is incomplete: a new admin credential for a new instance, the app
+    Secret (a password only where there is none), the cloud-init Secret (again when its
+    owner reference does not follow deletionPolicy)."""
+    kube, admin, app = ctx.kube, reads.admin, reads.app
+    if not admin.password:
+        admin = Credential(
+            uid=None,
+            data={"password": secrets.new_password()},
+            annotations={admin_credential.ROTATED_AT: admin_credential.now()},
+        )
+        admin_credential.write(
+            kube,
+            ctx.config.namespace,
+            instance,
+            admin.data,
+            annotations=admin_credential.kept_annotations(admin),
+            read_uid=None,
+        )
+    if not (app.password and app_matches(instance, app)):
+        _write(
+            ctx,
+            instance,
+            secrets.app_name(instance),
+            app,
+            lambda pw: _app_data(instance, app, pw),
+            keep=app.password,
+        )
+    doc = bootstrap.Bootstrap(
+        admin_verifier=scram.verifier(admin.password),
+        reset=admin.reset,
+        memory_bytes=int(instance.model.spec.resources.memory_bytes()),
+    )
+    if not userdata_matches(reads.cloudinit, admin) or not ownership.follows_policy(
+        reads.children(instance)[1], instance
+    ):
+        secrets.apply(
+            kube,
+            instance,
+            secrets.cloudinit_name(instance),
+            {bootstrap.USERDATA_KEY: bootstrap.to_userdata(doc)},
+            uid=reads.cloudinit.uid,
+        )
+
+
+def app_matches(instance: Instance, app: secrets.Read) -> bool:
+    """Whether the app Secret names the spec's role and database."""
+    creds = instance.model.spec.credentials
+    return (app.data.get("username"), app.data.get("database")) == (
+        creds.username,
+        creds.database,
     )
 
 
@@ -86,86 +268,6 @@ def _app_data(instance: Instance, current: secrets.Read, password: str) -> dict[
         "database": creds.database,
         "password": password,
     }
-
-
-@dataclass(frozen=True)
-class Reads:
-    admin: secrets.Read
-    app: secrets.Read
-    cloudinit: secrets.Read
-
-    def children(self, instance: Instance) -> list[ownership.Child]:
-        names = (
-            secrets.admin_name(instance),
-            secrets.app_name(instance),
-            secrets.cloudinit_name(instance),
-        )
-        reads = (self.admin, self.app, self.cloudinit)
-        return [ownership.Child("Secret", n, r.meta) for n, r in zip(names, reads, strict=True)]
-
-
-def read_all(ctx: Context, instance: Instance) -> Reads:
-    kube, ns = ctx.kube, instance.namespace
-    return Reads(
-        admin=secrets.read(kube, ns, secrets.admin_name(instance)),
-        app=secrets.read(kube, ns, secrets.app_name(instance)),
-        cloudinit=secrets.read(kube, ns, secrets.cloudinit_name(instance)),
-    )
-
-
-def observe(instance: Instance, reads: Reads) -> Observation:
-    admin, app, cloudinit = reads.admin, reads.app, reads.cloudinit
-    creds = instance.model.spec.credentials
-    children = reads.children(instance)
-    return Observation(
-        admin_complete=bool(admin.password),
-        app_complete=bool(app.password)
-        and (app.data.get("username"), app.data.get("database"))
-        == (creds.username, creds.database),
-        cloudinit_matches=bool(admin.password)
-        and secrets.userdata_matches(cloudinit, admin.password),
-        kept_follow_policy=all(
-            ownership.follows_policy(c, instance) for c in (children[0], children[2])
-        ),
-    )
-
-
-def ensure(ctx: Context, instance: Instance, reads: Reads, obs: Observation) -> None:
-    """Write what is incomplete: a password only where there is none; the kept Secrets
-    again (same data) when their owner references do not follow deletionPolicy."""
-    kube, admin, app, cloudinit = ctx.kube, reads.admin, reads.app, reads.cloudinit
-    admin_password = admin.password
-    if not obs.admin_complete or not obs.kept_follow_policy:
-        admin_password = _write(
-            ctx,
-            instance,
-            secrets.admin_name(instance),
-            admin,
-            lambda pw: {"username": ADMIN_USER, "password": pw},
-            keep=admin.password,
-        )
-    if not obs.app_complete:
-        _write(
-            ctx,
-            instance,
-            secrets.app_name(instance),
-            app,
-            lambda pw: _app_data(instance, app, pw),
-            keep=app.password,
-        )
-    if not obs.cloudinit_matches or not obs.kept_follow_policy:
-        doc = bootstrap.Bootstrap(
-            admin_user=ADMIN_USER,
-            admin_password=SecretStr(admin_password),
-            memory_bytes=int(instance.model.spec.resources.memory_bytes()),
-        )
-        secrets.apply(
-            kube,
-            instance,
-            secrets.cloudinit_name(instance),
-            {bootstrap.USERDATA_KEY: bootstrap.to_userdata(doc)},
-            uid=cloudinit.uid,
-        )
 
 
 def _write(
@@ -211,8 +313,8 @@ class Credentials(Step):
         refused = ownership.gate(self.ctx.kube, STEP, CONDITION, instance, reads.children(instance))
         if refused is not None:
             return refused
-        obs = observe(instance, reads)
-        decision = decide(obs, secret_name=secrets.app_name(instance))
-        if decision.outcome is Outcome.PENDING:
-            ensure(self.ctx, instance, reads, obs)
+        decision, action = decide(
+            observe(self.ctx, instance, reads), secret_name=secrets.app_name(instance)
+        )
+        act(self.ctx, instance, reads, action)
         return decision

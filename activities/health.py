@@ -14,7 +14,7 @@ from enum import StrEnum
 import psycopg
 from temporalio import activity
 
-from activities import postgres, secrets
+from activities import admin_credential, postgres
 from activities.context import Step, result
 from activities.kube import KUBEVIRT, Instance
 from dbi.models import PowerState
@@ -65,7 +65,7 @@ def decide(obs: Observation) -> StepResult:
             CONDITION,
             Outcome.TERMINAL,
             Reason.ADMIN_REFUSED,
-            "PostgreSQL refuses the admin password in the admin Secret; restore that Secret.",
+            "PostgreSQL refuses dbi's admin password; the admin step recovers it.",
         )
     if not obs.reachable:
         return pending(Reason.BOOTING, "PostgreSQL does not answer yet.")
@@ -115,8 +115,8 @@ class Health(Step):
             interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
             address = interfaces[0].get("ipAddress") if interfaces else None
             if address:
-                admin = secrets.read(
-                    self.ctx.kube, instance.namespace, secrets.admin_name(instance)
+                admin = admin_credential.read(
+                    self.ctx.kube, self.ctx.config.namespace, instance.uid
                 )
                 reachable, version, recovery, refused = probe(address, admin.password)
         return decide(Observation(stopped, address, reachable, version, recovery, refused))

@@ -59,6 +59,7 @@ class Child:
     kind: str
     name: str
     meta: Manifest | None
+    namespace: str | None = None  # None: the instance's
 
     @property
     def instance_uid(self) -> str | None:

@@ -6,6 +6,7 @@ or ``sql.Literal``; nothing from a spec is put into SQL text.
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any
 
 import psycopg
@@ -14,6 +15,15 @@ from dbi.config import ADMIN_USER
 
 PORT = 5432
 CONNECT_TIMEOUT = 3
+# No statement of dbi's waits long on a lock or runs long: a user's transaction holding
+# the app role, say, makes the step fail (and retry) instead of hanging it.
+SESSION_OPTIONS = "-c statement_timeout=10000 -c lock_timeout=5000"
+
+
+class Login(StrEnum):
+    OK = "ok"
+    REFUSED = "refused"  # the server answered: wrong password
+    UNREACHABLE = "unreachable"  # no answer (booting, down, refusing connections)
 
 
 def connect(
@@ -29,7 +39,20 @@ def connect(
         connect_timeout=CONNECT_TIMEOUT,
         autocommit=True,
         application_name="dbi-orchestrator",
+        options=SESSION_OPTIONS,
     )
+
+
+def login(host: str, *, password: str, user: str = ADMIN_USER) -> Login:
+    """Try to log in; tell a refused password from a server that does not answer."""
+    if not password:
+        return Login.REFUSED
+    try:
+        with connect(host, user=user, password=password):
+            return Login.OK
+    except psycopg.OperationalError as e:
+        # The server answered and said no (libpq reports it in the message, no sqlstate).
+        return Login.REFUSED if "password authentication failed" in str(e) else Login.UNREACHABLE
 
 
 def authenticates(host: str, *, user: str, password: str, dbname: str) -> bool:

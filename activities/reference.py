@@ -12,6 +12,7 @@ from types import ModuleType
 
 from activities import (
     access,
+    admin,
     context,
     credentials,
     health,
@@ -32,7 +33,18 @@ START, END = "<!-- reference:start -->", "<!-- reference:end -->"
 
 _MODULES: dict[str, ModuleType] = {
     m.STEP: m
-    for m in (preflight, credentials, vm, power, resize, retention, health, access, monitoring)
+    for m in (
+        preflight,
+        credentials,
+        vm,
+        power,
+        resize,
+        retention,
+        admin,
+        health,
+        access,
+        monitoring,
+    )
 }
 
 

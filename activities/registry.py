@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from activities.access import Access
+from activities.admin import Admin
 from activities.context import Context
 from activities.credentials import Credentials
 from activities.health import Health
@@ -15,7 +16,7 @@ from activities.power import Power
 from activities.preflight import Preflight
 from activities.resize import Resize
 from activities.retention import Retention
-from activities.rotation import RotateCredentials
+from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
 from activities.teardown import TeardownFinalizer, TeardownMonitoring, TeardownVM
 from activities.vm import VM
@@ -27,6 +28,7 @@ STEPS = (
     Power,
     Resize,
     Retention,
+    Admin,
     Health,
     Access,
     Monitoring,
@@ -36,6 +38,7 @@ STEPS = (
     LoadInstance,
     WriteStatus,
     RotateCredentials,
+    RotateAdminCredentials,
 )
 
 

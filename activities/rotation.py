@@ -14,10 +14,11 @@ from psycopg import sql
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import postgres, secrets
+from activities import admin, admin_credential, postgres, secrets
 from activities.access import uri
 from activities.context import Activity, load
 from activities.kube import KUBEVIRT
+from dbi import scram
 from dbi.messages import RotationRequest, RotationResult
 from dbi.steps import StepInput
 
@@ -49,12 +50,12 @@ class RotateCredentials(Activity):
             )
         host = interfaces[0]["ipAddress"]
         creds = instance.model.spec.credentials
-        admin = secrets.read(kube, instance.namespace, secrets.admin_name(instance))
+        admin = admin_credential.read(kube, self.ctx.config.namespace, instance.uid)
         password = secrets.new_password()
         with postgres.connect(host, password=admin.password) as conn:
             conn.execute(
                 sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
-                    sql.Identifier(creds.username), sql.Literal(password)
+                    sql.Identifier(creds.username), sql.Literal(scram.verifier(password))
                 )
             )
         data = {
@@ -82,4 +83,24 @@ class RotateCredentials(Activity):
             secret_name=name,
             resource_version=(meta.resource_version if meta else "") or "",
             rotated=True,
+        )
+
+
+class RotateAdminCredentials(Activity):
+    @activity.defn(name="rotate_admin_credentials")
+    def run(self, request: RotationRequest) -> RotationResult:
+        """Rotate dbi's admin password now (``activities.admin.rotate_now``): the new one
+        is written before ALTER ROLE and proven before it is the one. Neither the app
+        role nor its connections notice."""
+        step_input = StepInput(namespace=request.namespace, name=request.name, uid=request.uid)
+        instance = load(self.ctx, step_input)
+        if instance is None:
+            raise ApplicationError(
+                "the instance no longer exists", type="InstanceGone", non_retryable=True
+            )
+        rotated = admin.rotate_now(self.ctx, instance, request.request_id)
+        return RotationResult(
+            secret_name=f"{self.ctx.config.namespace}/{admin_credential.name_for(instance.uid)}",
+            resource_version="",
+            rotated=rotated,
         )

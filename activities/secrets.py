@@ -16,7 +16,6 @@ from typing import Any
 from kubernetes import client as k8s
 
 from activities.kube import Instance, Kube, Manifest
-from dbi import bootstrap
 
 ROTATION_ANNOTATION = "dbi.dev/rotation-id"
 
@@ -106,12 +105,3 @@ def ours(current: Read) -> dict[str, str]:
 
 def conflict(error: k8s.ApiException) -> bool:
     return bool(error.status == 409)
-
-
-def userdata_matches(cloudinit: Read, admin_password: str) -> bool:
-    """Tell whether the cloud-init Secret delivers ``admin_password`` to the VM."""
-    try:
-        doc = bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
-    except ValueError:
-        return False
-    return bool(doc.admin_password.get_secret_value() == admin_password)

@@ -16,7 +16,7 @@ from enum import StrEnum
 
 from temporalio import activity
 
-from activities import manifests, monitoring, ownership, retention, secrets
+from activities import admin_credential, manifests, monitoring, ownership, retention, secrets
 from activities.context import Activity, gone, load, result
 from activities.kube import KUBEVIRT, Instance
 from dbi import names
@@ -79,8 +79,16 @@ class TeardownVM(Activity):
             return gone(self.STEP, self.CONDITION)
         kept, rest = self._children(instance)
         if not instance.retains:
-            return self._delete(instance, [c for c in (*kept, *rest) if c.meta is not None])
+            credential = self._admin_credential(instance)
+            return self._delete(instance, [*kept, *rest, *credential])
         return self._release(instance, kept, rest)
+
+    def _admin_credential(self, instance: Instance) -> list[ownership.Child]:
+        """The instance's admin credential, in the orchestrator's namespace, if it is
+        there (Retain keeps it: an instance that adopts the kept data needs it)."""
+        home, name = self.ctx.config.namespace, admin_credential.name_for(instance.uid)
+        found = self.ctx.kube.secret(home, name)
+        return [] if found is None else [ownership.Child("Secret", name, {}, namespace=home)]
 
     def _children(self, instance: Instance) -> tuple[list[ownership.Child], list[ownership.Child]]:
         """The instance's own children this step looks after: those Retain keeps, the rest."""
@@ -112,11 +120,11 @@ class TeardownVM(Activity):
                 self.CONDITION,
                 Outcome.SATISFIED,
                 Reason.DELETED,
-                "The VM, its data disk and the instance's Secrets are deleted.",
+                "The VM, its data disk, its Secrets and admin credential are deleted.",
             )
         for child in ours:
             if not child.meta or not child.meta.get("deletionTimestamp"):
-                self.ctx.kube.delete(child.kind, instance.namespace, child.name)
+                self.ctx.kube.delete(child.kind, child.namespace or instance.namespace, child.name)
         return result(
             self.STEP,
             self.CONDITION,

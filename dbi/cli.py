@@ -132,12 +132,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     rotate = commands.add_parser(
         "rotate",
-        help="rotate the app password now (a Temporal update) and wait for it",
+        help="rotate the app password (or --admin, dbi's) now and wait for it",
         description="Ask the instance's workflow to rotate the app password; wait until the "
-        "credentials Secret holds a new password that works.",
+        "credentials Secret holds a new password that works. With --admin, rotate dbi's own "
+        "admin password instead (kept in dbi's namespace; the app notices nothing).",
     )
     rotate.add_argument("name", help="the DBInstance")
     _namespace_option(rotate)
+    rotate.add_argument(
+        "--admin", action="store_true", help="rotate dbi's admin password, not the app's"
+    )
     rotate.set_defaults(run=_operate("rotate"))
 
     resize = commands.add_parser(
@@ -293,6 +297,8 @@ def _operate(command: str) -> Callable[[argparse.Namespace], int]:
             if command == "status":
                 namespace = None if args.all_namespaces else args.namespace
                 outcome = asyncio.run(operate.status(namespace, args.name))
+            elif command == "rotate":
+                outcome = asyncio.run(operate.rotate(args.namespace, args.name, admin=args.admin))
             else:
                 outcome = asyncio.run(getattr(operate, command)(args.namespace, args.name))
         except RuntimeError as e:  # the SDK reports a failed connection this way

@@ -3,6 +3,10 @@
 - ``DBI_IMAGES``: a JSON object of PostgreSQL major version to VirtualMachineImage
   ``namespace/name`` (default: each supported version to ``dbi-images/postgres-<v>``).
 - ``DBI_EXPORTER_PORT``: the PostgreSQL exporter's port in the VM (default 9187).
+- ``DBI_NAMESPACE``: the orchestrator's own namespace, where it keeps each instance's
+  admin credential (default ``dbi-system``).
+- ``DBI_ADMIN_ROTATION_INTERVAL``: how often the admin password is rotated (default
+  ``720h``; ``0``: never on a schedule).
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 
 from dbi import environment
-from dbi.models import SUPPORTED_VERSIONS
+from dbi.models import SUPPORTED_VERSIONS, duration_seconds
 
 ADMIN_USER = "dbi_admin"
 
@@ -20,10 +24,16 @@ def _default_images() -> dict[int, str]:
     return {v: f"dbi-images/postgres-{v}" for v in SUPPORTED_VERSIONS}
 
 
+DEFAULT_ADMIN_ROTATION_SECONDS = 30 * 86400.0
+
+
 @dataclass(frozen=True)
 class Config:
     images: dict[int, str] = field(default_factory=_default_images)
     exporter_port: int = 9187
+    namespace: str = "dbi-system"
+    # None: the admin password is rotated on demand only.
+    admin_rotation_seconds: float | None = DEFAULT_ADMIN_ROTATION_SECONDS
 
     @classmethod
     def from_env(cls) -> Config:
@@ -37,4 +47,16 @@ class Config:
                     f"DBI_IMAGES must be a JSON object of version to image: {e}"
                 ) from None
         port = environment.EXPORTER_PORT.integer(low=1, high=65535)
-        return cls(images=images, exporter_port=port or cls.exporter_port)
+        rotation = environment.ADMIN_ROTATION_INTERVAL.value()
+        try:
+            seconds = 0.0 if rotation == "0" else duration_seconds(rotation)
+        except ValueError:
+            raise ValueError(
+                f"DBI_ADMIN_ROTATION_INTERVAL must be a duration such as 720h, or 0: {rotation!r}"
+            ) from None
+        return cls(
+            images=images,
+            exporter_port=port or cls.exporter_port,
+            namespace=environment.NAMESPACE.value(),
+            admin_rotation_seconds=seconds or None,
+        )

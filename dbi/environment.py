@@ -107,6 +107,20 @@ IMAGES = _var(
     "unset: `dbi-images/postgres-<version>`.",
     WORKER,
 )
+NAMESPACE = _var(
+    "DBI_NAMESPACE",
+    "dbi-system",
+    "The orchestrator's own namespace: it keeps each instance's admin credential there, "
+    "out of tenants' reach (deploy/ sets it to the pod's namespace).",
+    WORKER,
+)
+ADMIN_ROTATION_INTERVAL = _var(
+    "DBI_ADMIN_ROTATION_INTERVAL",
+    "720h",
+    "How often each instance's admin password is rotated, as a duration (`720h`: 30 days);"
+    " `0` turns scheduled rotation off.",
+    WORKER,
+)
 EXPORTER_PORT = _var(
     "DBI_EXPORTER_PORT", "9187", "Port of the PostgreSQL exporter inside the VM.", WORKER
 )

@@ -17,6 +17,7 @@ from dbi.steps import Outcome
 WAKE = "wake"
 RETRY = "retry"
 ROTATE_CREDENTIALS = "rotate_credentials"
+ROTATE_ADMIN_CREDENTIALS = "rotate_admin_credentials"
 FORCE_RESIZE = "force_resize"
 PROGRESS = "progress"
 

@@ -23,6 +23,7 @@ from dbi import environment, names
 from dbi.messages import (
     FORCE_RESIZE,
     PROGRESS,
+    ROTATE_ADMIN_CREDENTIALS,
     ROTATE_CREDENTIALS,
     Progress,
     ResizeResult,
@@ -170,11 +171,15 @@ async def _update(namespace: str, name: str, update: str, result_type: type[T]) 
     return result
 
 
-async def rotate(namespace: str, name: str) -> Outcome:
-    """Rotate the app password through the workflow's update; wait for the result."""
-    result = await _update(namespace, name, ROTATE_CREDENTIALS, RotationResult)
+async def rotate(namespace: str, name: str, *, admin: bool = False) -> Outcome:
+    """Rotate the app password (``admin``: dbi's admin password) through the workflow's
+    update; wait for the result."""
+    update = ROTATE_ADMIN_CREDENTIALS if admin else ROTATE_CREDENTIALS
+    result = await _update(namespace, name, update, RotationResult)
     if isinstance(result, Outcome):
         return result
+    if admin:
+        return Outcome(OK, f"rotated: dbi's admin password (kept in {result.secret_name})")
     return Outcome(OK, f"rotated: Secret {result.secret_name} holds the new password")
 
 

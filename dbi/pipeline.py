@@ -33,16 +33,12 @@ CONVERGE: tuple[StepSpec, ...] = (
     StepSpec("power", "PowerSynced", "power: runStrategy from powerState"),
     StepSpec("resize", "SizeSynced", "resize: CPU, memory and disk"),
     StepSpec("retention", "RetentionSynced", "retention: what deletionPolicy keeps, out of reach"),
+    StepSpec("admin", "AdminReady", "admin: dbi's admin credential logs in, rotated, recovered"),
     StepSpec("health", "DatabaseHealthy", "health: connect as admin, SELECT 1"),
     StepSpec("access", "AccessReady", "access: app role, database and password"),
     StepSpec("monitoring", "MonitoringReady", "monitoring: Service and ServiceMonitor"),
 )
 
-# The pipeline of workflows that began before the retention step existed (they replay
-# as they ran; workflows/dbinstance.py chooses, behind a patch).
-CONVERGE_BEFORE_RETENTION: tuple[StepSpec, ...] = tuple(
-    s for s in CONVERGE if s.name != "retention"
-)
 
 TEARDOWN: tuple[StepSpec, ...] = (
     StepSpec("teardown_monitoring", "MonitoringRemoved", "teardown: monitoring objects"),
@@ -54,3 +50,4 @@ TEARDOWN: tuple[StepSpec, ...] = (
 LOAD_INSTANCE = "load_instance"
 WRITE_STATUS = "write_status"
 ROTATE_CREDENTIALS = "rotate_credentials"
+ROTATE_ADMIN_CREDENTIALS = "rotate_admin_credentials"

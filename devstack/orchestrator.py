@@ -1,7 +1,8 @@
 """Run the orchestrator on the local stack: install its API, then the worker and the watcher.
 
 This is what ``dbi dev up`` adds on top of the local stack: the DBInstance CRD, the
-dev VirtualMachineImages the default configuration names, and the worker and watcher
+dev VirtualMachineImages the default configuration names, the orchestrator's own
+namespace (``DBI_NAMESPACE``, where it keeps admin credentials), and the worker and watcher
 as processes (``python -m workflows.worker``, ``python -m watcher``), pointed at the
 stack's Temporal and kubeconfig.
 """
@@ -20,6 +21,7 @@ from kubernetes import client as k8s
 
 from activities import kube
 from dbi import names
+from dbi.config import Config
 from dbi.models import SUPPORTED_VERSIONS
 from devstack import tools
 from devstack.process import ManagedProcess, StackError
@@ -44,18 +46,20 @@ def install(api: k8s.ApiClient) -> None:
             raise StackError("the DBInstance CRD was not established within 60s")
         time.sleep(0.1)
     core, objects = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
-    namespace: dict[str, Any] = {
-        "apiVersion": "v1",
-        "kind": "Namespace",
-        "metadata": {"name": IMAGES_NAMESPACE},
-    }
-    core.patch_namespace(
-        IMAGES_NAMESPACE,
-        namespace,
-        field_manager=names.FIELD_MANAGER,
-        force=True,
-        _content_type="application/apply-patch+yaml",
-    )
+    # The images' namespace, and the orchestrator's own (its admin credentials).
+    for name in (IMAGES_NAMESPACE, Config.from_env().namespace):
+        namespace: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name},
+        }
+        core.patch_namespace(
+            name,
+            namespace,
+            field_manager=names.FIELD_MANAGER,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
     for version in SUPPORTED_VERSIONS:
         image: dict[str, Any] = {
             "apiVersion": "harvesterhci.io/v1beta1",

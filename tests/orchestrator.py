@@ -19,6 +19,7 @@ from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowHandle
 
 from dbi import names
+from dbi.config import Config
 from dbi.messages import WorkflowInput
 from dbi.models import SUPPORTED_VERSIONS
 from devstack.fixtures import Kubectl
@@ -36,6 +37,9 @@ def images(kube_api: Any, dbinstance_crd: str, local_stack: StackInfo) -> dict[i
     """Create the VirtualMachineImages the default configuration names, once."""
     core = k8s.CoreV1Api(kube_api)
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=IMAGES_NAMESPACE)))
+    # The orchestrator's own namespace: it keeps each instance's admin credential there.
+    home = k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=Config().namespace))
+    core.create_namespace(home)
     objects = k8s.CustomObjectsApi(kube_api)
     for version in SUPPORTED_VERSIONS:
         image = {

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
         FORCE_RESIZE,
         PROGRESS,
         RETRY,
+        ROTATE_ADMIN_CREDENTIALS,
         ROTATE_CREDENTIALS,
         WAKE,
         Carried,
@@ -58,8 +59,11 @@ TASK_TIMEOUT = timedelta(seconds=30)
 LOCAL_HEALTH_CHECKS = "local-health-checks"
 LOCAL_READY_PASSES = "local-ready-passes"
 LOCAL_PASSES = "local-passes"
-# The patch that put the retention step (deletionPolicy's reach) into the pipeline.
+# The steps that joined the pipeline under a patch, each with its patch: a workflow that
+# began before one runs, and replays, without it.
 RETENTION_STEP = "retention-step"
+ADMIN_STEP = "admin-step"
+PATCHED_STEPS = (("retention", RETENTION_STEP), ("admin", ADMIN_STEP))
 # A rotation that keeps failing (the database unreachable, say) is answered after so
 # many attempts, and the instance's passes go on.
 ROTATION_RETRY = RetryPolicy(
@@ -68,8 +72,12 @@ ROTATION_RETRY = RetryPolicy(
     maximum_interval=timedelta(seconds=10),
     maximum_attempts=3,
 )
+ROTATION_SUMMARY = {
+    steps.ROTATE_CREDENTIALS: "rotate the app password (update)",
+    steps.ROTATE_ADMIN_CREDENTIALS: "rotate dbi's admin password (update)",
+}
 # A rotation's own refusals: their message is the answer the caller gets.
-ROTATION_REFUSALS = frozenset({"NotRunning", "InstanceGone"})
+ROTATION_REFUSALS = frozenset({"NotRunning", "InstanceGone", "AdminNotReady"})
 PHASE = SearchAttributeKey.for_keyword("DbiPhase")
 STEP = SearchAttributeKey.for_keyword("DbiStep")
 READY = SearchAttributeKey.for_bool("DbiReady")
@@ -101,7 +109,8 @@ class State:
     last_report: PassReport | None = None
     waiting_for: str = "the first pass"
     next_wakeup: datetime | None = None
-    rotations: deque[str] = field(default_factory=deque)
+    # Queued rotations: (update id, the activity that serves it).
+    rotations: deque[tuple[str, str]] = field(default_factory=deque)
     rotated: dict[str, RotationResult] = field(default_factory=dict)
     resize_waiters: list[str] = field(default_factory=list)
     resized: dict[str, ResizeResult] = field(default_factory=dict)
@@ -183,19 +192,20 @@ class DBInstanceWorkflow:
 
     @workflow.update(name=ROTATE_CREDENTIALS)
     async def rotate_credentials(self) -> RotationResult:
-        request_id = _update_id()
-        self.s.rotations.append(request_id)
-        await workflow.wait_condition(
-            lambda: request_id in self.s.rotated or request_id in self.s.refused
-        )
-        if request_id in self.s.refused:
-            self._refuse(request_id)
-        return self.s.rotated.pop(request_id)
+        return await self._rotation(steps.ROTATE_CREDENTIALS)
 
     @rotate_credentials.validator
     def _validate_rotate(self) -> None:
         self._refuse_while_deleting()
         self._refuse_while_stopped("start it to rotate its password")
+
+    @workflow.update(name=ROTATE_ADMIN_CREDENTIALS)
+    async def rotate_admin_credentials(self) -> RotationResult:
+        return await self._rotation(steps.ROTATE_ADMIN_CREDENTIALS)
+
+    @rotate_admin_credentials.validator
+    def _validate_rotate_admin(self) -> None:
+        self._validate_rotate()
 
     @workflow.update(name=FORCE_RESIZE)
     async def force_resize(self) -> ResizeResult:
@@ -213,6 +223,17 @@ class DBInstanceWorkflow:
     def _validate_resize(self) -> None:
         self._refuse_while_deleting()
         self._refuse_while_stopped("it takes its new size when it starts")
+
+    async def _rotation(self, activity: str) -> RotationResult:
+        """Queue a rotation served by ``activity``; return its result once served."""
+        request_id = _update_id()
+        self.s.rotations.append((request_id, activity))
+        await workflow.wait_condition(
+            lambda: request_id in self.s.rotated or request_id in self.s.refused
+        )
+        if request_id in self.s.refused:
+            self._refuse(request_id)
+        return self.s.rotated.pop(request_id)
 
     @workflow.query(name=PROGRESS)
     def progress(self) -> Progress:
@@ -244,7 +265,7 @@ class DBInstanceWorkflow:
         raise ApplicationError(self.s.refused.pop(request_id), type="Refused", non_retryable=True)
 
     def _refuse_all(self, why: str) -> None:
-        for request_id in [*self.s.rotations, *self.s.resize_waiters]:
+        for request_id in [*(r for r, _ in self.s.rotations), *self.s.resize_waiters]:
             self.s.refused[request_id] = why
         self.s.rotations.clear()
         self.s.resize_waiters.clear()
@@ -294,10 +315,10 @@ class DBInstanceWorkflow:
         ROTATION_RETRY's attempts) is answered with why, and the passes go on: an update
         never fails the workflow."""
         while self.s.rotations:
-            request_id = self.s.rotations[0]
+            request_id, rotation = self.s.rotations[0]
             try:
                 result = await workflow.execute_activity(
-                    steps.ROTATE_CREDENTIALS,
+                    rotation,
                     RotationRequest(
                         namespace=self.s.namespace,
                         name=self.s.name,
@@ -307,7 +328,7 @@ class DBInstanceWorkflow:
                     result_type=RotationResult,
                     start_to_close_timeout=SHORT,
                     retry_policy=ROTATION_RETRY,
-                    summary="rotate the app password (update)",
+                    summary=ROTATION_SUMMARY[rotation],
                 )
             except ActivityError as e:
                 workflow.logger.warning("rotation %s failed", request_id)
@@ -320,9 +341,8 @@ class DBInstanceWorkflow:
     def _pipeline(self, snapshot: InstanceSnapshot) -> tuple[steps.StepSpec, ...]:
         if snapshot.deleting:
             return steps.TEARDOWN
-        if workflow.patched(RETENTION_STEP):
-            return steps.CONVERGE
-        return steps.CONVERGE_BEFORE_RETENTION
+        absent = {step for step, patch in PATCHED_STEPS if not workflow.patched(patch)}
+        return tuple(s for s in steps.CONVERGE if s.name not in absent)
 
     async def _pass(self, snapshot: InstanceSnapshot, pass_id: str, *, local: bool) -> PassReport:
         pipeline = self._pipeline(snapshot)

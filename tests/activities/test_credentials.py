@@ -16,6 +16,7 @@ from kubernetes import client as k8s
 from prometheus_client import REGISTRY, generate_latest
 
 from activities import credentials, secrets
+from activities.admin_credential import name_for
 from activities.context import Context
 from activities.kube import Kube
 from activities.rotation import RotateCredentials
@@ -37,6 +38,12 @@ pytestmark = pytest.mark.stack
 def secret(kube_api: Any, namespace: str, name: str) -> dict[str, str]:
     found = k8s.CoreV1Api(kube_api).read_namespaced_secret(name, namespace)
     return {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
+
+
+def admin_credential(kube_api: Any, orchestrator: Orchestrator, namespace: str) -> dict[str, str]:
+    """The admin credential of instance ``db``, from the orchestrator's namespace."""
+    uid = orchestrator.get(namespace, "db")["metadata"]["uid"]
+    return secret(kube_api, Config().namespace, name_for(uid))
 
 
 def logs_in(host: str, user: str, password: str, dbname: str) -> bool:
@@ -79,7 +86,7 @@ async def test_the_app_secret_connects_and_the_admin_password_is_the_admins_only
     app = await settled(orchestrator, namespace, kube_api)
     with psycopg.connect(app["uri"], connect_timeout=3, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (n int)")
-    admin = secret(kube_api, namespace, "db-admin")["password"]
+    admin = admin_credential(kube_api, orchestrator, namespace)["password"]
     assert logs_in(app["host"], ADMIN_USER, admin, "postgres")
     assert not logs_in(app["host"], "app", admin, "app")
     assert not logs_in(app["host"], ADMIN_USER, app["password"], "postgres")
@@ -231,7 +238,7 @@ async def test_no_password_appears_in_history_logs_events_or_status(
     EXPORTER.clear()
     await create(orchestrator, namespace, {**SPEC})
     passwords = {(await settled(orchestrator, namespace, kube_api))["password"]}
-    passwords.add(secret(kube_api, namespace, "db-admin")["password"])
+    passwords.add(admin_credential(kube_api, orchestrator, namespace)["password"])
     k8s.CoreV1Api(kube_api).delete_namespaced_secret("db-credentials", namespace)
     passwords.add((await settled(orchestrator, namespace, kube_api))["password"])
     handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
@@ -282,17 +289,3 @@ async def test_no_password_appears_in_history_logs_events_or_status(
             ("metrics", exposition),
         ):
             assert password not in text, f"a password is in the {where}"
-
-
-async def test_a_lost_admin_secret_stalls_with_a_clear_reason(
-    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
-) -> None:
-    """A deleted admin Secret gets a new password the database never had: health says so."""
-    await create(orchestrator, namespace)
-    k8s.CoreV1Api(kube_api).delete_namespaced_secret("db-admin", namespace)
-    stalled = ("False", "AdminPasswordRefused")
-    await orchestrator.until(
-        lambda: orchestrator.condition(namespace, "db", "DatabaseHealthy") == stalled,
-        what="DatabaseHealthy False AdminPasswordRefused",
-    )
-    assert orchestrator.condition(namespace, "db", "Stalled") == ("True", "AdminPasswordRefused")

@@ -73,32 +73,71 @@ def test_preflight(obs: preflight.Observation, outcome: Outcome, reason: str) ->
         assert "spec." in decision.message
 
 
+CREDS = credentials.Observation(admin_complete=True, app_complete=True, cloudinit_matches=True)
+C = credentials.Action
+
+
 @pytest.mark.parametrize(
-    ("obs", "outcome"),
+    ("obs", "reason", "action"),
     [
-        pytest.param(credentials.Observation(True, True, True), Outcome.SATISFIED, id="complete"),
-        pytest.param(credentials.Observation(False, True, False), Outcome.PENDING, id="no-admin"),
+        pytest.param(CREDS, "SecretsReady", C.NONE, id="complete"),
         pytest.param(
-            credentials.Observation(True, False, True), Outcome.PENDING, id="no-app-password"
+            replace(CREDS, admin_complete=False, cloudinit_matches=False),
+            "SecretsWritten",
+            C.WRITE,
+            id="new-instance-gets-an-admin-credential",
         ),
         pytest.param(
-            credentials.Observation(True, True, False), Outcome.PENDING, id="stale-cloud-init"
+            replace(CREDS, app_complete=False), "SecretsWritten", C.WRITE, id="no-app-password"
         ),
         pytest.param(
-            credentials.Observation(True, True, True, kept_follow_policy=False),
-            Outcome.PENDING,
-            id="kept-secrets-owner-references-differ-from-deletion-policy",
+            replace(CREDS, cloudinit_matches=False),
+            "SecretsWritten",
+            C.WRITE,
+            id="stale-cloud-init",
+        ),
+        pytest.param(
+            replace(CREDS, kept_follow_policy=False),
+            "OwnerReferencesSynced",
+            C.WRITE,
+            id="cloud-init-owner-reference-differs-from-deletion-policy",
+        ),
+        pytest.param(
+            replace(CREDS, admin_complete=False, legacy_admin=True, data_disk_exists=True),
+            "AdminCredentialMoved",
+            C.MOVE_ADMIN,
+            id="legacy-admin-secret-moves-out-of-the-tenants-namespace",
+        ),
+        pytest.param(
+            replace(CREDS, legacy_admin=True),
+            "AdminCredentialMoved",
+            C.DROP_LEGACY,
+            id="moved-legacy-admin-secret-is-deleted",
+        ),
+        pytest.param(
+            replace(CREDS, adoptable_admin=True),
+            "AdminCredentialAdopted",
+            C.ADOPT_ADMIN,
+            id="adopted-instances-credential-is-taken-over",
+        ),
+        pytest.param(
+            replace(CREDS, admin_complete=False, data_disk_exists=True),
+            "AdminCredentialReset",
+            C.RESET_ADMIN,
+            id="lost-credential-is-reset-never-regenerated-blindly",
         ),
     ],
 )
-def test_credentials(obs: credentials.Observation, outcome: Outcome) -> None:
-    """Credentials are Satisfied only when all three Secrets are complete and the kept
-    ones' owner references follow deletionPolicy."""
+def test_credentials(obs: credentials.Observation, reason: str, action: credentials.Action) -> None:
+    """Satisfied only when every credential is complete; a missing admin credential is
+    moved, adopted or reset when data exists, and made anew only for a new instance."""
     name = "db-credentials"
-    decision = credentials.decide(obs, secret_name=name)
-    assert decision.outcome is outcome
-    if outcome is Outcome.SATISFIED:
+    decision, act = credentials.decide(obs, secret_name=name)
+    assert (decision.reason, act) == (reason, action)
+    if decision.outcome is Outcome.SATISFIED:
         assert decision.facts.credentials_secret_name == name
+    else:
+        assert decision.outcome is Outcome.PENDING
 
 
 DESIRED: dict[str, Any] = {

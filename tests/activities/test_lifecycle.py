@@ -261,9 +261,8 @@ async def test_deletion_leaves_what_the_policy_says(
         assert not vms[0]["metadata"].get("ownerReferences")
         claims = core.list_namespaced_persistent_volume_claim(namespace).items
         assert [c.metadata.name for c in claims if c.metadata] == ["db-data"]
-        for name in ("db-cloudinit", "db-admin"):
-            kept_secret = core.read_namespaced_secret(name, namespace)
-            assert kept_secret.metadata is not None and not kept_secret.metadata.owner_references
+        kept_secret = core.read_namespaced_secret("db-cloudinit", namespace)
+        assert kept_secret.metadata is not None and not kept_secret.metadata.owner_references
     else:
         await orchestrator.until(
             lambda: (

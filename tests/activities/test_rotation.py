@@ -14,7 +14,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from dbi import names
 from devstack.stack import StackInfo
-from tests.activities.test_credentials import secret
+from tests.activities.test_credentials import admin_credential, secret
 from tests.activities.test_lifecycle import SPEC, create, ready
 from tests.commands import dbi
 from tests.orchestrator import Orchestrator
@@ -35,14 +35,16 @@ async def test_rotating_a_stopped_instance_is_refused_and_the_workflow_runs_on(
     assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
 
-def reject_all(local_stack: StackInfo, kube_api: Any, namespace: str) -> None:
+def reject_all(
+    local_stack: StackInfo, kube_api: Any, orchestrator: Orchestrator, namespace: str
+) -> None:
     """Make the guest's PostgreSQL refuse every connection (pg_hba.conf), as a database
     that is down to dbi."""
     claim = k8s.CoreV1Api(kube_api).read_namespaced_persistent_volume_claim("db-data", namespace)
     assert claim.spec is not None
     hba = Path(local_stack.state_dir) / "vms" / "disks" / str(claim.spec.volume_name)
     hba = hba / "pgdata" / "pg_hba.conf"
-    admin = secret(kube_api, namespace, "db-admin")
+    admin = admin_credential(kube_api, orchestrator, namespace)
     host = secret(kube_api, namespace, "db-credentials")["host"]
     hba.write_text("host all all 0.0.0.0/0 reject\n" + hba.read_text())
     with psycopg.connect(
@@ -62,7 +64,7 @@ async def test_a_rotation_that_cannot_reach_the_database_fails_for_its_caller_on
     the workflow keeps running, and deleting the instance then tears it down."""
     await create(orchestrator, namespace)
     await ready(orchestrator, namespace)
-    reject_all(local_stack, kube_api, namespace)
+    reject_all(local_stack, kube_api, orchestrator, namespace)
     handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
     result = await asyncio.to_thread(dbi, local_stack, "rotate", "db", "-n", namespace)
     assert result.returncode == 4, result.stderr

@@ -11,8 +11,9 @@ import psycopg
 import pytest
 from kubernetes import client as k8s
 
+from activities.admin_credential import name_for
 from dbi import names
-from tests.activities.test_credentials import secret
+from dbi.config import Config
 from tests.activities.test_lifecycle import SPEC, custom, ready, uri
 from tests.orchestrator import Orchestrator, watching
 from watcher.watcher import Watcher
@@ -24,8 +25,18 @@ KEPT = (
     ("virtualmachines", "db"),
     ("persistentvolumeclaims", "db-data"),
     ("secrets", "db-cloudinit"),
-    ("secrets", "db-admin"),
 )
+
+
+def admin_kept(kube_api: Any, uid: str) -> bool:
+    """Whether the admin credential of the instance with ``uid`` is (still) in dbi's namespace."""
+    try:
+        k8s.CoreV1Api(kube_api).read_namespaced_secret(name_for(uid), Config().namespace)
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return False
+        raise
+    return True
 
 
 def write_rows(kube_api: Any, namespace: str) -> None:
@@ -133,6 +144,7 @@ async def test_retain_keeps_the_data_whichever_way_the_instance_is_deleted(
             assert not meta.get("ownerReferences"), f"{plural}/{name} is still owned"
             assert meta["annotations"][names.INSTANCE_UID_ANNOTATION] == old
             assert meta["labels"][names.INSTANCE_LABEL] == "db"
+        assert admin_kept(kube_api, old)
         volume = k8s.CoreV1Api(kube_api).read_persistent_volume(volume_of(kube_api, namespace))
         assert volume.spec is not None
         assert volume.spec.persistent_volume_reclaim_policy == "Retain"
@@ -169,7 +181,7 @@ async def test_a_retained_disk_is_adopted_only_when_the_user_says_so(
     )
     message = orchestrator.get(namespace, "db")["status"]["conditions"]
     stalled = next(c["message"] for c in message if c["type"] == "Stalled")
-    assert "Secret db-admin" in stalled and f"{names.ADOPT_ANNOTATION}={old}" in stalled
+    assert "Secret db-cloudinit" in stalled and f"{names.ADOPT_ANNOTATION}={old}" in stalled
     for plural, name in KEPT:
         meta = metadata(kube_api, namespace, plural, name)
         assert meta is not None and meta["resourceVersion"] == (before[name] or {}).get(
@@ -190,6 +202,8 @@ async def test_a_retained_disk_is_adopted_only_when_the_user_says_so(
     await delete(orchestrator, namespace, "background")
     for plural, name in KEPT:
         assert metadata(kube_api, namespace, plural, name) is None, f"{plural}/{name} is left"
+    assert not admin_kept(kube_api, new)
+    assert not admin_kept(kube_api, old)  # taken over with the data, then deleted with it
 
     def volume_gone() -> bool:
         try:
@@ -205,13 +219,13 @@ async def test_retain_keeps_the_data_when_the_namespace_is_deleted(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
 ) -> None:
     """Deleting the namespace deletes every object in it, but the volume of a Retain
-    instance stays (Released, reclaimPolicy Retain, marked with the instance). Recovered
-    as docs/operations.md says (the volume freed, a claim and the admin Secret made for
-    it, the instance adopting them), the instance has the rows written before."""
+    instance stays (Released, reclaimPolicy Retain, marked with the instance), and so
+    does its admin credential, in dbi's namespace. Recovered as docs/operations.md says
+    (the volume freed, a claim made for it, the instance adopting it), the instance has
+    the rows written before."""
     core = k8s.CoreV1Api(kube_api)
     old = (await ready_instance(orchestrator, namespace, RETAIN))["metadata"]["uid"]
     write_rows(kube_api, namespace)
-    admin = secret(kube_api, namespace, "db-admin")  # the copy an operator keeps
     volume = volume_of(kube_api, namespace)
     handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
 
@@ -235,33 +249,24 @@ async def test_retain_keeps_the_data_when_the_namespace_is_deleted(
     assert found.spec.persistent_volume_reclaim_policy == "Retain"
     assert found.metadata.annotations[names.INSTANCE_UID_ANNOTATION] == old
     assert found.metadata.annotations[names.VOLUME_INSTANCE_ANNOTATION] == f"{namespace}/db"
+    assert admin_kept(kube_api, old)
 
     # The recovery, step by step as docs/operations.md has it, in a namespace of that name.
     core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
     core.patch_persistent_volume(volume, [{"op": "remove", "path": "/spec/claimRef"}])
-    marks = k8s.V1ObjectMeta(
-        labels={names.INSTANCE_LABEL: "db"}, annotations={names.INSTANCE_UID_ANNOTATION: old}
-    )
     core.create_namespaced_persistent_volume_claim(
         namespace,
         k8s.V1PersistentVolumeClaim(
             metadata=k8s.V1ObjectMeta(
-                name="db-data", labels=marks.labels, annotations=marks.annotations
+                name="db-data",
+                labels={names.INSTANCE_LABEL: "db"},
+                annotations={names.INSTANCE_UID_ANNOTATION: old},
             ),
             spec=k8s.V1PersistentVolumeClaimSpec(
                 access_modes=["ReadWriteOnce"],
                 resources=k8s.V1VolumeResourceRequirements(requests={"storage": "1Gi"}),
                 volume_name=volume,
             ),
-        ),
-    )
-    core.create_namespaced_secret(
-        namespace,
-        k8s.V1Secret(
-            metadata=k8s.V1ObjectMeta(
-                name="db-admin", labels=marks.labels, annotations=marks.annotations
-            ),
-            string_data=admin,
         ),
     )
     orchestrator.apply(namespace, "db", RETAIN, annotations={names.ADOPT_ANNOTATION: old})

@@ -132,6 +132,16 @@ def activities(world: World) -> list[Callable[..., Any]]:
     async def write_status(status: StatusInput) -> None:
         world.reports.append(status)
 
+    @activity.defn(name=pipeline.ROTATE_ADMIN_CREDENTIALS)
+    async def rotate_admin_credentials(request: RotationRequest) -> RotationResult:
+        world.calls.append((pipeline.ROTATE_ADMIN_CREDENTIALS, await world.now()))
+        world.rotated_ids.add(request.request_id)
+        return RotationResult(
+            secret_name="dbi-system/dbi-admin-uid-1",  # noqa: S106 (a name, no password)
+            resource_version="",
+            rotated=True,
+        )
+
     @activity.defn(name=pipeline.ROTATE_CREDENTIALS)
     async def rotate_credentials(request: RotationRequest) -> RotationResult:
         started = time.monotonic()
@@ -151,4 +161,4 @@ def activities(world: World) -> list[Callable[..., Any]]:
     steps = [
         step_activity(s.name, s.condition_type) for s in (*pipeline.CONVERGE, *pipeline.TEARDOWN)
     ]
-    return [*steps, load_instance, write_status, rotate_credentials]
+    return [*steps, load_instance, write_status, rotate_credentials, rotate_admin_credentials]

@@ -134,3 +134,19 @@ async def test_a_rotation_around_continue_as_new_is_answered(
     assert latest.run_id != first_run
     assert all(r.rotated for r in results)
     assert len(world.rotated_ids) == 6
+
+
+async def test_an_admin_rotation_is_served_like_an_app_rotation(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """rotate_admin_credentials is served between passes by its own activity, and the
+    app's rotation by its own, each answered."""
+    world = World()
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        admin = await handle.execute_update("rotate_admin_credentials", result_type=RotationResult)
+        app = await handle.execute_update("rotate_credentials", result_type=RotationResult)
+    assert admin.rotated and admin.secret_name.startswith("dbi-system/")
+    assert app.rotated and app.secret_name.endswith("-credentials")
+    served = [s for s, _ in world.calls if s.startswith("rotate_")]
+    assert served == ["rotate_admin_credentials", "rotate_credentials"]

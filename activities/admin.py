@@ -1,0 +1,325 @@
+"""admin (AdminReady): dbi's admin credential works in the guest, and stays fresh.
+
+Observes a login as the admin with the credential's password (and with ``next``, a
+password being rotated in), the pending reset, the VMI. Acts, one change per look:
+
+- **rotation** (when ``DBI_ADMIN_ROTATION_INTERVAL`` has passed since the last, or on
+  demand through ``rotate_admin_credentials``): ``next`` is written to the credential
+  *first*, then ``ALTER ROLE`` sets its SCRAM verifier, a login proves it, and ``next``
+  becomes ``password``. A crash anywhere leaves one password that works and at most
+  one other that dbi knows: a later look finishes or promotes whichever logs in.
+- **break-glass recovery** of a credential the guest refuses (or one the credentials
+  step made anew for a lost one): a new password with a reset token, which the boot
+  data carries; then the guest restarts (under ``resizePolicy: Restart``, or when a
+  ``force_resize`` allows it; otherwise it waits, ``AdminResetHeld``) and sets it at
+  boot; the first login that works clears the reset.
+
+A stopped instance is skipped. Idempotent: each write names what it read; a restart
+is asked for the VMI it recorded, again if that VMI is still there.
+"""
+
+from __future__ import annotations
+
+import secrets as token
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from psycopg import sql
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import admin_credential, postgres, secrets
+from activities.admin_credential import Credential
+from activities.context import AT_ONCE, Context, Step, result
+from activities.kube import KUBEVIRT, Instance, Manifest
+from activities.postgres import Login
+from dbi import bootstrap, scram
+from dbi.config import ADMIN_USER
+from dbi.models import PowerState, ResizePolicy
+from dbi.steps import Outcome, StepInput, StepResult
+
+STEP, CONDITION = "admin", "AdminReady"
+BOOT_CHECK = 2.0
+HELD_CHECK = 300.0
+
+
+class Reason(StrEnum):
+    READY = "AdminReady"
+    STOPPED = "Stopped"
+    NO_ADDRESS = "NoAddress"
+    BOOTING = "Booting"
+    ROTATED = "AdminRotated"
+    RESET_REQUESTED = "AdminResetRequested"
+    RESET_RESTARTING = "AdminResetRestarting"
+    RESET_HELD = "AdminResetHeld"
+    RESET_DONE = "AdminResetDone"
+    RESET_FAILED = "AdminResetFailed"
+
+
+class Action(StrEnum):
+    NONE = "none"
+    ROTATE = "rotate"  # write next, then as FINISH_ROTATION
+    FINISH_ROTATION = "finish-rotation"  # ALTER ROLE to next, prove it, promote it
+    PROMOTE_NEXT = "promote-next"  # next already logs in
+    CLEAR_RESET = "clear-reset"
+    REQUEST_RESET = "request-reset"
+    RESTART = "restart"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    stopped: bool
+    address: str | None = None
+    login: Login = Login.UNREACHABLE  # with the credential's password
+    next_login: Login | None = None  # with next; None: no rotation under way
+    reset: bool = False  # a reset token is pending
+    boot_data_ready: bool = False  # the cloud-init Secret carries that reset
+    reset_vmi: str | None = None  # the VMI restarted for it
+    vmi_uid: str | None = None
+    rotation_due: bool = False
+    restart_allowed: bool = False
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    outcome: Outcome
+    reason: Reason
+    message: str
+    action: Action = Action.NONE
+    after: float | None = None
+
+
+def _pending(reason: Reason, message: str, action: Action, after: float = AT_ONCE) -> _Verdict:
+    return _Verdict(Outcome.PENDING, reason, message, action, after)
+
+
+def _logged_in(obs: Observation) -> _Verdict:
+    """What a working admin password calls for (pure)."""
+    if obs.reset:
+        message = "The guest took the new admin password."
+        return _pending(Reason.RESET_DONE, message, Action.CLEAR_RESET)
+    if obs.next_login is not None:
+        return _pending(Reason.ROTATED, "The admin password was rotated.", Action.FINISH_ROTATION)
+    if obs.rotation_due:
+        return _pending(Reason.ROTATED, "The admin password was rotated.", Action.ROTATE)
+    return _Verdict(Outcome.SATISFIED, Reason.READY, "dbi's admin credential logs in.")
+
+
+def _refused(obs: Observation) -> _Verdict:
+    """What a refused admin password calls for (pure)."""
+    if obs.next_login is Login.OK:
+        message = "A rotated admin password was completed."
+        return _pending(Reason.ROTATED, message, Action.PROMOTE_NEXT)
+    if not obs.reset:
+        message = "PostgreSQL refuses dbi's admin password: a new one is set at the next boot."
+        return _pending(Reason.RESET_REQUESTED, message, Action.REQUEST_RESET)
+    if not obs.boot_data_ready:
+        message = "The admin password's reset waits for the boot data."
+        return _pending(Reason.RESET_REQUESTED, message, Action.NONE, 1.0)
+    if obs.reset_vmi is None or obs.reset_vmi == obs.vmi_uid:
+        if obs.restart_allowed:
+            message = "The VM restarts to set the new admin password."
+            return _pending(Reason.RESET_RESTARTING, message, Action.RESTART, BOOT_CHECK)
+        message = (
+            "The admin password is reset at the next boot; resizePolicy is Deferred, so it "
+            "waits for `dbi resize NAME --force` (a force_resize update)."
+        )
+        return _pending(Reason.RESET_HELD, message, Action.NONE, HELD_CHECK)
+    message = (
+        "The guest booted with the reset and still refuses the admin password; see "
+        "docs/operations.md, break-glass recovery."
+    )
+    return _Verdict(Outcome.TERMINAL, Reason.RESET_FAILED, message)
+
+
+def decide(obs: Observation) -> tuple[StepResult, Action]:
+    """Return the outcome and the one action to take (pure)."""
+    if obs.stopped:
+        message = "The instance is stopped, as asked; not checked."
+        verdict = _Verdict(Outcome.SATISFIED, Reason.STOPPED, message)
+    elif obs.address is None:
+        message = "The VM has no address yet."
+        verdict = _pending(Reason.NO_ADDRESS, message, Action.NONE, BOOT_CHECK)
+    elif obs.login is Login.UNREACHABLE:
+        message = "PostgreSQL does not answer yet."
+        verdict = _pending(Reason.BOOTING, message, Action.NONE, BOOT_CHECK)
+    else:
+        verdict = _logged_in(obs) if obs.login is Login.OK else _refused(obs)
+    decision = result(
+        STEP,
+        CONDITION,
+        verdict.outcome,
+        verdict.reason,
+        verdict.message,
+        requeue_after=verdict.after,
+    )
+    return decision, verdict.action
+
+
+def rotation_due(credential: Credential, interval: float | None, now: datetime) -> bool:
+    """Whether the scheduled rotation's time has come (pure); never without a schedule."""
+    last = credential.rotated_at()
+    return interval is not None and last is not None and now - last >= timedelta(seconds=interval)
+
+
+def vmi_of(ctx: Context, instance: Instance) -> Manifest | None:
+    return ctx.kube.get_custom(
+        *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
+    )
+
+
+def address_of(vmi: Manifest | None) -> str | None:
+    interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
+    return interfaces[0].get("ipAddress") if interfaces else None
+
+
+def observe(
+    ctx: Context, instance: Instance, credential: Credential, step_input: StepInput
+) -> Observation:
+    spec = instance.model.spec
+    if spec.power_state is PowerState.STOPPED:
+        return Observation(stopped=True)
+    vmi = vmi_of(ctx, instance)
+    address = address_of(vmi)
+    obs = Observation(
+        stopped=False,
+        address=address,
+        reset=credential.reset is not None,
+        reset_vmi=credential.reset_vmi,
+        vmi_uid=(vmi or {}).get("metadata", {}).get("uid"),
+        rotation_due=rotation_due(credential, ctx.config.admin_rotation_seconds, datetime.now(UTC)),
+        restart_allowed=spec.resize_policy is ResizePolicy.RESTART or step_input.allow_restart,
+    )
+    if address is None:
+        return obs
+    login = postgres.login(address, password=credential.password)
+    next_login = postgres.login(address, password=credential.next) if credential.next else None
+    ready = credential.reset is not None and _boot_data_carries(ctx, instance, credential)
+    return replace(obs, login=login, next_login=next_login, boot_data_ready=ready)
+
+
+def _boot_data_carries(ctx: Context, instance: Instance, credential: Credential) -> bool:
+    cloudinit = secrets.read(ctx.kube, instance.namespace, secrets.cloudinit_name(instance))
+    try:
+        doc = bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
+    except ValueError:
+        return False
+    return doc.reset == credential.reset
+
+
+def act(
+    ctx: Context,
+    instance: Instance,
+    credential: Credential,
+    action: Action,
+    obs: Observation,
+    stamp: dict[str, str] | None = None,
+) -> None:
+    """Perform the decided action: a write of the credential, ALTER ROLE, a restart;
+    ``stamp``: annotations the final write adds (an on-demand rotation's request id)."""
+
+    def write(data: dict[str, str], **annotations: str | None) -> Credential:
+        kept = {**admin_credential.kept_annotations(credential), **annotations}
+        admin_credential.write(
+            ctx.kube,
+            ctx.config.namespace,
+            instance,
+            data,
+            annotations=kept,
+            read_uid=credential.uid,
+        )
+        present = {k: v for k, v in kept.items() if v is not None}
+        return Credential(uid=credential.uid, data=data, annotations=present)
+
+    now = admin_credential.now()
+    if action is Action.ROTATE:
+        credential = write({"password": credential.password, "next": secrets.new_password()})
+        action = Action.FINISH_ROTATION
+    if action is Action.FINISH_ROTATION:
+        assert obs.address is not None
+        finish_rotation(obs.address, credential)
+        write({"password": credential.next}, **{admin_credential.ROTATED_AT: now}, **(stamp or {}))
+    elif action is Action.PROMOTE_NEXT:
+        write({"password": credential.next}, **{admin_credential.ROTATED_AT: now}, **(stamp or {}))
+    elif action is Action.CLEAR_RESET:
+        write(
+            {"password": credential.password},
+            **{admin_credential.RESET: None, admin_credential.RESET_VMI: None},
+        )
+    elif action is Action.REQUEST_RESET:
+        write(
+            {"password": secrets.new_password()},
+            **{
+                admin_credential.RESET: token.token_hex(8),
+                admin_credential.RESET_VMI: None,
+                admin_credential.ROTATED_AT: now,
+            },
+        )
+    elif action is Action.RESTART and obs.vmi_uid is not None:
+        # Recorded first: a crash before the restart finds the record and restarts the
+        # VMI it names again (deleting a VMI being deleted is harmless).
+        write({"password": credential.password}, **{admin_credential.RESET_VMI: obs.vmi_uid})
+        ctx.kube.objects.delete_namespaced_custom_object(
+            *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
+        )
+
+
+def rotate_now(ctx: Context, instance: Instance, request_id: str) -> bool:
+    """Rotate the admin password on demand (``rotate_admin_credentials``); return False
+    when this request was already carried out (its id is on the credential). Refuses,
+    with an ApplicationError the caller reads, when the credential does not log in."""
+    credential = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)
+    if credential.annotations.get(admin_credential.REQUEST) == request_id:
+        return False
+    address = address_of(vmi_of(ctx, instance))
+    if address is None:
+        raise ApplicationError(
+            "the instance is not running; start it to rotate", type="NotRunning", non_retryable=True
+        )
+    obs = Observation(
+        stopped=False,
+        address=address,
+        login=postgres.login(address, password=credential.password),
+        next_login=postgres.login(address, password=credential.next) if credential.next else None,
+    )
+    if obs.login is not Login.OK and obs.next_login is not Login.OK:
+        raise ApplicationError(
+            "dbi's admin credential does not log in now; the admin step recovers it",
+            type="AdminNotReady",
+            non_retryable=True,
+        )
+    stamp = {admin_credential.REQUEST: request_id}
+    if obs.next_login is Login.OK:
+        act(ctx, instance, credential, Action.PROMOTE_NEXT, obs, stamp)
+    else:
+        action = Action.FINISH_ROTATION if credential.next else Action.ROTATE
+        act(ctx, instance, credential, action, obs, stamp)
+    return True
+
+
+def finish_rotation(address: str, credential: Credential) -> None:
+    """Set ``next`` as the admin role's password (its verifier only), as the admin with
+    the current password, and prove it logs in; raise if it does not (retried)."""
+    with postgres.connect(address, password=credential.password) as conn:
+        conn.execute(
+            sql.SQL("ALTER ROLE {} WITH PASSWORD {}").format(
+                sql.Identifier(ADMIN_USER), sql.Literal(scram.verifier(credential.next))
+            )
+        )
+    if postgres.login(address, password=credential.next) is not Login.OK:
+        raise RuntimeError("the rotated admin password does not log in")
+
+
+class Admin(Step):
+    @activity.defn(name=STEP)
+    def run(self, step_input: StepInput) -> StepResult:
+        return self.on(step_input, STEP, CONDITION)
+
+    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
+        credential = admin_credential.read(self.ctx.kube, self.ctx.config.namespace, instance.uid)
+        obs = observe(self.ctx, instance, credential, step_input)
+        decision, action = decide(obs)
+        if action is not Action.NONE:
+            act(self.ctx, instance, credential, action, obs)
+        return decision
