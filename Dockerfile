@@ -6,12 +6,12 @@ FROM python:3.12-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
+# Production code only: devstack/ and bench/ are dev-only, and nothing here imports them.
 COPY dbi dbi
 COPY activities activities
 COPY workflows workflows
 COPY watcher watcher
-COPY devstack devstack
-COPY bench bench
+COPY commands commands
 RUN pip install --no-cache-dir . && rm -rf /src
 WORKDIR /
 USER 10001:10001

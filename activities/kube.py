@@ -7,16 +7,14 @@ narrow patch of one field another step owns.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
-from dbi import environment, names
+from dbi import names
 from dbi.models import DBInstance, DeletionPolicy
 
 Manifest = dict[str, Any]
@@ -24,26 +22,7 @@ T = TypeVar("T")
 APPLY = "application/apply-patch+yaml"
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
-VERSION = importlib.metadata.version("dbi")
 KUBEVIRT = ("kubevirt.io", "v1")
-
-
-def connect(kubeconfig: str | None = None, *, connections: int = 10) -> k8s.ApiClient:
-    """Return an API client from ``kubeconfig``, $KUBECONFIG, or the pod's service account,
-    keeping up to ``connections`` connections open (give one per thread that uses it)."""
-    configuration = k8s.Configuration()
-    path = kubeconfig or environment.KUBECONFIG.get()
-    if path:
-        k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
-    else:
-        k8s_config.load_incluster_config(client_configuration=configuration)
-    configuration.connection_pool_maxsize = connections
-    api = k8s.ApiClient(configuration)
-    # The API server names the field manager of a write without one after the user
-    # agent's product, so every write through this client is the orchestrator's in
-    # managedFields (the watcher skips events of its own writes: watcher/relevance.py).
-    api.user_agent = f"{names.FIELD_MANAGER}/{VERSION}"
-    return api
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,8 @@ from activities import (
     teardown,
     vm,
 )
-from dbi import markdown, pipeline
+from dbi import markdown, pipeline, steps
 from dbi import status as summary
-from workflows import pipeline as runner
 
 START, END = "<!-- reference:start -->", "<!-- reference:end -->"
 
@@ -66,7 +65,7 @@ def table() -> str:
         f"| (summary) | {summarized} | {_reasons(summary.Reason)}, or the blocking step's |"
     )
     failed = (
-        f"`{runner.STEP_FAILED}` (an activity kept raising), `{context.INSTANCE_GONE}`, "
+        f"`{steps.STEP_FAILED}` (an activity kept raising), `{context.INSTANCE_GONE}`, "
         f"`{context.NAMESPACE_TERMINATING}` (may not create in a namespace being deleted)"
     )
     rows.append(f"| (any step) | its own | {failed} |")

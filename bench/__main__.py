@@ -32,19 +32,17 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from activities import kube
 from activities.context import Context
 from activities.credentials import Credentials
 from activities.kube import Kube
 from activities.vm import VM
 from bench import measure, profile, report
-from dbi import names
+from dbi import connect, names
 from dbi.config import Config
 from dbi.steps import StepInput
 from devstack import tools
 from devstack.orchestrator import install
 from devstack.stack import LocalStack, StackInfo
-from workflows import worker
 
 NAMESPACE = "bench"
 
@@ -107,7 +105,7 @@ def wait_for(
 def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     say(f"floor: {args.n} VMs booted by the stand-in alone")
     with LocalStack(state_dir=root / "floor") as info:
-        api = kube.connect(info.kubeconfig)
+        api = connect.kubernetes(info.kubeconfig)
         install(api)
         k8s.CoreV1Api(api).create_namespace(
             k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE))
@@ -161,7 +159,7 @@ def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
 def engine(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
     say(f"{name}: fleet of {args.n}, reaction over {args.reaction}, idle {args.idle}s")
     with LocalStack(state_dir=root / name, orchestrator=name == "temporal") as info:
-        api = kube.connect(info.kubeconfig)
+        api = connect.kubernetes(info.kubeconfig)
         peer = None
         parts = {**info.pids, "bench": os.getpid()}  # whose CPU is counted
         if name == "temporal":
@@ -383,7 +381,7 @@ def _histories(info: StackInfo, n: int) -> tuple[float, dict[str, float]]:
     """History events per instance, and where the workflows' time went (bench.profile)."""
 
     async def read() -> tuple[float, dict[str, float]]:
-        client = await worker.connect(info.temporal_address)
+        client = await connect.temporal(info.temporal_address)
         events = 0
         breakdown = profile.Breakdown()
         async for execution in client.list_workflows(f"DbiNamespace='{NAMESPACE}'"):

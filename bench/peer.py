@@ -28,10 +28,10 @@ import prometheus_client
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities import kube, registry
+from activities import registry
 from activities.context import Context
 from activities.kube import Kube
-from dbi import metrics, names, pipeline
+from dbi import connect, metrics, names, pipeline
 from dbi.config import Config
 from dbi.status import PassReport, StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
@@ -258,7 +258,7 @@ def main() -> None:
     namespaces = frozenset(n for n in (only or "").split(",") if n) or None
     if port := os.environ.get("DBI_METRICS_PORT"):
         prometheus_client.start_http_server(int(port), addr="127.0.0.1")
-    peer = Peer(kube.connect(connections=ACTIVITY_THREADS), namespaces)
+    peer = Peer(connect.kubernetes(connections=ACTIVITY_THREADS), namespaces)
     signal.signal(signal.SIGTERM, lambda *_: peer.stop.set())
     signal.signal(signal.SIGINT, lambda *_: peer.stop.set())
     peer.run()

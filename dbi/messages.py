@@ -6,7 +6,7 @@ never their contents.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,15 @@ ROTATE_CREDENTIALS = "rotate_credentials"
 ROTATE_ADMIN_CREDENTIALS = "rotate_admin_credentials"
 FORCE_RESIZE = "force_resize"
 PROGRESS = "progress"
+
+# How long a workflow task may take (the watcher's start sets it, continue-as-new keeps
+# it): a pass runs its steps as local activities inside one, and when many instances are
+# applied at once their steps queue for the worker's threads. The SDK heartbeats a task
+# whose local activities outlast 80 % of this; one that still outlasts it is lost, and
+# its pass runs again (on a loaded machine, more of the load that made it late). The
+# price: a task on a worker that died is retried after this long, not 10 s (the
+# server's default).
+TASK_TIMEOUT = timedelta(seconds=30)
 
 
 class Wake(BaseModel):

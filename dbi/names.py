@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from temporalio.common import SearchAttributeKey
+
 GROUP = "dbi.dev"
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
@@ -49,12 +51,23 @@ class SearchAttributeType(StrEnum):
     BOOL = "Bool"
 
 
+# The workflow's search attributes: the starter sets the instance's namespace and name,
+# the workflow upserts its phase, the step holding it and whether it is Ready.
+NAMESPACE_ATTRIBUTE = SearchAttributeKey.for_keyword("DbiNamespace")
+NAME_ATTRIBUTE = SearchAttributeKey.for_keyword("DbiName")
+PHASE_ATTRIBUTE = SearchAttributeKey.for_keyword("DbiPhase")
+STEP_ATTRIBUTE = SearchAttributeKey.for_keyword("DbiStep")
+READY_ATTRIBUTE = SearchAttributeKey.for_bool("DbiReady")
+
 # Registered on the Temporal namespace by the local stack (and by operators in a
-# real deployment); the workflow upserts them as an instance progresses.
+# real deployment).
 SEARCH_ATTRIBUTES: dict[str, SearchAttributeType] = {
-    "DbiNamespace": SearchAttributeType.KEYWORD,
-    "DbiName": SearchAttributeType.KEYWORD,
-    "DbiPhase": SearchAttributeType.KEYWORD,
-    "DbiStep": SearchAttributeType.KEYWORD,
-    "DbiReady": SearchAttributeType.BOOL,
+    key.name: SearchAttributeType.BOOL if key is READY_ATTRIBUTE else SearchAttributeType.KEYWORD
+    for key in (
+        NAMESPACE_ATTRIBUTE,
+        NAME_ATTRIBUTE,
+        PHASE_ATTRIBUTE,
+        STEP_ATTRIBUTE,
+        READY_ATTRIBUTE,
+    )
 }

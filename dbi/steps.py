@@ -34,6 +34,10 @@ class Outcome(StrEnum):
     TRANSIENT = "Transient"
 
 
+# The reason of a step whose activity kept raising (the runner's, for any step).
+STEP_FAILED = "StepFailed"
+
+
 class Facts(BaseModel):
     """What a step observed that status publishes; every field is typed and optional."""
 

@@ -19,8 +19,7 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from activities import kube
-from dbi import names
+from dbi import connect, names
 from dbi.config import Config
 from dbi.models import SUPPORTED_VERSIONS
 from devstack import tools
@@ -161,7 +160,7 @@ class Orchestrator:
     def start(self, *, install_api: bool = True) -> None:
         """Install the API (unless told not to), then start both; return once both run."""
         if install_api:
-            install(kube.connect(str(self.kubeconfig)))
+            install(connect.kubernetes(str(self.kubeconfig)))
         for process in self.processes:
             process.start()
             process.wait_until(_logged(process.log_path), what="it to say it runs", timeout=60)

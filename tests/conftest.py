@@ -1,5 +1,5 @@
 pytest_plugins = [
-    "devstack.fixtures",
+    "tests.stack",
     "tests.orchestrator",
     "tests.deployment",
     "tests.journeys.product",

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
+from commands.main import build_parser
 from dbi import environment
-from dbi.cli import build_parser
-from devstack.fixtures import Kubectl
 from devstack.stack import StackInfo
+from tests.stack import Kubectl
 
 SYSTEM_NAMESPACE = "dbi-system"
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")

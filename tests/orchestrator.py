@@ -22,8 +22,8 @@ from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput
 from dbi.models import SUPPORTED_VERSIONS
-from devstack.fixtures import Kubectl
 from devstack.stack import StackInfo
+from tests.stack import Kubectl
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
 from workflows.dbinstance import DBInstanceWorkflow

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from dbi import environment
-from devstack.fixtures import Kubectl
 from tests.deployment import SYSTEM_NAMESPACE, container_problems, permission_errors
+from tests.stack import Kubectl
 
 pytestmark = pytest.mark.stack
 

@@ -22,13 +22,11 @@ import socket
 from prometheus_client import REGISTRY
 from temporalio.runtime import Runtime
 
-from activities import kube
-from dbi import environment, metrics, telemetry
+from dbi import connect, environment, metrics, telemetry
 from watcher.leader import LeaderElection
 from watcher.streams import WATCH_SECONDS
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
-from workflows import worker
 
 log = logging.getLogger("dbi.watcher")
 
@@ -40,12 +38,12 @@ async def main() -> None:
 
 async def serve(runtime: Runtime) -> None:
     address = environment.TEMPORAL_ADDRESS.value()
-    client = await worker.connect(
+    client = await connect.temporal(
         address, namespace=environment.TEMPORAL_NAMESPACE.value(), runtime=runtime
     )
     only = environment.WATCH_NAMESPACES.get()
     namespaces = frozenset(n.strip() for n in only.split(",") if n.strip()) if only else None
-    api = kube.connect()
+    api = connect.kubernetes()
     election = None
     if lease_namespace := environment.LEASE_NAMESPACE.get():
         identity = environment.POD_NAME.get() or f"{socket.gethostname()}-{os.getpid()}"

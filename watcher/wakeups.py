@@ -17,12 +17,11 @@ from dataclasses import dataclass, field
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from temporalio.client import Client
-from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
-from dbi.messages import WAKE, Wake, WorkflowInput
-from workflows.dbinstance import TASK_TIMEOUT, DBInstanceWorkflow
+from dbi.messages import TASK_TIMEOUT, WAKE, Wake, WorkflowInput
 
 log = logging.getLogger("dbi.watcher")
 tracer = trace.get_tracer("dbi.watcher")
@@ -153,7 +152,7 @@ class Wakeups:
     async def signal(self, namespace: str, name: str, wake: Wake) -> None:
         """Signal ``wake`` to the instance's workflow, starting it if it does not run."""
         await self.client.start_workflow(
-            DBInstanceWorkflow.run,
+            names.WORKFLOW_TYPE,
             WorkflowInput(namespace=namespace, name=name),
             id=names.workflow_id(namespace, name),
             task_queue=self.task_queue,
@@ -162,8 +161,8 @@ class Wakeups:
             start_signal_args=[wake],
             search_attributes=TypedSearchAttributes(
                 [
-                    SearchAttributePair(SearchAttributeKey.for_keyword("DbiNamespace"), namespace),
-                    SearchAttributePair(SearchAttributeKey.for_keyword("DbiName"), name),
+                    SearchAttributePair(names.NAMESPACE_ATTRIBUTE, namespace),
+                    SearchAttributePair(names.NAME_ATTRIBUTE, name),
                 ]
             ),
         )

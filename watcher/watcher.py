@@ -268,7 +268,7 @@ class Watcher:
         )
         if self.namespaces is not None:
             quoted = ", ".join(f"'{n}'" for n in sorted(self.namespaces))
-            query += f" AND DbiNamespace IN ({quoted})"
+            query += f" AND {names.NAMESPACE_ATTRIBUTE.name} IN ({quoted})"
         found = set()
         async for execution in self.client.list_workflows(query):
             instance = names.instance_of(execution.id)

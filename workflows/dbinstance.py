@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from typing import NoReturn
 
 from temporalio import workflow
-from temporalio.common import RetryPolicy, SearchAttributeKey
+from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
@@ -29,6 +29,7 @@ with workflow.unsafe.imports_passed_through():
         RETRY,
         ROTATE_ADMIN_CREDENTIALS,
         ROTATE_CREDENTIALS,
+        TASK_TIMEOUT,
         WAKE,
         Carried,
         Progress,
@@ -47,13 +48,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.waiting import PendingStreak, Wait, next_wait
 
 SHORT = timedelta(seconds=30)
-# How long a workflow task may take: a pass runs its steps as local activities inside
-# one, and when many instances are applied at once their steps queue for the worker's
-# threads. The SDK heartbeats a task whose local activities outlast 80 % of this; one
-# that still outlasts it is lost, and its pass runs again (on a loaded machine, more of
-# the load that made it late). The price: a task on a worker that died is retried
-# after this long, not 10 s (the server's default).
-TASK_TIMEOUT = timedelta(seconds=30)
 # The patches that made passes run their activities as local activities: health
 # checks, then every other pass on a Ready instance, then every pass.
 LOCAL_HEALTH_CHECKS = "local-health-checks"
@@ -78,11 +72,6 @@ ROTATION_SUMMARY = {
 }
 # A rotation's own refusals: their message is the answer the caller gets.
 ROTATION_REFUSALS = frozenset({"NotRunning", "InstanceGone", "AdminNotReady"})
-PHASE = SearchAttributeKey.for_keyword("DbiPhase")
-STEP = SearchAttributeKey.for_keyword("DbiStep")
-READY = SearchAttributeKey.for_bool("DbiReady")
-NAMESPACE = SearchAttributeKey.for_keyword("DbiNamespace")
-NAME = SearchAttributeKey.for_keyword("DbiName")
 
 
 @dataclass
@@ -275,9 +264,12 @@ class DBInstanceWorkflow:
     def _identify(self) -> None:
         """Set DbiNamespace and DbiName if the starter did not."""
         current = workflow.info().typed_search_attributes
-        if current.get(NAME) is None:
+        if current.get(names.NAME_ATTRIBUTE) is None:
             workflow.upsert_search_attributes(
-                [NAMESPACE.value_set(self.s.namespace), NAME.value_set(self.s.name)]
+                [
+                    names.NAMESPACE_ATTRIBUTE.value_set(self.s.namespace),
+                    names.NAME_ATTRIBUTE.value_set(self.s.name),
+                ]
             )
 
     def _local_pass(self) -> bool:
@@ -401,9 +393,9 @@ class DBInstanceWorkflow:
         if summary != self.s.summary:
             workflow.upsert_search_attributes(
                 [
-                    PHASE.value_set(summary.phase.value),
-                    READY.value_set(summary.ready),
-                    STEP.value_set(summary.step or "-"),
+                    names.PHASE_ATTRIBUTE.value_set(summary.phase.value),
+                    names.READY_ATTRIBUTE.value_set(summary.ready),
+                    names.STEP_ATTRIBUTE.value_set(summary.step or "-"),
                 ]
             )
         self.s.summary = summary
@@ -477,7 +469,7 @@ class DBInstanceWorkflow:
                         history_limit=self.input.history_limit,
                         carried=self.s.carried(),
                     ),
-                    task_timeout=TASK_TIMEOUT,
+                    task_timeout=TASK_TIMEOUT,  # as the watcher started it
                 )
 
 

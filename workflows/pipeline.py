@@ -23,7 +23,7 @@ from temporalio.exceptions import CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from dbi.pipeline import StepSpec
-    from dbi.steps import Outcome, StepResult
+    from dbi.steps import STEP_FAILED, Outcome, StepResult
 
 # An activity that raises is retried this many times in all before the pass treats
 # it as Transient: a few quick tries absorb a blip, the workflow's back-off the rest.
@@ -34,7 +34,6 @@ STEP_RETRY = RetryPolicy(
     maximum_attempts=3,
 )
 
-STEP_FAILED = "StepFailed"
 
 
 async def call(

@@ -19,33 +19,18 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from temporalio.client import Client
-from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
-from activities import kube, registry
+from activities import registry
 from activities.context import Context
 from activities.kube import Kube
 from activities.observe import StepTelemetry
-from dbi import environment, names, telemetry
+from dbi import connect, environment, names, telemetry
 from dbi.config import Config
 from workflows.dbinstance import DBInstanceWorkflow
 
 log = logging.getLogger("dbi.worker")
-
-
-async def connect(
-    address: str, *, namespace: str = "default", runtime: Runtime | None = None
-) -> Client:
-    """Return a client with the data converter and interceptors every dbi process uses."""
-    return await Client.connect(
-        address,
-        namespace=namespace,
-        data_converter=pydantic_data_converter,
-        interceptors=[TracingInterceptor()],
-        runtime=runtime,
-    )
 
 
 def build_worker(
@@ -77,7 +62,8 @@ ACTIVITY_THREADS = 32
 def step_activities(kubeconfig: str | None = None) -> list[Callable[..., Any]]:
     """Return every step activity, talking to the cluster of ``kubeconfig`` (or $KUBECONFIG)."""
     ctx = Context(
-        kube=Kube(kube.connect(kubeconfig, connections=ACTIVITY_THREADS)), config=Config.from_env()
+        kube=Kube(connect.kubernetes(kubeconfig, connections=ACTIVITY_THREADS)),
+        config=Config.from_env(),
     )
     return registry.all_activities(ctx)
 
@@ -89,7 +75,7 @@ async def main() -> None:
 
 async def serve(runtime: Runtime) -> None:
     address = environment.TEMPORAL_ADDRESS.value()
-    client = await connect(
+    client = await connect.temporal(
         address, namespace=environment.TEMPORAL_NAMESPACE.value(), runtime=runtime
     )
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")

@@ -18,8 +18,8 @@ from temporalio.client import Client
 
 from dbi import names
 from dbi.messages import WorkflowInput
-from devstack.fixtures import Kubectl
 from devstack.stack import StackInfo
+from tests.stack import Kubectl
 from workflows.dbinstance import DBInstanceWorkflow
 
 pytestmark = pytest.mark.stack

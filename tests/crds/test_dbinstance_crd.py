@@ -20,8 +20,8 @@ from dbi.models import (
     Endpoint,
     Phase,
 )
-from devstack.fixtures import Kubectl
 from tests.dbi.test_models import INVALID_SPECS, MINIMAL, spec_with
+from tests.stack import Kubectl
 
 pytestmark = [pytest.mark.stack, pytest.mark.usefixtures("dbinstance_crd")]
 

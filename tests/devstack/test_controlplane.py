@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from devstack.fixtures import Kubectl
 from tests.polling import eventually
+from tests.stack import Kubectl
 
 pytestmark = pytest.mark.stack
 

@@ -21,13 +21,13 @@ import pytest
 
 from dbi import environment
 from devstack import tools
-from devstack.fixtures import Kubectl
 from devstack.orchestrator import Orchestrator
 from devstack.process import tail
 from devstack.stack import StackInfo
 from tests import commands
 from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
 from tests.polling import eventually
+from tests.stack import Kubectl
 
 JOURNEYS = ("create", "power", "resize", "rotate", "delete")
 NAME = "orders"  # deploy/samples/dbinstance.yaml

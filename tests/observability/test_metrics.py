@@ -13,10 +13,10 @@ import pytest
 from bench import measure
 from bench.measure import total
 from devstack import tools
-from devstack.fixtures import Kubectl
 from devstack.stack import StackInfo
 from tests.activities.test_worker_crash import worker
 from tests.polling import eventually
+from tests.stack import Kubectl
 from tests.watcher.test_replicas import SPEC, watcher_process
 
 pytestmark = pytest.mark.stack

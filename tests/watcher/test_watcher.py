@@ -15,10 +15,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
 
 from dbi import names
-from dbi.messages import Progress
+from dbi.messages import TASK_TIMEOUT, Progress
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
-from workflows.dbinstance import TASK_TIMEOUT
 
 pytestmark = pytest.mark.stack
 

@@ -14,13 +14,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import pipeline
-from dbi.messages import Progress, ResizeResult, RotationResult, Wake
+from dbi.messages import TASK_TIMEOUT, Progress, ResizeResult, RotationResult, Wake
 from dbi.models import Phase
 from dbi.status import StatusInput, summarize
 from dbi.steps import Outcome
 from tests.workflows.conftest import running, settled, until
 from tests.workflows.stubs import Scripted, World
-from workflows.dbinstance import TASK_TIMEOUT
 
 ALL = [s.name for s in pipeline.CONVERGE]
 

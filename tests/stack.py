@@ -1,6 +1,6 @@
 """Pytest fixtures for tests that need the real local stack.
 
-Use them with ``pytest_plugins = ["devstack.fixtures"]``. The stack starts once per
+Use them with ``pytest_plugins = ["tests.stack"]``. The stack starts once per
 test session, in a temporary directory, and stops at the end of it (also when a test
 fails or the run is interrupted: its processes die with the test process). Each test
 that asks for ``namespace`` gets a Kubernetes namespace of its own.
@@ -21,11 +21,10 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from temporalio.client import Client
 
-from dbi import names
+from dbi import connect, names
 from devstack import tools
 from devstack.stack import LocalStack, StackInfo
 from devstack.temporal import NAMESPACE
-from workflows import worker
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -100,7 +99,7 @@ def namespace(kube_api: Any, request: pytest.FixtureRequest) -> Iterator[str]:
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
 async def temporal_client(local_stack: StackInfo) -> AsyncIterator[Client]:
     """Return a Temporal client for the stack's dev server, configured as dbi's processes are."""
-    yield await worker.connect(local_stack.temporal_address, namespace=NAMESPACE)
+    yield await connect.temporal(local_stack.temporal_address, namespace=NAMESPACE)
 
 
 @pytest.fixture(scope="session")

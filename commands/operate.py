@@ -18,8 +18,7 @@ from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from activities import kube
-from dbi import environment, names
+from dbi import connect, environment, names
 from dbi.messages import (
     FORCE_RESIZE,
     PROGRESS,
@@ -29,24 +28,25 @@ from dbi.messages import (
     ResizeResult,
     RotationResult,
 )
-from workflows import worker
 
 OK, FAILED, USAGE, NOT_FOUND, REFUSED = 0, 1, 2, 3, 4
 T = TypeVar("T")
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Answer:
+    """What a command prints, and the exit code it ends with."""
+
     code: int
     text: str
 
 
 def _objects() -> k8s.CustomObjectsApi:
-    return k8s.CustomObjectsApi(kube.connect())
+    return k8s.CustomObjectsApi(connect.kubernetes())
 
 
 def _client() -> Any:
-    return worker.connect(
+    return connect.temporal(
         environment.TEMPORAL_ADDRESS.value(),
         namespace=environment.TEMPORAL_NAMESPACE.value(),
     )
@@ -89,12 +89,12 @@ async def _progress(client: Client, namespace: str, name: str) -> Progress | Non
     return progress
 
 
-async def status(namespace: str | None, name: str | None) -> Outcome:
+async def status(namespace: str | None, name: str | None) -> Answer:
     """One line per instance: phase, Ready, the step holding it, the workflow's progress."""
     if name is not None:
         found = _get(namespace or "default", name)
         if found is None:
-            return Outcome(NOT_FOUND, f"dbi: no DBInstance {namespace or 'default'}/{name}")
+            return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace or 'default'}/{name}")
         items = [found]
     elif namespace is None:
         listed = _objects().list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL)
@@ -124,14 +124,14 @@ async def status(namespace: str | None, name: str | None) -> Outcome:
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    return Outcome(OK, "\n".join(line.rstrip() for line in lines))
+    return Answer(OK, "\n".join(line.rstrip() for line in lines))
 
 
-async def describe(namespace: str, name: str) -> Outcome:
+async def describe(namespace: str, name: str) -> Answer:
     """Every condition with its reason and message, the endpoint and the workflow."""
     obj = _get(namespace, name)
     if obj is None:
-        return Outcome(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
+        return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     status_ = obj.get("status") or {}
     endpoint = status_.get("endpoint") or {}
     lines = [
@@ -154,39 +154,39 @@ async def describe(namespace: str, name: str) -> Outcome:
     else:
         lines.append(f"  workflow     {names.workflow_id(namespace, name)}: not running")
     lines.append(f"  Temporal UI  {ui_link(namespace, name)}")
-    return Outcome(OK, "\n".join(lines))
+    return Answer(OK, "\n".join(lines))
 
 
-async def _update(namespace: str, name: str, update: str, result_type: type[T]) -> T | Outcome:
-    """Run a workflow update and wait for its result; an Outcome when it cannot."""
+async def _update(namespace: str, name: str, update: str, result_type: type[T]) -> T | Answer:
+    """Run a workflow update and wait for its result; an Answer when it cannot."""
     if _get(namespace, name) is None:
-        return Outcome(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
+        return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     handle = (await _client()).get_workflow_handle(names.workflow_id(namespace, name))
     try:
         result: T = await handle.execute_update(update, result_type=result_type)
     except WorkflowUpdateFailedError as e:
-        return Outcome(REFUSED, f"dbi: {update} refused: {e.cause}")
+        return Answer(REFUSED, f"dbi: {update} refused: {e.cause}")
     except RPCError as e:
-        return Outcome(FAILED, f"dbi: {update} failed: {e.message}")
+        return Answer(FAILED, f"dbi: {update} failed: {e.message}")
     return result
 
 
-async def rotate(namespace: str, name: str, *, admin: bool = False) -> Outcome:
+async def rotate(namespace: str, name: str, *, admin: bool = False) -> Answer:
     """Rotate the app password (``admin``: dbi's admin password) through the workflow's
     update; wait for the result."""
     update = ROTATE_ADMIN_CREDENTIALS if admin else ROTATE_CREDENTIALS
     result = await _update(namespace, name, update, RotationResult)
-    if isinstance(result, Outcome):
+    if isinstance(result, Answer):
         return result
     if admin:
-        return Outcome(OK, f"rotated: dbi's admin password (kept in {result.secret_name})")
-    return Outcome(OK, f"rotated: Secret {result.secret_name} holds the new password")
+        return Answer(OK, f"rotated: dbi's admin password (kept in {result.secret_name})")
+    return Answer(OK, f"rotated: Secret {result.secret_name} holds the new password")
 
 
-async def resize(namespace: str, name: str) -> Outcome:
+async def resize(namespace: str, name: str) -> Answer:
     """Allow a resize that needs a restart now; wait until the size is synced or refused."""
     result = await _update(namespace, name, FORCE_RESIZE, ResizeResult)
-    if isinstance(result, Outcome):
+    if isinstance(result, Answer):
         return result
     text = f"{'resized' if result.resized else 'not resized'}: {result.reason}: {result.message}"
-    return Outcome(OK if result.resized else REFUSED, text)
+    return Answer(OK if result.resized else REFUSED, text)

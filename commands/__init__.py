@@ -1,0 +1,1 @@
+"""The `dbi` command line: the top floor, above every package it runs."""

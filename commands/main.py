@@ -1,0 +1,164 @@
+"""The ``dbi`` command-line tool.
+
+Exit codes: 0 success, 1 the command failed, 2 bad usage, 3 no such instance,
+4 the workflow refused or could not do it (status, describe, rotate, resize).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import urllib3
+from kubernetes import client as k8s
+
+from commands import dev, operate
+from dbi import environment
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the ``dbi`` command line and return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return 2
+    return int(args.run(args))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The `dbi` command line's parser (its subcommands are what images and manifests run)."""
+    parser = argparse.ArgumentParser(
+        prog="dbi", description="Managed PostgreSQL instances in KubeVirt VMs, run by Temporal."
+    )
+    commands = parser.add_subparsers(title="commands")
+
+    dev.add_parsers(commands)
+
+    worker = commands.add_parser(
+        "worker",
+        help="run the Temporal worker (workflow and step activities)",
+        description="Host DBInstanceWorkflow and the step activities on the dbi task queue. "
+        + _reads(environment.WORKER),
+    )
+    worker.set_defaults(run=_worker, process=environment.WORKER)
+
+    watcher = commands.add_parser(
+        "watcher",
+        help="run the watcher (Kubernetes changes to workflow wake-ups)",
+        description="Watch DBInstances and their children and signal each instance's "
+        "workflow. " + _reads(environment.WATCHER),
+    )
+    watcher.set_defaults(run=_watcher, process=environment.WATCHER)
+
+    status = commands.add_parser(
+        "status",
+        help="instances with phase, Ready, step and the workflow's progress",
+        description="List DBInstances (one, a namespace's, or all with -A) with their "
+        "phase, Ready, the step holding them and their workflow's progress.",
+    )
+    status.add_argument("name", nargs="?", help="one instance (default: all in the namespace)")
+    _namespace_option(status)
+    status.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="instances of every namespace"
+    )
+    status.set_defaults(run=_operate("status"))
+
+    describe = commands.add_parser(
+        "describe",
+        help="every step's condition, reason and message, and the Temporal UI link",
+        description="Show an instance's conditions (type, status, reason, message), its "
+        "endpoint, its workflow's progress and the link to it in the Temporal UI.",
+    )
+    describe.add_argument("name", help="the DBInstance")
+    _namespace_option(describe)
+    describe.set_defaults(run=_operate("describe"))
+
+    rotate = commands.add_parser(
+        "rotate",
+        help="rotate the app password (or --admin, dbi's) now and wait for it",
+        description="Ask the instance's workflow to rotate the app password; wait until the "
+        "credentials Secret holds a new password that works. With --admin, rotate dbi's own "
+        "admin password instead (kept in dbi's namespace; the app notices nothing).",
+    )
+    rotate.add_argument("name", help="the DBInstance")
+    _namespace_option(rotate)
+    rotate.add_argument(
+        "--admin", action="store_true", help="rotate dbi's admin password, not the app's"
+    )
+    rotate.set_defaults(run=_operate("rotate"))
+
+    resize = commands.add_parser(
+        "resize",
+        help="apply a resize that needs a restart now (--force) and wait for it",
+        description="With resizePolicy Deferred, a resize that needs a restart waits; "
+        "--force asks the workflow to restart the VM now and waits until the size is synced.",
+    )
+    resize.add_argument("name", help="the DBInstance")
+    _namespace_option(resize)
+    resize.add_argument(
+        "--force", action="store_true", required=True, help="allow the restart now (required)"
+    )
+    resize.set_defaults(run=_operate("resize"))
+
+    return parser
+
+
+def _reads(process: environment.Process) -> str:
+    return "Reads " + ", ".join(sorted(environment.read_by(process))) + " (docs/configuration.md)."
+
+
+def _worker(args: argparse.Namespace) -> int:
+    # Each process loads what it runs only: the watcher no step, psycopg or sandbox.
+    from workflows import worker  # noqa: PLC0415
+
+    return _serve("worker", worker.main)
+
+
+def _watcher(args: argparse.Namespace) -> int:
+    from watcher import __main__ as watcher_main  # noqa: PLC0415
+
+    return _serve("watcher", watcher_main.main)
+
+
+def _serve(what: str, main: Callable[[], Coroutine[Any, Any, None]]) -> int:
+    try:
+        asyncio.run(main())
+    except ValueError as e:  # a malformed setting; the message names the variable
+        print(f"dbi: the {what} cannot start: {e}", file=sys.stderr)
+        return 2
+    except RuntimeError as e:  # the SDK reports a failed connection this way
+        print(f"dbi: the {what} could not run: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _namespace_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-n", "--namespace", default="default", help="the Kubernetes namespace (default: default)"
+    )
+
+
+def _operate(command: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        try:
+            if command == "status":
+                namespace = None if args.all_namespaces else args.namespace
+                answer = asyncio.run(operate.status(namespace, args.name))
+            elif command == "rotate":
+                answer = asyncio.run(operate.rotate(args.namespace, args.name, admin=args.admin))
+            else:
+                answer = asyncio.run(getattr(operate, command)(args.namespace, args.name))
+        except RuntimeError as e:  # the SDK reports a failed connection this way
+            print(f"dbi: Temporal: {e}", file=sys.stderr)
+            return operate.FAILED
+        except (k8s.ApiException, urllib3.exceptions.HTTPError, OSError) as e:
+            print(f"dbi: Kubernetes: {type(e).__name__}: {e}", file=sys.stderr)
+            return operate.FAILED
+        print(answer.text, file=sys.stdout if answer.code == operate.OK else sys.stderr)
+        return answer.code
+
+    return run

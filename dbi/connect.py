@@ -1,0 +1,52 @@
+"""Connections every dbi process makes: to Kubernetes and to Temporal, configured once.
+
+``kubernetes`` returns the official client's ApiClient (synchronous), ``temporal`` a
+Temporal client with the pydantic data converter and the OpenTelemetry interceptor;
+the worker, the watcher and the command line all connect through here.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+from temporalio.client import Client
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.runtime import Runtime
+
+from dbi import environment, names
+
+VERSION = importlib.metadata.version("dbi")
+
+
+def kubernetes(kubeconfig: str | None = None, *, connections: int = 10) -> k8s.ApiClient:
+    """Return an API client from ``kubeconfig``, $KUBECONFIG, or the pod's service account,
+    keeping up to ``connections`` connections open (give one per thread that uses it)."""
+    configuration = k8s.Configuration()
+    path = kubeconfig or environment.KUBECONFIG.get()
+    if path:
+        k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+    else:
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    configuration.connection_pool_maxsize = connections
+    api = k8s.ApiClient(configuration)
+    # The API server names the field manager of a write without one after the user
+    # agent's product, so every write through this client is the orchestrator's in
+    # managedFields (the watcher skips events of its own writes: watcher/relevance.py).
+    api.user_agent = f"{names.FIELD_MANAGER}/{VERSION}"
+    return api
+
+
+async def temporal(
+    address: str, *, namespace: str = "default", runtime: Runtime | None = None
+) -> Client:
+    """Return a client with the data converter and interceptors every dbi process uses."""
+    return await Client.connect(
+        address,
+        namespace=namespace,
+        data_converter=pydantic_data_converter,
+        interceptors=[TracingInterceptor()],
+        runtime=runtime,
+    )
