@@ -3,33 +3,33 @@
 As the admin: the app role and its database exist (created if not); the app password
 from the Secret authenticates (observed by logging in as the app user; if not,
 ``ALTER ROLE ... PASSWORD`` from the Secret); the app Secret has host, port and uri.
-One change per pass, then Pending: the next pass observes it. A stopped instance is
-skipped (Satisfied, reason Stopped).
+One change per look, then Pending: the loop observes it at once. A stopped instance
+is skipped (Satisfied, reason Stopped). Idempotency key: the role and database names
+(created only when absent) and the Secret's password (the one ALTER ROLE sets, as its
+SCRAM verifier); a retry sets the same again.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from urllib.parse import quote
 
 import psycopg
 from kubernetes import client as k8s
 from psycopg import sql
-from temporalio import activity
 
 from activities import admin_credential, postgres, secrets
-from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import KUBEVIRT, Instance
+from activities.step import Anatomy, Context
 from dbi import scram
-from dbi.models import PowerState
-from dbi.steps import Outcome, StepInput, StepResult
-
-STEP, CONDITION = "access", "AccessReady"
+from dbi.pipeline import ACCESS as SPEC
+from dbi.spec import PowerState
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
 
 class Reason(StrEnum):
-    READY = "AccessReady"
+    READY = SPEC.condition_type
     STOPPED = "Stopped"
     ROLE_CREATED = "RoleCreated"
     DATABASE_CREATED = "DatabaseCreated"
@@ -40,7 +40,6 @@ class Reason(StrEnum):
 
 
 class Action(StrEnum):
-    NONE = "none"
     CREATE_ROLE = "create-role"
     CREATE_DATABASE = "create-database"
     ALTER_LOGIN = "alter-login"
@@ -56,6 +55,11 @@ class Observation:
     database_exists: bool
     app_login_works: bool
     secret_complete: bool
+    # What the action needs (None in pure tests): the VM's address, the admin password,
+    # the app Secret as read. Passwords never leave the activity.
+    host: str | None = None
+    admin_password: str = field(default="", repr=False)
+    app: secrets.Read | None = field(default=None, repr=False)
 
 
 _STEPS = [
@@ -81,46 +85,27 @@ _STEPS = [
 ]
 
 
-def decide(obs: Observation) -> tuple[StepResult, Action]:
+def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one change to make (pure)."""
     if obs.stopped:
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.SATISFIED,
-            Reason.STOPPED,
-            "The instance is stopped, as asked; not checked.",
-        ), Action.NONE
+        message = "The instance is stopped, as asked; not checked."
+        return Decision(SPEC.result(Outcome.SATISFIED, Reason.STOPPED, message))
     if not obs.has_app_password:
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.PENDING,
-            Reason.NO_CREDENTIALS,
-            "The credentials Secret has no password yet.",
-            requeue_after=1,
-        ), Action.NONE
+        message = "The credentials Secret has no password yet."
+        return Decision(
+            SPEC.result(Outcome.PENDING, Reason.NO_CREDENTIALS, message, requeue_after_seconds=1)
+        )
     if not obs.reachable:
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.PENDING,
-            Reason.UNREACHABLE,
-            "PostgreSQL does not answer the admin.",
-            requeue_after=2,
-        ), Action.NONE
-    for field, action, reason, message in _STEPS:
-        if not getattr(obs, field):
-            return result(
-                STEP, CONDITION, Outcome.PENDING, reason, message, requeue_after=AT_ONCE
-            ), action
-    return result(
-        STEP,
-        CONDITION,
-        Outcome.SATISFIED,
-        Reason.READY,
-        "The app role, its database and the credentials Secret are ready.",
-    ), Action.NONE
+        message = "PostgreSQL does not answer the admin."
+        return Decision(
+            SPEC.result(Outcome.PENDING, Reason.UNREACHABLE, message, requeue_after_seconds=2)
+        )
+    for fact, action, reason, message in _STEPS:
+        if not getattr(obs, fact):
+            pending = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=AT_ONCE)
+            return Decision(pending, action)
+    message = "The app role, its database and the credentials Secret are ready."
+    return Decision(SPEC.result(Outcome.SATISFIED, Reason.READY, message))
 
 
 def uri(user: str, password: str, host: str, database: str) -> str:
@@ -129,30 +114,20 @@ def uri(user: str, password: str, host: str, database: str) -> str:
     return f"postgresql://{credentials}@{host}:{postgres.PORT}/{quote(database, safe='')}"
 
 
-class Access(Step):
-    @activity.defn(name=STEP)
-    def run(self, step_input: StepInput) -> StepResult:
-        return self.on(step_input, STEP, CONDITION)
-
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
-        if instance.model.spec.power_state is PowerState.STOPPED:
-            return decide(Observation(True, False, False, False, False, False, False))[0]
-        kube = self.ctx.kube
-        vmi = kube.get_custom(
-            *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
-        )
-        interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
-        host = interfaces[0].get("ipAddress") if interfaces else None
-        admin = admin_credential.read(kube, self.ctx.config.namespace, instance.uid)
-        app = secrets.read(kube, instance.namespace, secrets.app_name(instance))
-        obs = observe(instance, host, admin.password, app)
-        decision, action = decide(obs)
-        if action is not Action.NONE and host is not None:
-            act(self.ctx, instance, action, host=host, admin_password=admin.password, app=app)
-        return decision
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
+    if instance.model.spec.power_state is PowerState.STOPPED:
+        return Observation(True, False, False, False, False, False, False)
+    kube = ctx.kube
+    vmi = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name)
+    interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
+    host = interfaces[0].get("ipAddress") if interfaces else None
+    admin_password = admin_credential.read(kube, ctx.config.namespace, instance.uid).password
+    app = secrets.read(kube, instance.namespace, secrets.app_name(instance))
+    looked = _look(instance, host, admin_password, app)
+    return replace(looked, host=host, admin_password=admin_password, app=app)
 
 
-def observe(
+def _look(
     instance: Instance, host: str | None, admin_password: str, app: secrets.Read
 ) -> Observation:
     creds = instance.model.spec.credentials
@@ -182,15 +157,9 @@ def observe(
     return Observation(False, True, True, role is not None, db is not None, works, complete)
 
 
-def act(
-    ctx: Context,
-    instance: Instance,
-    action: Action,
-    *,
-    host: str,
-    admin_password: str,
-    app: secrets.Read,
-) -> None:
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
+    host, admin_password, app = obs.host, obs.admin_password, obs.app
+    assert host is not None and app is not None
     creds = instance.model.spec.credentials
     role, database = sql.Identifier(creds.username), sql.Identifier(creds.database)
     if action is Action.WRITE_CONNECTION_INFO:
@@ -222,3 +191,6 @@ def act(
     }
     with postgres.connect(host, password=admin_password) as conn:
         conn.execute(statements[action])
+
+
+STEP = Anatomy(SPEC, observe, decide, act)

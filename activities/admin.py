@@ -14,7 +14,8 @@ password being rotated in), the pending reset, the VMI. Acts, one change per loo
   ``force_resize`` allows it; otherwise it waits, ``AdminResetHeld``) and sets it at
   boot; the first login that works clears the reset.
 
-A stopped instance is skipped. Idempotent: each write names what it read; a restart
+A stopped instance is skipped. Idempotency key: the admin credential (each write names
+the UID it read, and ``next`` is written before ALTER ROLE); a restart
 is asked for the VMI it recorded, again if that VMI is still there.
 """
 
@@ -26,26 +27,24 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
 from psycopg import sql
-from temporalio import activity
-from temporalio.exceptions import ApplicationError
 
 from activities import admin_credential, postgres, secrets
 from activities.admin_credential import Credential
-from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.postgres import Login
+from activities.step import Anatomy, Context
 from dbi import bootstrap, scram
 from dbi.config import ADMIN_USER
-from dbi.models import PowerState, ResizePolicy
-from dbi.steps import Outcome, StepInput, StepResult
+from dbi.pipeline import ADMIN as SPEC
+from dbi.spec import PowerState, ResizePolicy
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
-STEP, CONDITION = "admin", "AdminReady"
-BOOT_CHECK = 2.0
-HELD_CHECK = 300.0
+BOOT_CHECK_SECONDS = 2.0
+HELD_CHECK_SECONDS = 300.0
 
 
 class Reason(StrEnum):
-    READY = "AdminReady"
+    READY = SPEC.condition_type
     STOPPED = "Stopped"
     NO_ADDRESS = "NoAddress"
     BOOTING = "Booting"
@@ -58,7 +57,6 @@ class Reason(StrEnum):
 
 
 class Action(StrEnum):
-    NONE = "none"
     ROTATE = "rotate"  # write next, then as FINISH_ROTATION
     FINISH_ROTATION = "finish-rotation"  # ALTER ROLE to next, prove it, promote it
     PROMOTE_NEXT = "promote-next"  # next already logs in
@@ -79,6 +77,7 @@ class Observation:
     vmi_uid: str | None = None
     rotation_due: bool = False
     restart_allowed: bool = False
+    credential: Credential | None = None  # as read, for the action (None in pure tests)
 
 
 @dataclass(frozen=True)
@@ -86,11 +85,13 @@ class _Verdict:
     outcome: Outcome
     reason: Reason
     message: str
-    action: Action = Action.NONE
+    action: Action | None = None
     after: float | None = None
 
 
-def _pending(reason: Reason, message: str, action: Action, after: float = AT_ONCE) -> _Verdict:
+def _pending(
+    reason: Reason, message: str, action: Action | None, after: float = AT_ONCE
+) -> _Verdict:
     return _Verdict(Outcome.PENDING, reason, message, action, after)
 
 
@@ -116,16 +117,16 @@ def _refused(obs: Observation) -> _Verdict:
         return _pending(Reason.RESET_REQUESTED, message, Action.REQUEST_RESET)
     if not obs.boot_data_ready:
         message = "The admin password's reset waits for the boot data."
-        return _pending(Reason.RESET_REQUESTED, message, Action.NONE, 1.0)
+        return _pending(Reason.RESET_REQUESTED, message, None, 1.0)
     if obs.reset_vmi is None or obs.reset_vmi == obs.vmi_uid:
         if obs.restart_allowed:
             message = "The VM restarts to set the new admin password."
-            return _pending(Reason.RESET_RESTARTING, message, Action.RESTART, BOOT_CHECK)
+            return _pending(Reason.RESET_RESTARTING, message, Action.RESTART, BOOT_CHECK_SECONDS)
         message = (
             "The admin password is reset at the next boot; resizePolicy is Deferred, so it "
             "waits for `dbi resize NAME --force` (a force_resize update)."
         )
-        return _pending(Reason.RESET_HELD, message, Action.NONE, HELD_CHECK)
+        return _pending(Reason.RESET_HELD, message, None, HELD_CHECK_SECONDS)
     message = (
         "The guest booted with the reset and still refuses the admin password; see "
         "docs/operations.md, break-glass recovery."
@@ -133,28 +134,23 @@ def _refused(obs: Observation) -> _Verdict:
     return _Verdict(Outcome.TERMINAL, Reason.RESET_FAILED, message)
 
 
-def decide(obs: Observation) -> tuple[StepResult, Action]:
+def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one action to take (pure)."""
     if obs.stopped:
         message = "The instance is stopped, as asked; not checked."
         verdict = _Verdict(Outcome.SATISFIED, Reason.STOPPED, message)
     elif obs.address is None:
         message = "The VM has no address yet."
-        verdict = _pending(Reason.NO_ADDRESS, message, Action.NONE, BOOT_CHECK)
+        verdict = _pending(Reason.NO_ADDRESS, message, None, BOOT_CHECK_SECONDS)
     elif obs.login is Login.UNREACHABLE:
         message = "PostgreSQL does not answer yet."
-        verdict = _pending(Reason.BOOTING, message, Action.NONE, BOOT_CHECK)
+        verdict = _pending(Reason.BOOTING, message, None, BOOT_CHECK_SECONDS)
     else:
         verdict = _logged_in(obs) if obs.login is Login.OK else _refused(obs)
-    decision = result(
-        STEP,
-        CONDITION,
-        verdict.outcome,
-        verdict.reason,
-        verdict.message,
-        requeue_after=verdict.after,
+    result = SPEC.result(
+        verdict.outcome, verdict.reason, verdict.message, requeue_after_seconds=verdict.after
     )
-    return decision, verdict.action
+    return Decision(result, verdict.action)
 
 
 def rotation_due(credential: Credential, interval: float | None, now: datetime) -> bool:
@@ -174,9 +170,8 @@ def address_of(vmi: Manifest | None) -> str | None:
     return interfaces[0].get("ipAddress") if interfaces else None
 
 
-def observe(
-    ctx: Context, instance: Instance, credential: Credential, step_input: StepInput
-) -> Observation:
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
+    credential = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)
     spec = instance.model.spec
     if spec.power_state is PowerState.STOPPED:
         return Observation(stopped=True)
@@ -190,6 +185,7 @@ def observe(
         vmi_uid=(vmi or {}).get("metadata", {}).get("uid"),
         rotation_due=rotation_due(credential, ctx.config.admin_rotation_seconds, datetime.now(UTC)),
         restart_allowed=spec.resize_policy is ResizePolicy.RESTART or step_input.allow_restart,
+        credential=credential,
     )
     if address is None:
         return obs
@@ -208,7 +204,12 @@ def _boot_data_carries(ctx: Context, instance: Instance, credential: Credential)
     return doc.reset == credential.reset
 
 
-def act(
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
+    assert obs.credential is not None
+    perform(ctx, instance, obs.credential, action, obs)
+
+
+def perform(
     ctx: Context,
     instance: Instance,
     credential: Credential,
@@ -265,39 +266,6 @@ def act(
         )
 
 
-def rotate_now(ctx: Context, instance: Instance, request_id: str) -> bool:
-    """Rotate the admin password on demand (``rotate_admin_credentials``); return False
-    when this request was already carried out (its id is on the credential). Refuses,
-    with an ApplicationError the caller reads, when the credential does not log in."""
-    credential = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)
-    if credential.annotations.get(admin_credential.REQUEST) == request_id:
-        return False
-    address = address_of(vmi_of(ctx, instance))
-    if address is None:
-        raise ApplicationError(
-            "the instance is not running; start it to rotate", type="NotRunning", non_retryable=True
-        )
-    obs = Observation(
-        stopped=False,
-        address=address,
-        login=postgres.login(address, password=credential.password),
-        next_login=postgres.login(address, password=credential.next) if credential.next else None,
-    )
-    if obs.login is not Login.OK and obs.next_login is not Login.OK:
-        raise ApplicationError(
-            "dbi's admin credential does not log in now; the admin step recovers it",
-            type="AdminNotReady",
-            non_retryable=True,
-        )
-    stamp = {admin_credential.REQUEST: request_id}
-    if obs.next_login is Login.OK:
-        act(ctx, instance, credential, Action.PROMOTE_NEXT, obs, stamp)
-    else:
-        action = Action.FINISH_ROTATION if credential.next else Action.ROTATE
-        act(ctx, instance, credential, action, obs, stamp)
-    return True
-
-
 def finish_rotation(address: str, credential: Credential) -> None:
     """Set ``next`` as the admin role's password (its verifier only), as the admin with
     the current password, and prove it logs in; raise if it does not (retried)."""
@@ -311,15 +279,4 @@ def finish_rotation(address: str, credential: Credential) -> None:
         raise RuntimeError("the rotated admin password does not log in")
 
 
-class Admin(Step):
-    @activity.defn(name=STEP)
-    def run(self, step_input: StepInput) -> StepResult:
-        return self.on(step_input, STEP, CONDITION)
-
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
-        credential = admin_credential.read(self.ctx.kube, self.ctx.config.namespace, instance.uid)
-        obs = observe(self.ctx, instance, credential, step_input)
-        decision, action = decide(obs)
-        if action is not Action.NONE:
-            act(self.ctx, instance, credential, action, obs)
-        return decision
+STEP = Anatomy(SPEC, observe, decide, act)

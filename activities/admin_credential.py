@@ -23,6 +23,7 @@ gives 409, never a silent re-creation with stale content).
 from __future__ import annotations
 
 import base64
+import secrets as token
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -127,6 +128,26 @@ def write(
             "data": {"username": base64.b64encode(ADMIN_USER.encode()).decode(), **encoded},
         }
     )
+
+
+def create(
+    kube: Kube, namespace: str, instance: Instance, password: str, *, reset: bool = False
+) -> Credential:
+    """Write the instance's admin credential anew with ``password``, rotated now; with a
+    reset token (``reset``) when the guest is to take it at its next boot."""
+    annotations = {ROTATED_AT: now(), RESET: token.token_hex(8) if reset else None}
+    write(kube, namespace, instance, {"password": password}, annotations=annotations, read_uid=None)
+    present = {k: v for k, v in annotations.items() if v is not None}
+    return Credential(uid=None, data={"password": password}, annotations=present)
+
+
+def take_over(kube: Kube, namespace: str, instance: Instance, old_uid: str) -> None:
+    """Make the deleted instance ``old_uid``'s credential (the one its retained data
+    knows) the instance's, then delete the old one."""
+    taken = read(kube, namespace, old_uid)
+    data = {"password": taken.password}
+    write(kube, namespace, instance, data, annotations=kept_annotations(taken), read_uid=None)
+    kube.delete("Secret", namespace, name_for(old_uid))
 
 
 def kept_annotations(credential: Credential) -> dict[str, str | None]:

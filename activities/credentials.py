@@ -14,12 +14,12 @@ The cloud-init Secret carries only the admin password's SCRAM verifier. An app p
 is made only where there is none; a Secret deleted between the read and the apply (409
 on the UID precondition) gets a fresh one there and then: that is the rotation by
 deletion. One change of the admin credential per look, then Pending; passwords never
-leave this activity. Idempotent: every write applies the values it read or made.
+leave this activity. Idempotency key: the Secrets' names and the credential's, keyed
+by the instance's UID; every write applies the values it read or made.
 """
 
 from __future__ import annotations
 
-import secrets as token
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -29,12 +29,11 @@ from temporalio import activity
 
 from activities import admin_credential, manifests, ownership, secrets
 from activities.admin_credential import Credential
-from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import Instance
+from activities.step import Anatomy, Context
 from dbi import bootstrap, scram
-from dbi.steps import Outcome, StepInput, StepResult
-
-STEP, CONDITION = "credentials", "CredentialsReady"
+from dbi.pipeline import CREDENTIALS as SPEC
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
 
 class Reason(StrEnum):
@@ -47,7 +46,6 @@ class Reason(StrEnum):
 
 
 class Action(StrEnum):
-    NONE = "none"
     WRITE = "write"  # what is incomplete: the app Secret, the cloud-init Secret, a new admin
     MOVE_ADMIN = "move-admin"  # a legacy <name>-admin Secret into the admin credential
     DROP_LEGACY = "drop-legacy"  # the legacy Secret, once moved
@@ -57,6 +55,7 @@ class Action(StrEnum):
 
 @dataclass(frozen=True, kw_only=True)
 class Observation:
+    secret_name: str  # the app credentials Secret's, which status publishes
     admin_complete: bool
     app_complete: bool
     cloudinit_matches: bool
@@ -68,6 +67,7 @@ class Observation:
     # still there: it is the one the adopted data knows, it replaces any other.
     adoptable_admin: bool = False
     data_disk_exists: bool = False  # the instance's own data claim
+    reads: Reads | None = None  # what was read, for the action (None in pure tests)
 
 
 _ADMIN_RECOVERY = (
@@ -78,40 +78,37 @@ _ADMIN_RECOVERY = (
 )  # fmt: skip
 
 
-def decide(obs: Observation, *, secret_name: str) -> tuple[StepResult, Action]:
+def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one action to take (pure)."""
 
-    def pending(reason: Reason, message: str) -> StepResult:
-        return result(STEP, CONDITION, Outcome.PENDING, reason, message, requeue_after=AT_ONCE)
+    def pending(reason: Reason, message: str, action: Action) -> Decision[Action]:
+        return Decision(
+            SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=AT_ONCE), action
+        )
 
     if obs.adoptable_admin:
-        return pending(
-            Reason.ADMIN_ADOPTED, "The adopted instance's admin credential was taken over."
-        ), Action.ADOPT_ADMIN
+        message = "The adopted instance's admin credential was taken over."
+        return pending(Reason.ADMIN_ADOPTED, message, Action.ADOPT_ADMIN)
     if not obs.admin_complete:
         for fact, action, reason, message in _ADMIN_RECOVERY:
             if getattr(obs, fact):
-                return pending(reason, message), action
+                return pending(reason, message, action)
     elif obs.legacy_admin:
-        return pending(
-            Reason.ADMIN_MOVED,
-            "The admin credential moved out of the instance's namespace, into dbi's.",
-        ), Action.DROP_LEGACY
+        message = "The admin credential moved out of the instance's namespace, into dbi's."
+        return pending(Reason.ADMIN_MOVED, message, Action.DROP_LEGACY)
     if not (obs.admin_complete and obs.app_complete and obs.cloudinit_matches):
-        return pending(Reason.CREATED, "Missing Secrets or passwords were written."), Action.WRITE
+        return pending(Reason.CREATED, "Missing Secrets or passwords were written.", Action.WRITE)
     if not obs.kept_follow_policy:
-        return pending(
-            Reason.OWNERS_SYNCED,
-            "The cloud-init Secret's owner reference now follows deletionPolicy.",
-        ), Action.WRITE
-    return result(
-        STEP,
-        CONDITION,
-        Outcome.SATISFIED,
-        Reason.READY,
-        "The admin credential, the credentials and cloud-init Secrets are complete.",
-        credentials_secret_name=secret_name,
-    ), Action.NONE
+        message = "The cloud-init Secret's owner reference now follows deletionPolicy."
+        return pending(Reason.OWNERS_SYNCED, message, Action.WRITE)
+    return Decision(
+        SPEC.result(
+            Outcome.SATISFIED,
+            Reason.READY,
+            "The admin credential, the credentials and cloud-init Secrets are complete.",
+            credentials_secret_name=obs.secret_name,
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -121,11 +118,14 @@ class Reads:
     cloudinit: secrets.Read
     legacy: secrets.Read  # <name>-admin in the instance's namespace
 
-    def children(self, instance: Instance) -> list[ownership.Child]:
-        """The Secrets under the instance's child names that the gate checks."""
+    app_name: str
+    cloudinit_name: str
+
+    def children(self) -> list[ownership.Child]:
+        """The Secrets under the instance's child names (the ownership check)."""
         return [
-            ownership.Child("Secret", secrets.app_name(instance), self.app.meta),
-            ownership.Child("Secret", secrets.cloudinit_name(instance), self.cloudinit.meta),
+            ownership.Child("Secret", self.app_name, self.app.meta),
+            ownership.Child("Secret", self.cloudinit_name, self.cloudinit.meta),
         ]
 
 
@@ -136,26 +136,32 @@ def read_all(ctx: Context, instance: Instance) -> Reads:
         app=secrets.read(kube, ns, secrets.app_name(instance)),
         cloudinit=secrets.read(kube, ns, secrets.cloudinit_name(instance)),
         legacy=secrets.read(kube, ns, secrets.admin_name(instance)),
+        app_name=secrets.app_name(instance),
+        cloudinit_name=secrets.cloudinit_name(instance),
     )
 
 
-def observe(ctx: Context, instance: Instance, reads: Reads) -> Observation:
-    """Reduce the reads to facts; the adopted instance's credential is read only when the
-    instance adopts one, the data claim only when the admin credential is missing."""
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
+    """Read the Secrets and reduce them to facts; the adopted instance's credential is
+    read only when the instance adopts one, the data claim only when the admin credential
+    is missing."""
+    reads = read_all(ctx, instance)
     admin, app = reads.admin, reads.app
     legacy = ownership.Child("Secret", secrets.admin_name(instance), reads.legacy.meta)
     missing = not admin.password
     adopted = instance.adopts
     return Observation(
+        secret_name=secrets.app_name(instance),
         admin_complete=not missing,
         app_complete=bool(app.password) and app_matches(instance, app),
         cloudinit_matches=not missing and userdata_matches(reads.cloudinit, admin),
-        kept_follow_policy=ownership.follows_policy(reads.children(instance)[1], instance),
+        kept_follow_policy=ownership.follows_policy(reads.children()[1], instance),
         legacy_admin=bool(reads.legacy.password)
         and ownership.classify(legacy, instance.uid) is ownership.Claim.OURS,
         adoptable_admin=adopted is not None
         and bool(admin_credential.read(ctx.kube, ctx.config.namespace, adopted).password),
         data_disk_exists=missing and _own_data_claim(ctx, instance),
+        reads=reads,
     )
 
 
@@ -178,29 +184,18 @@ def userdata_matches(cloudinit: secrets.Read, admin: Credential) -> bool:
     return doc.reset == admin.reset and scram.verifies(admin.password, verifier)
 
 
-def act(ctx: Context, instance: Instance, reads: Reads, action: Action) -> None:
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
     """Perform the decided action (one write of the admin credential at most)."""
-    kube, home = ctx.kube, ctx.config.namespace
+    kube, home, reads = ctx.kube, ctx.config.namespace, obs.reads
+    assert reads is not None
     if action is Action.MOVE_ADMIN:
-        data = {"password": reads.legacy.password}
-        stamp = {admin_credential.ROTATED_AT: admin_credential.now()}
-        admin_credential.write(kube, home, instance, data, annotations=stamp, read_uid=None)
+        admin_credential.create(kube, home, instance, reads.legacy.password)
     elif action is Action.DROP_LEGACY:
         kube.delete("Secret", instance.namespace, secrets.admin_name(instance))
     elif action is Action.ADOPT_ADMIN:
-        old = str(instance.adopts)
-        taken = admin_credential.read(kube, home, old)
-        data = {"password": taken.password}
-        annotations = admin_credential.kept_annotations(taken)
-        admin_credential.write(kube, home, instance, data, annotations=annotations, read_uid=None)
-        kube.delete("Secret", home, admin_credential.name_for(old))
+        admin_credential.take_over(kube, home, instance, str(instance.adopts))
     elif action is Action.RESET_ADMIN:
-        data = {"password": secrets.new_password()}
-        reset = {
-            admin_credential.ROTATED_AT: admin_credential.now(),
-            admin_credential.RESET: token.token_hex(8),
-        }
-        admin_credential.write(kube, home, instance, data, annotations=reset, read_uid=None)
+        admin_credential.create(kube, home, instance, secrets.new_password(), reset=True)
     elif action is Action.WRITE:
         write_incomplete(ctx, instance, reads)
 
@@ -211,18 +206,8 @@ def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
     owner reference does not follow deletionPolicy)."""
     kube, admin, app = ctx.kube, reads.admin, reads.app
     if not admin.password:
-        admin = Credential(
-            uid=None,
-            data={"password": secrets.new_password()},
-            annotations={admin_credential.ROTATED_AT: admin_credential.now()},
-        )
-        admin_credential.write(
-            kube,
-            ctx.config.namespace,
-            instance,
-            admin.data,
-            annotations=admin_credential.kept_annotations(admin),
-            read_uid=None,
+        admin = admin_credential.create(
+            kube, ctx.config.namespace, instance, secrets.new_password()
         )
     if not (app.password and app_matches(instance, app)):
         _write(
@@ -239,7 +224,7 @@ def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
         memory_bytes=int(instance.model.spec.resources.memory_bytes()),
     )
     if not userdata_matches(reads.cloudinit, admin) or not ownership.follows_policy(
-        reads.children(instance)[1], instance
+        reads.children()[1], instance
     ):
         secrets.apply(
             kube,
@@ -303,18 +288,8 @@ def _write(
     return password
 
 
-class Credentials(Step):
-    @activity.defn(name=STEP)
-    def run(self, step_input: StepInput) -> StepResult:
-        return self.on(step_input, STEP, CONDITION)
+def children(obs: Observation) -> list[ownership.Child]:
+    return [] if obs.reads is None else obs.reads.children()
 
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
-        reads = read_all(self.ctx, instance)
-        refused = ownership.gate(self.ctx.kube, STEP, CONDITION, instance, reads.children(instance))
-        if refused is not None:
-            return refused
-        decision, action = decide(
-            observe(self.ctx, instance, reads), secret_name=secrets.app_name(instance)
-        )
-        act(self.ctx, instance, reads, action)
-        return decision
+
+STEP = Anatomy(SPEC, observe, decide, act, children)

@@ -3,7 +3,7 @@
 Connects with a short timeout: ``SELECT 1``, the server version, recovery state.
 Publishes the endpoint and those facts. A database that is still booting is Pending
 with a timed fallback; a stopped instance is skipped (Satisfied, reason Stopped).
-Acts on nothing.
+Acts on nothing, so it has no idempotency key to keep.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import psycopg
 from temporalio import activity
 
 from activities import admin_credential, postgres
-from activities.context import Step, result
 from activities.kube import KUBEVIRT, Instance
-from dbi.models import PowerState
-from dbi.steps import Outcome, StepInput, StepResult
+from activities.step import Anatomy, Context
+from dbi.pipeline import HEALTH as SPEC
+from dbi.spec import PowerState
+from dbi.steps import Decision, Outcome, StepInput
 
-STEP, CONDITION = "health", "DatabaseHealthy"
-BOOT_CHECK = 2.0
+BOOT_CHECK_SECONDS = 2.0
 
 
 class Reason(StrEnum):
@@ -36,50 +36,42 @@ class Reason(StrEnum):
 @dataclass(frozen=True)
 class Observation:
     stopped: bool
-    address: str | None
-    reachable: bool
-    version: str | None
-    in_recovery: bool
+    address: str | None = None
+    reachable: bool = False
+    version: str | None = None
+    in_recovery: bool = False
     admin_refused: bool = False
 
 
-def decide(obs: Observation) -> StepResult:
-    """Return the outcome of a health observation (pure)."""
+def decide(obs: Observation) -> Decision[None]:
+    """Return the outcome of a health observation (pure); health never acts."""
 
-    def pending(reason: Reason, message: str) -> StepResult:
-        return result(STEP, CONDITION, Outcome.PENDING, reason, message, requeue_after=BOOT_CHECK)
+    def pending(reason: Reason, message: str) -> Decision[None]:
+        return Decision(
+            SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=BOOT_CHECK_SECONDS)
+        )
 
     if obs.stopped:
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.SATISFIED,
-            Reason.STOPPED,
-            "The instance is stopped, as asked; not checked.",
-        )
+        message = "The instance is stopped, as asked; not checked."
+        return Decision(SPEC.result(Outcome.SATISFIED, Reason.STOPPED, message))
     if obs.address is None:
         return pending(Reason.NO_ADDRESS, "The VM has no address yet.")
     if obs.admin_refused:
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.TERMINAL,
-            Reason.ADMIN_REFUSED,
-            "PostgreSQL refuses dbi's admin password; the admin step recovers it.",
-        )
+        message = "PostgreSQL refuses dbi's admin password; the admin step recovers it."
+        return Decision(SPEC.result(Outcome.TERMINAL, Reason.ADMIN_REFUSED, message))
     if not obs.reachable:
         return pending(Reason.BOOTING, "PostgreSQL does not answer yet.")
     if obs.in_recovery:
         return pending(Reason.IN_RECOVERY, "PostgreSQL is in recovery.")
-    return result(
-        STEP,
-        CONDITION,
-        Outcome.SATISFIED,
-        Reason.HEALTHY,
-        "PostgreSQL answers.",
-        endpoint_host=obs.address,
-        endpoint_port=postgres.PORT,
-        postgres_version=obs.version,
+    return Decision(
+        SPEC.result(
+            Outcome.SATISFIED,
+            Reason.HEALTHY,
+            "PostgreSQL answers.",
+            endpoint_host=obs.address,
+            endpoint_port=postgres.PORT,
+            postgres_version=obs.version,
+        )
     )
 
 
@@ -100,23 +92,26 @@ def probe(address: str, password: str) -> tuple[bool, str | None, bool, bool]:
     return True, str(row[0]), bool(row[1]), False
 
 
-class Health(Step):
-    @activity.defn(name=STEP)
-    def run(self, step_input: StepInput) -> StepResult:
-        return self.on(step_input, STEP, CONDITION)
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
+    if instance.model.spec.power_state is PowerState.STOPPED:
+        return Observation(stopped=True)
+    vmi = ctx.kube.get_custom(
+        *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
+    )
+    interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
+    address = interfaces[0].get("ipAddress") if interfaces else None
+    if not address:
+        return Observation(stopped=False)
+    admin = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)
+    reachable, version, recovery, refused = probe(address, admin.password)
+    return Observation(
+        stopped=False,
+        address=address,
+        reachable=reachable,
+        version=version,
+        in_recovery=recovery,
+        admin_refused=refused,
+    )
 
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
-        stopped = instance.model.spec.power_state is PowerState.STOPPED
-        address, reachable, version, recovery, refused = None, False, None, False, False
-        if not stopped:
-            vmi = self.ctx.kube.get_custom(
-                *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
-            )
-            interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
-            address = interfaces[0].get("ipAddress") if interfaces else None
-            if address:
-                admin = admin_credential.read(
-                    self.ctx.kube, self.ctx.config.namespace, instance.uid
-                )
-                reachable, version, recovery, refused = probe(address, admin.password)
-        return decide(Observation(stopped, address, reachable, version, recovery, refused))
+
+STEP = Anatomy(SPEC, observe, decide)

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities.context import Activity
-from dbi.models import duration_seconds
+from activities.step import Activity
+from dbi import pipeline
+from dbi.spec import duration_seconds
 from dbi.steps import InstanceSnapshot, StepInput
 
 
 class LoadInstance(Activity):
-    @activity.defn(name="load_instance")
+    @activity.defn(name=pipeline.LOAD_INSTANCE)
     def run(self, step_input: StepInput) -> InstanceSnapshot:
         """Read the DBInstance; a missing one is ``exists=False`` (the workflow then ends).
 

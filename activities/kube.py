@@ -15,7 +15,8 @@ from typing import Any, TypeVar, cast
 from kubernetes import client as k8s
 
 from dbi import names
-from dbi.models import DBInstance, DeletionPolicy
+from dbi.models import DBInstance
+from dbi.spec import DeletionPolicy
 
 Manifest = dict[str, Any]
 T = TypeVar("T")

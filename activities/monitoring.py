@@ -4,8 +4,9 @@ When enabled: the Service ``<name>-metrics`` (selecting the VM's pods by the ins
 label) and a ServiceMonitor for it, applied when missing or different (Pending), then
 Satisfied. Either name held by an object that is not the instance's stops the step
 (``activities.ownership``). A cluster without the ServiceMonitor API gets the Service
-only, and says so in the reason (no failure loop). When disabled: both are deleted (Pending), then
-Satisfied.
+only, and says so in the reason (no failure loop). When disabled: both are deleted
+(Pending), then Satisfied. Idempotency key: the names; applies are server-side
+applies of the same objects, and deleting one already gone is fine.
 """
 
 from __future__ import annotations
@@ -14,24 +15,29 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kubernetes import client as k8s
-from temporalio import activity
 
 from activities import manifests, ownership
-from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import Instance, Manifest
+from activities.step import Anatomy, Context
 from dbi import names
-from dbi.steps import Outcome, StepInput, StepResult
+from dbi.pipeline import MONITORING as SPEC
+from dbi.pipeline import TEARDOWN_MONITORING
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
-STEP, CONDITION = "monitoring", "MonitoringReady"
 MONITORING = ("monitoring.coreos.com", "v1")
 
 
 class Reason(StrEnum):
-    READY = "MonitoringReady"
+    READY = SPEC.condition_type
     NO_SERVICE_MONITOR_API = "ServiceMonitorUnavailable"
     APPLIED = "MonitoringApplied"
     DISABLED = "Disabled"
-    REMOVED = "MonitoringRemoved"
+    REMOVED = TEARDOWN_MONITORING.condition_type  # what is disabled goes as at a teardown
+
+
+class Action(StrEnum):
+    APPLY = "apply"
+    REMOVE = "remove"
 
 
 def service_name(instance: Instance) -> str:
@@ -73,46 +79,31 @@ class Observation:
     children: tuple[ownership.Child, ...] = ()
 
 
-def decide(obs: Observation) -> StepResult:
-    """Return the outcome (pure); Pending means the step wrote or deleted something."""
+def decide(obs: Observation) -> Decision[Action]:
+    """Return the outcome and whether to apply or remove the objects (pure)."""
+
+    def pending(reason: Reason, message: str, action: Action) -> Decision[Action]:
+        result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=AT_ONCE)
+        return Decision(result, action)
+
+    def satisfied(reason: Reason, message: str) -> Decision[Action]:
+        return Decision(SPEC.result(Outcome.SATISFIED, reason, message))
+
     if not obs.enabled:
         if obs.service_exists or obs.monitor_exists:
-            return result(
-                STEP,
-                CONDITION,
-                Outcome.PENDING,
-                Reason.REMOVED,
-                "Monitoring is disabled; its objects were deleted.",
-                requeue_after=AT_ONCE,
-            )
-        return result(
-            STEP, CONDITION, Outcome.SATISFIED, Reason.DISABLED, "Monitoring is disabled."
-        )
+            message = "Monitoring is disabled; its objects were deleted."
+            return pending(Reason.REMOVED, message, Action.REMOVE)
+        return satisfied(Reason.DISABLED, "Monitoring is disabled.")
     if not obs.service_ok or (obs.monitor_api and not obs.monitor_ok):
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.PENDING,
-            Reason.APPLIED,
-            "The metrics Service and ServiceMonitor were applied.",
-            requeue_after=AT_ONCE,
-        )
+        message = "The metrics Service and ServiceMonitor were applied."
+        return pending(Reason.APPLIED, message, Action.APPLY)
     if not obs.monitor_api:
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.SATISFIED,
+        return satisfied(
             Reason.NO_SERVICE_MONITOR_API,
             "The metrics Service exists; the cluster has no ServiceMonitor API, so "
             "Prometheus Operator will not scrape it.",
         )
-    return result(
-        STEP,
-        CONDITION,
-        Outcome.SATISFIED,
-        Reason.READY,
-        "The metrics Service and ServiceMonitor exist.",
-    )
+    return satisfied(Reason.READY, "The metrics Service and ServiceMonitor exist.")
 
 
 def _service(ctx: Context, instance: Instance) -> Manifest | None:
@@ -143,7 +134,7 @@ def delete_ours(ctx: Context, instance: Instance, obs: Observation) -> None:
             ctx.kube.delete(child.kind, instance.namespace, child.name)
 
 
-def observe(ctx: Context, instance: Instance) -> Observation:
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     svc = _service(ctx, instance)
     api, monitor = _monitor(ctx, instance)
     port = ctx.config.exporter_port
@@ -165,30 +156,22 @@ def observe(ctx: Context, instance: Instance) -> Observation:
     )
 
 
-class Monitoring(Step):
-    @activity.defn(name=STEP)
-    def run(self, step_input: StepInput) -> StepResult:
-        return self.on(step_input, STEP, CONDITION)
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
+    if action is Action.REMOVE:
+        delete_ours(ctx, instance, obs)
+        return
+    kube = ctx.kube
+    svc = service(instance, ctx.config.exporter_port)
+    kube.core.patch_namespaced_service(
+        svc["metadata"]["name"],
+        instance.namespace,
+        svc,
+        field_manager=names.FIELD_MANAGER,
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
+    if obs.monitor_api:
+        kube.apply_custom(*MONITORING, "servicemonitors", service_monitor(instance))
 
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
-        obs = observe(self.ctx, instance)
-        refused = ownership.gate(self.ctx.kube, STEP, CONDITION, instance, list(obs.children))
-        if refused is not None:
-            return refused
-        decision = decide(obs)
-        if decision.reason == Reason.REMOVED:
-            delete_ours(self.ctx, instance, obs)
-        elif decision.reason == Reason.APPLIED:
-            kube = self.ctx.kube
-            svc = service(instance, self.ctx.config.exporter_port)
-            kube.core.patch_namespaced_service(
-                svc["metadata"]["name"],
-                instance.namespace,
-                svc,
-                field_manager=names.FIELD_MANAGER,
-                force=True,
-                _content_type="application/apply-patch+yaml",
-            )
-            if obs.monitor_api:
-                kube.apply_custom(*MONITORING, "servicemonitors", service_monitor(instance))
-        return decision
+
+STEP = Anatomy(SPEC, observe, decide, act, lambda obs: list(obs.children))

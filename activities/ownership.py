@@ -17,8 +17,9 @@ child's name is, for an instance:
 - foreign: anything else (a user's own Secret, another controller's VM); never
   changed, the step is Terminal and names it.
 
-``classify`` is pure; a step observes the objects it reads anyway, and ``refusal``
-turns the first object that is not absent or ours into its result.
+``classify`` is pure; a step observes the objects it reads anyway and names them
+(``Anatomy.children``); the shared loop (``activities.step``) turns the first that is
+not absent or ours into the step's decision (``refusal_of``) and adopts it if so.
 """
 
 from __future__ import annotations
@@ -27,12 +28,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from activities.context import AT_ONCE, result
 from activities.kube import Instance, Kube, Manifest
 from dbi import names
-from dbi.steps import Outcome, StepResult
+from dbi.pipeline import StepSpec
+from dbi.steps import AT_ONCE, Decision, Outcome
 
-LEFT_BEHIND_WAIT = 2.0
+LEFT_BEHIND_WAIT_SECONDS = 2.0
 
 
 class Claim(StrEnum):
@@ -111,49 +112,56 @@ def first_not_ours(children: list[Child], uid: str) -> tuple[Child, Claim] | Non
     return None
 
 
-def refusal(
-    step: str, condition: str, instance: Instance, child: Child, claim: Claim
-) -> tuple[StepResult, bool]:
-    """Return the step's result for an object that is not the instance's, and whether
-    to adopt it (a retained object the ``dbi.dev/adopt`` annotation names) (pure)."""
+def refusal(spec: StepSpec, instance: Instance, child: Child, claim: Claim) -> Decision[Child]:
+    """Return the step's decision for an object that is not the instance's: to adopt it
+    (a retained object the ``dbi.dev/adopt`` annotation names: the action is the child),
+    or to stop (foreign, retained and not named) or wait (left behind) (pure)."""
     what = f"{child.kind} {child.name}"
     if claim is Claim.LEFT_BEHIND:
-        return result(
-            step,
-            condition,
-            Outcome.PENDING,
-            Reason.LEFT_BEHIND,
-            f"{what} belongs to a deleted instance or is being deleted; waiting for it to go.",
-            requeue_after=LEFT_BEHIND_WAIT,
-        ), False
+        return Decision(
+            spec.result(
+                Outcome.PENDING,
+                Reason.LEFT_BEHIND,
+                f"{what} belongs to a deleted instance or is being deleted; waiting for it to go.",
+                requeue_after_seconds=LEFT_BEHIND_WAIT_SECONDS,
+            )
+        )
     if claim is Claim.RETAINED:
         old = child.instance_uid or ""
         if instance.adopts == old:
-            return result(
-                step,
-                condition,
-                Outcome.PENDING,
-                Reason.ADOPTED,
-                f"{what}, retained from the deleted instance {old}, was adopted with its data.",
-                requeue_after=AT_ONCE,
-            ), True
-        return result(
-            step,
-            condition,
+            message = (
+                f"{what}, retained from the deleted instance {old}, was adopted with its data."
+            )
+            return Decision(
+                spec.result(
+                    Outcome.PENDING, Reason.ADOPTED, message, requeue_after_seconds=AT_ONCE
+                ),
+                child,
+            )
+        return Decision(
+            spec.result(
+                Outcome.TERMINAL,
+                Reason.RETAINED,
+                f"{what} was retained from a deleted instance of this name (uid {old}). To take "
+                f"it over with its data, annotate this DBInstance {names.ADOPT_ANNOTATION}={old};"
+                f" to start empty, delete {what}.",
+            )
+        )
+    return Decision(
+        spec.result(
             Outcome.TERMINAL,
-            Reason.RETAINED,
-            f"{what} was retained from a deleted instance of this name (uid {old}). To take "
-            f"it over with its data, annotate this DBInstance {names.ADOPT_ANNOTATION}={old};"
-            f" to start empty, delete {what}.",
-        ), False
-    return result(
-        step,
-        condition,
-        Outcome.TERMINAL,
-        Reason.FOREIGN,
-        f"{what} exists and was not created by this instance; dbi leaves it untouched. "
-        "Rename the instance, or move that object away.",
-    ), False
+            Reason.FOREIGN,
+            f"{what} exists and was not created by this instance; dbi leaves it untouched. "
+            "Rename the instance, or move that object away.",
+        )
+    )
+
+
+def refusal_of(spec: StepSpec, instance: Instance, children: list[Child]) -> Decision[Child] | None:
+    """Return the step's decision when one of ``children`` is not the instance's; None
+    when each is absent or the instance's (pure)."""
+    found = first_not_ours(children, instance.uid)
+    return None if found is None else refusal(spec, instance, *found)
 
 
 def adopt(kube: Kube, instance: Instance, child: Child) -> None:
@@ -167,20 +175,6 @@ def adopt(kube: Kube, instance: Instance, child: Child) -> None:
         {"op": "replace", "path": path, "value": instance.uid},
     ]
     kube.patch(child.kind, instance.namespace, child.name, body)
-
-
-def gate(
-    kube: Kube, step: str, condition: str, instance: Instance, children: list[Child]
-) -> StepResult | None:
-    """Return the step's result when one of ``children`` is not the instance's, adopting
-    a retained one the instance names; None when each is absent or the instance's."""
-    found = first_not_ours(children, instance.uid)
-    if found is None:
-        return None
-    decision, take = refusal(step, condition, instance, *found)
-    if take:
-        adopt(kube, instance, found[0])
-    return decision
 
 
 def follows_policy(child: Child, instance: Instance) -> bool:

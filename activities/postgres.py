@@ -14,7 +14,7 @@ import psycopg
 from dbi.config import ADMIN_USER
 
 PORT = 5432
-CONNECT_TIMEOUT = 3
+CONNECT_TIMEOUT_SECONDS = 3
 # No statement of dbi's waits long on a lock or runs long: a user's transaction holding
 # the app role, say, makes the step fail (and retry) instead of hanging it.
 SESSION_OPTIONS = "-c statement_timeout=10000 -c lock_timeout=5000"
@@ -36,7 +36,7 @@ def connect(
         user=user,
         password=password,
         dbname=dbname,
-        connect_timeout=CONNECT_TIMEOUT,
+        connect_timeout=CONNECT_TIMEOUT_SECONDS,
         autocommit=True,
         application_name="dbi-orchestrator",
         options=SESSION_OPTIONS,

@@ -3,8 +3,9 @@
 Observes the instance, the VirtualMachineImage it would boot and the data disk's
 capacity. Terminal when retrying cannot help (a version with no image, an image that
 does not exist, storage below what the disk already has); otherwise adds the
-finalizer (Pending), then is Satisfied. Idempotent: the finalizer patch names the
-full list it expects.
+finalizer (Pending), then is Satisfied. Idempotency key: the finalizer list; the patch
+names the list it read and its resourceVersion, so a concurrent change makes it fail
+(409) and the loop looks again, never dropping another's finalizer.
 """
 
 from __future__ import annotations
@@ -13,28 +14,27 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 
-from kubernetes import client as k8s
-from temporalio import activity
-
-from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import Instance
+from activities.step import Anatomy, Context
 from dbi import names
+from dbi.pipeline import PREFLIGHT as SPEC
 from dbi.quantity import parse_quantity
-from dbi.steps import Outcome, StepInput, StepResult
-
-STEP, CONDITION = "preflight", "SpecValid"
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
 
 class Reason(StrEnum):
-    VALID = "SpecValid"
+    VALID = SPEC.condition_type
     FINALIZER_ADDED = "FinalizerAdded"
     UNSUPPORTED_VERSION = "UnsupportedVersion"
     IMAGE_NOT_FOUND = "ImageNotFound"
     STORAGE_BELOW_CAPACITY = "StorageBelowCapacity"
-    CONFLICT = "Conflict"
 
 
-@dataclass(frozen=True)
+class Action(StrEnum):
+    ADD_FINALIZER = "add-finalizer"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     version: int
     image: str | None  # the image to boot, None when the version has none configured
@@ -50,7 +50,7 @@ def image_for(instance: Instance, images: dict[int, str]) -> str | None:
     return spec.image or images.get(spec.version)
 
 
-def observe(ctx: Context, instance: Instance) -> Observation:
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     image = image_for(instance, ctx.config.images)
     exists = False
     if image is not None:
@@ -73,11 +73,11 @@ def observe(ctx: Context, instance: Instance) -> Observation:
     )
 
 
-def decide(obs: Observation) -> StepResult:
-    """Return the outcome for an observation (pure)."""
+def decide(obs: Observation) -> Decision[Action]:
+    """Return the outcome for an observation, and whether to add the finalizer (pure)."""
 
-    def terminal(reason: Reason, message: str) -> StepResult:
-        return result(STEP, CONDITION, Outcome.TERMINAL, reason, message)
+    def terminal(reason: Reason, message: str) -> Decision[Action]:
+        return Decision(SPEC.result(Outcome.TERMINAL, reason, message))
 
     if obs.image is None:
         return terminal(
@@ -96,18 +96,17 @@ def decide(obs: Observation) -> StepResult:
             "spec.resources.storage is below the data disk's capacity; disks never shrink.",
         )
     if not obs.has_finalizer:
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.PENDING,
-            Reason.FINALIZER_ADDED,
-            "The teardown finalizer was added.",
-            requeue_after=AT_ONCE,
+        message = "The teardown finalizer was added."
+        return Decision(
+            SPEC.result(
+                Outcome.PENDING, Reason.FINALIZER_ADDED, message, requeue_after_seconds=AT_ONCE
+            ),
+            Action.ADD_FINALIZER,
         )
-    return result(STEP, CONDITION, Outcome.SATISFIED, Reason.VALID, "The spec is valid.")
+    return Decision(SPEC.result(Outcome.SATISFIED, Reason.VALID, "The spec is valid."))
 
 
-def add_finalizer(ctx: Context, instance: Instance) -> None:
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
     # A JSON merge patch replaces the list; the resourceVersion makes it fail rather
     # than drop a finalizer someone else added meanwhile.
     ctx.kube.objects.patch_namespaced_custom_object(
@@ -125,26 +124,4 @@ def add_finalizer(ctx: Context, instance: Instance) -> None:
     )
 
 
-class Preflight(Step):
-    @activity.defn(name=STEP)
-    def run(self, step_input: StepInput) -> StepResult:
-        return self.on(step_input, STEP, CONDITION)
-
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
-        decision = decide(observe(self.ctx, instance))
-        if decision.reason == Reason.FINALIZER_ADDED:
-            try:
-                add_finalizer(self.ctx, instance)
-            except k8s.ApiException as e:
-                if e.status != 409:
-                    raise
-                # The instance changed since it was read; the next pass reads it again.
-                return result(
-                    STEP,
-                    CONDITION,
-                    Outcome.PENDING,
-                    Reason.CONFLICT,
-                    "The instance changed while the finalizer was added.",
-                    requeue_after=AT_ONCE,
-                )
-        return decision
+STEP = Anatomy(SPEC, observe, decide, act)

@@ -10,41 +10,13 @@ import sys
 from enum import StrEnum
 from types import ModuleType
 
-from activities import (
-    access,
-    admin,
-    context,
-    credentials,
-    health,
-    monitoring,
-    ownership,
-    power,
-    preflight,
-    resize,
-    retention,
-    teardown,
-    vm,
-)
+from activities import ownership, registry, step
 from dbi import markdown, pipeline, steps
 from dbi import status as summary
 
 START, END = "<!-- reference:start -->", "<!-- reference:end -->"
 
-_MODULES: dict[str, ModuleType] = {
-    m.STEP: m
-    for m in (
-        preflight,
-        credentials,
-        vm,
-        power,
-        resize,
-        retention,
-        admin,
-        health,
-        access,
-        monitoring,
-    )
-}
+_MODULES: dict[str, ModuleType] = {m.STEP.spec.name: m for m in registry.MODULES}
 
 
 def _reasons(reasons: type[StrEnum]) -> str:
@@ -54,19 +26,17 @@ def _reasons(reasons: type[StrEnum]) -> str:
 def table() -> str:
     """Return the markdown table: every step, its condition, and the reasons it uses."""
     rows = ["| step | condition | reasons |", "|---|---|---|"]
-    for spec in pipeline.CONVERGE:
+    for spec in (*pipeline.CONVERGE, *pipeline.TEARDOWN):
         rows.append(
             f"| {spec.name} | `{spec.condition_type}` | {_reasons(_MODULES[spec.name].Reason)} |"
         )
-    for spec in pipeline.TEARDOWN:
-        rows.append(f"| {spec.name} | `{spec.condition_type}` | {_reasons(teardown.Reason)} |")
     summarized = "`Ready`, `Reconciling`, `Stalled`"
     rows.append(
         f"| (summary) | {summarized} | {_reasons(summary.Reason)}, or the blocking step's |"
     )
     failed = (
-        f"`{steps.STEP_FAILED}` (an activity kept raising), `{context.INSTANCE_GONE}`, "
-        f"`{context.NAMESPACE_TERMINATING}` (may not create in a namespace being deleted)"
+        f"`{steps.STEP_FAILED}` (an activity kept raising), `{step.INSTANCE_GONE}`, "
+        f"`{step.NAMESPACE_TERMINATING}` (may not create in a namespace being deleted)"
     )
     rows.append(f"| (any step) | its own | {failed} |")
     rows.append(

@@ -1,47 +1,71 @@
-"""Every activity the worker hosts, bound to one Context."""
+"""Every activity the worker hosts, bound to one Context.
+
+A step's activity is registered under its name in the step table (``dbi.pipeline``),
+running the step's anatomy in the shared loop (``activities.step.run``); the worker
+fails to start if a step of the table has no module here.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from activities.access import Access
-from activities.admin import Admin
-from activities.context import Context
-from activities.credentials import Credentials
-from activities.health import Health
+from temporalio import activity
+
+from activities import (
+    access,
+    admin,
+    credentials,
+    health,
+    monitoring,
+    power,
+    preflight,
+    resize,
+    retention,
+    teardown_finalizer,
+    teardown_monitoring,
+    teardown_vm,
+    vm,
+)
 from activities.instance import LoadInstance
-from activities.monitoring import Monitoring
-from activities.power import Power
-from activities.preflight import Preflight
-from activities.resize import Resize
-from activities.retention import Retention
 from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
-from activities.teardown import TeardownFinalizer, TeardownMonitoring, TeardownVM
-from activities.vm import VM
+from activities.step import Anatomy, Context
+from activities.step import run as run_step
+from dbi import pipeline
+from dbi.steps import StepInput, StepResult
 
-STEPS = (
-    Preflight,
-    Credentials,
-    VM,
-    Power,
-    Resize,
-    Retention,
-    Admin,
-    Health,
-    Access,
-    Monitoring,
-    TeardownMonitoring,
-    TeardownVM,
-    TeardownFinalizer,
-    LoadInstance,
-    WriteStatus,
-    RotateCredentials,
-    RotateAdminCredentials,
+MODULES = (
+    preflight,
+    credentials,
+    vm,
+    power,
+    resize,
+    retention,
+    admin,
+    health,
+    access,
+    monitoring,
+    teardown_monitoring,
+    teardown_vm,
+    teardown_finalizer,
 )
+# Each step of the table, as its module defines it.
+STEPS: dict[str, Anatomy[Any, Any]] = {m.STEP.spec.name: m.STEP for m in MODULES}
+OTHERS = (LoadInstance, WriteStatus, RotateCredentials, RotateAdminCredentials)
+
+
+def step_activity(ctx: Context, step: Anatomy[Any, Any]) -> Callable[..., Any]:
+    """Return the activity, named after the step, that runs ``step`` in the shared loop."""
+
+    @activity.defn(name=step.spec.name)
+    def run(step_input: StepInput) -> StepResult:
+        return run_step(ctx, step, step_input)
+
+    return run
 
 
 def all_activities(ctx: Context) -> list[Callable[..., Any]]:
-    """Return the activity functions of every step, bound to ``ctx``."""
-    return [step(ctx).run for step in STEPS]
+    """Return every activity: each step of the table (in table order), then the others."""
+    steps = [STEPS[spec.name] for spec in (*pipeline.CONVERGE, *pipeline.TEARDOWN)]
+    return [*(step_activity(ctx, s) for s in steps), *(other(ctx).run for other in OTHERS)]

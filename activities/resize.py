@@ -6,7 +6,8 @@ live. This step observes the rest: a VM that reports ``RestartRequired`` is rest
 a ``force_resize`` update allows it, and otherwise waits (Pending, RestartRequired);
 a live change is Pending until the VMI shows it. Storage grows through the PVC
 request, Pending until its capacity shows it. A stopped VM takes its size at the next
-start.
+start. Idempotency key: the claim's request (set to the spec's) and the VMI's UID (a
+restart deletes the VMI the step observed; a retry finds a new one, or none).
 """
 
 from __future__ import annotations
@@ -15,22 +16,20 @@ from dataclasses import dataclass
 from decimal import Decimal
 from enum import StrEnum
 
-from temporalio import activity
-
 from activities import manifests
-from activities.context import Step, result
 from activities.kube import KUBEVIRT, Instance, Manifest
-from dbi.models import PowerState, ResizePolicy
+from activities.step import Anatomy, Context
+from dbi.pipeline import RESIZE as SPEC
 from dbi.quantity import parse_quantity
-from dbi.steps import Outcome, StepInput, StepResult
+from dbi.spec import PowerState, ResizePolicy
+from dbi.steps import Decision, Outcome, StepInput
 
-STEP, CONDITION = "resize", "SizeSynced"
-CHECK = 2.0
-DEFERRED_CHECK = 300.0
+CHECK_SECONDS = 2.0
+DEFERRED_CHECK_SECONDS = 300.0
 
 
 class Reason(StrEnum):
-    SYNCED = "SizeSynced"
+    SYNCED = SPEC.condition_type
     EXPANDING = "StorageExpanding"
     RESTARTING = "Restarting"
     RESTART_REQUIRED = "RestartRequired"
@@ -38,12 +37,11 @@ class Reason(StrEnum):
 
 
 class Action(StrEnum):
-    NONE = "none"
     GROW_CLAIM = "grow-claim"
     RESTART = "restart"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     cpu: int
     memory: Decimal
@@ -56,38 +54,46 @@ class Observation:
     vmi_memory: Decimal | None
     claim_request: Decimal | None
     claim_capacity: Decimal | None
+    # As written (the spec's memory, the claim's capacity), for status.
+    memory_quantity: str | None = None
+    capacity: str | None = None
 
 
-def decide(obs: Observation) -> tuple[StepResult, Action]:
+def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one action to take (pure)."""
 
-    def pending(reason: Reason, message: str, after: float = CHECK) -> StepResult:
-        return result(STEP, CONDITION, Outcome.PENDING, reason, message, requeue_after=after)
+    def pending(
+        reason: Reason, message: str, action: Action | None = None, after: float = CHECK_SECONDS
+    ) -> Decision[Action]:
+        result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=after)
+        return Decision(result, action)
 
     if obs.claim_request is not None and obs.claim_request < obs.storage:
-        return pending(Reason.EXPANDING, "The data disk is being expanded."), Action.GROW_CLAIM
+        return pending(Reason.EXPANDING, "The data disk is being expanded.", Action.GROW_CLAIM)
     if obs.claim_capacity is None or obs.claim_capacity < obs.storage:
-        return pending(Reason.EXPANDING, "The data disk is being expanded."), Action.NONE
+        return pending(Reason.EXPANDING, "The data disk is being expanded.")
     if not obs.stopped and obs.restart_required:
         if obs.policy is ResizePolicy.RESTART or obs.allow_restart:
-            return pending(
-                Reason.RESTARTING, "The VM restarts to take its new size."
-            ), Action.RESTART
+            message = "The VM restarts to take its new size."
+            return pending(Reason.RESTARTING, message, Action.RESTART)
         return pending(
             Reason.RESTART_REQUIRED,
             "The new size needs a restart; resizePolicy is Deferred, so it waits for force_resize.",
-            DEFERRED_CHECK,
-        ), Action.NONE
+            after=DEFERRED_CHECK_SECONDS,
+        )
     live = (obs.vmi_sockets, obs.vmi_memory) == (obs.cpu, obs.memory)
     if not obs.stopped and not live:
-        return pending(Reason.LIVE_RESIZING, "The VM is taking its new size live."), Action.NONE
-    return result(
-        STEP,
-        CONDITION,
-        Outcome.SATISFIED,
-        Reason.SYNCED,
-        "CPU, memory and disk match the spec.",
-    ), Action.NONE
+        return pending(Reason.LIVE_RESIZING, "The VM is taking its new size live.")
+    return Decision(
+        SPEC.result(
+            Outcome.SATISFIED,
+            Reason.SYNCED,
+            "CPU, memory and disk match the spec.",
+            cpu=obs.cpu,
+            memory=obs.memory_quantity,
+            storage=obs.capacity,
+        )
+    )
 
 
 def _restart_required(vm: Manifest | None) -> bool:
@@ -95,55 +101,52 @@ def _restart_required(vm: Manifest | None) -> bool:
     return any(c.get("type") == "RestartRequired" and c.get("status") == "True" for c in conditions)
 
 
-class Resize(Step):
-    @activity.defn(name=STEP)
-    def run(self, step_input: StepInput) -> StepResult:
-        return self.on(step_input, STEP, CONDITION)
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
+    kube, spec = ctx.kube, instance.model.spec
+    vm = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
+    vmi = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name)
+    claim = kube.pvc(instance.namespace, manifests.data_claim_name(instance))
+    status = (vmi or {}).get("status", {})
+    request = (
+        (claim.spec.resources.requests or {}).get("storage")
+        if claim and claim.spec and claim.spec.resources
+        else None
+    )
+    capacity = (claim.status.capacity or {}).get("storage") if claim and claim.status else None
+    guest = status.get("memory", {}).get("guestCurrent")
+    return Observation(
+        cpu=spec.resources.cpu,
+        memory=spec.resources.memory_bytes(),
+        storage=spec.resources.storage_bytes(),
+        policy=spec.resize_policy,
+        allow_restart=step_input.allow_restart,
+        stopped=spec.power_state is PowerState.STOPPED,
+        restart_required=_restart_required(vm),
+        vmi_sockets=status.get("currentCPUTopology", {}).get("sockets"),
+        vmi_memory=parse_quantity(str(guest)) if guest else None,
+        claim_request=parse_quantity(request) if request else None,
+        claim_capacity=parse_quantity(capacity) if capacity else None,
+        memory_quantity=spec.resources.memory,
+        capacity=capacity,
+    )
 
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
-        kube, spec = self.ctx.kube, instance.model.spec
-        vm = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
-        vmi = kube.get_custom(
+
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
+    kube = ctx.kube
+    if action is Action.GROW_CLAIM:
+        kube.core.patch_namespaced_persistent_volume_claim(
+            manifests.data_claim_name(instance),
+            instance.namespace,
+            {
+                "spec": {
+                    "resources": {"requests": {"storage": instance.model.spec.resources.storage}}
+                }
+            },
+        )
+    else:
+        kube.objects.delete_namespaced_custom_object(
             *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
         )
-        claim = kube.pvc(instance.namespace, manifests.data_claim_name(instance))
-        status = (vmi or {}).get("status", {})
-        request = (
-            (claim.spec.resources.requests or {}).get("storage")
-            if claim and claim.spec and claim.spec.resources
-            else None
-        )
-        capacity = (claim.status.capacity or {}).get("storage") if claim and claim.status else None
-        guest = status.get("memory", {}).get("guestCurrent")
-        obs = Observation(
-            cpu=spec.resources.cpu,
-            memory=spec.resources.memory_bytes(),
-            storage=spec.resources.storage_bytes(),
-            policy=spec.resize_policy,
-            allow_restart=step_input.allow_restart,
-            stopped=spec.power_state is PowerState.STOPPED,
-            restart_required=_restart_required(vm),
-            vmi_sockets=status.get("currentCPUTopology", {}).get("sockets"),
-            vmi_memory=parse_quantity(str(guest)) if guest else None,
-            claim_request=parse_quantity(request) if request else None,
-            claim_capacity=parse_quantity(capacity) if capacity else None,
-        )
-        decision, action = decide(obs)
-        if action is Action.GROW_CLAIM:
-            kube.core.patch_namespaced_persistent_volume_claim(
-                manifests.data_claim_name(instance),
-                instance.namespace,
-                {"spec": {"resources": {"requests": {"storage": spec.resources.storage}}}},
-            )
-        elif action is Action.RESTART:
-            kube.objects.delete_namespaced_custom_object(
-                *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
-            )
-        if decision.outcome is Outcome.SATISFIED:
-            facts = {
-                "cpu": spec.resources.cpu,
-                "memory": spec.resources.memory,
-                "storage": capacity,
-            }
-            return decision.model_copy(update={"facts": decision.facts.model_copy(update=facts)})
-        return decision
+
+
+STEP = Anatomy(SPEC, observe, decide, act)

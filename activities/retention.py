@@ -10,9 +10,10 @@ its data. Under ``Delete`` the claim carries the owner reference and the volume 
 back the reclaim policy it had before dbi changed it.
 
 Observes the claim and its volume; one change at a time (Pending), Satisfied when both
-follow the policy. Idempotent: each change sets fields to fixed values; the volume's
-former policy is recorded on it once, in ``dbi.dev/reclaim-policy-was``. The claim is
-the instance's only (``activities.ownership``), else the step stops.
+follow the policy. Idempotency key: the claim and its volume; each change sets fields
+to fixed values, and the volume's former policy is recorded on it once, in
+``dbi.dev/reclaim-policy-was``. The claim is the instance's only
+(``activities.ownership``), else the step stops.
 """
 
 from __future__ import annotations
@@ -21,17 +22,16 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kubernetes import client as k8s
-from temporalio import activity
 
 from activities import manifests, ownership
-from activities.context import AT_ONCE, Context, Step, result
 from activities.kube import Instance, or_none
+from activities.step import Anatomy, Context
 from dbi import names
-from dbi.steps import Outcome, StepInput, StepResult
+from dbi.pipeline import RETENTION as SPEC
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
-STEP, CONDITION = "retention", "RetentionSynced"
 RETAIN = "Retain"
-BIND_CHECK = 2.0
+BIND_CHECK_SECONDS = 2.0
 
 
 class Reason(StrEnum):
@@ -44,7 +44,6 @@ class Reason(StrEnum):
 
 
 class Action(StrEnum):
-    NONE = "none"
     APPLY_CLAIM = "apply-claim"
     RETAIN_VOLUME = "retain-volume"
     RESTORE_VOLUME = "restore-volume"
@@ -53,61 +52,73 @@ class Action(StrEnum):
 @dataclass(frozen=True, kw_only=True)
 class Observation:
     retain: bool
+    claim_exists: bool = True
     claim_follows_policy: bool
     volume: str | None  # the PersistentVolume the claim is bound to; None: not bound (yet)
     reclaim_policy: str | None = None
     volume_marked: bool = False  # labelled with the instance and its former policy recorded
     policy_before: str | None = None  # what dbi.dev/reclaim-policy-was records
+    # What was read, for the action and the ownership check (None in pure tests).
+    claim: k8s.V1PersistentVolumeClaim | None = None
+    bound: k8s.V1PersistentVolume | None = None
+    children: tuple[ownership.Child, ...] = ()
 
 
-def decide(obs: Observation) -> tuple[StepResult, Action]:
+def _pending(
+    reason: Reason, message: str, action: Action | None = None, after: float = AT_ONCE
+) -> Decision[Action]:
+    result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=after)
+    return Decision(result, action)
+
+
+def _satisfied(reason: Reason, message: str) -> Decision[Action]:
+    return Decision(SPEC.result(Outcome.SATISFIED, reason, message))
+
+
+def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one change to make (pure)."""
-
-    def pending(reason: Reason, message: str, after: float = AT_ONCE) -> StepResult:
-        return result(STEP, CONDITION, Outcome.PENDING, reason, message, requeue_after=after)
-
+    if not obs.claim_exists:
+        message = "The data disk does not exist yet."
+        return _pending(Reason.DISK_UNBOUND, message, None, BIND_CHECK_SECONDS)
     if not obs.claim_follows_policy:
-        return pending(
-            Reason.OWNERS_SYNCED, "The data claim's owner reference now follows deletionPolicy."
-        ), Action.APPLY_CLAIM
-    if obs.retain:
-        if obs.volume is None:
-            return pending(
-                Reason.DISK_UNBOUND,
-                "The data disk is not bound to a volume yet; its retention waits for it.",
-                BIND_CHECK,
-            ), Action.NONE
-        if obs.reclaim_policy != RETAIN or not obs.volume_marked:
-            return pending(
-                Reason.VOLUME_RETAINED,
-                f"The volume {obs.volume} was set to reclaimPolicy Retain.",
-            ), Action.RETAIN_VOLUME
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.SATISFIED,
-            Reason.RETAINED,
-            f"deletionPolicy Retain: the VM, its data disk and the volume {obs.volume} "
-            "outlive the instance, whichever way it is deleted.",
-        ), Action.NONE
+        message = "The data claim's owner reference now follows deletionPolicy."
+        return _pending(Reason.OWNERS_SYNCED, message, Action.APPLY_CLAIM)
+    return _retained(obs) if obs.retain else _deleted_with_instance(obs)
+
+
+def _retained(obs: Observation) -> Decision[Action]:
+    """Under Retain: the volume bound, set to reclaimPolicy Retain and marked (pure)."""
+    if obs.volume is None:
+        message = "The data disk is not bound to a volume yet; its retention waits for it."
+        return _pending(Reason.DISK_UNBOUND, message, None, BIND_CHECK_SECONDS)
+    if obs.reclaim_policy != RETAIN or not obs.volume_marked:
+        message = f"The volume {obs.volume} was set to reclaimPolicy Retain."
+        return _pending(Reason.VOLUME_RETAINED, message, Action.RETAIN_VOLUME)
+    return _satisfied(
+        Reason.RETAINED,
+        f"deletionPolicy Retain: the VM, its data disk and the volume {obs.volume} "
+        "outlive the instance, whichever way it is deleted.",
+    )
+
+
+def _deleted_with_instance(obs: Observation) -> Decision[Action]:
+    """Under Delete: a volume dbi set to Retain gets its former policy back (pure)."""
     if obs.policy_before is not None:
-        return pending(
-            Reason.VOLUME_RESTORED,
-            f"The volume {obs.volume} got back reclaimPolicy {obs.policy_before}.",
-        ), Action.RESTORE_VOLUME
-    return result(
-        STEP,
-        CONDITION,
-        Outcome.SATISFIED,
+        message = f"The volume {obs.volume} got back reclaimPolicy {obs.policy_before}."
+        return _pending(Reason.VOLUME_RESTORED, message, Action.RESTORE_VOLUME)
+    return _satisfied(
         Reason.DELETED_WITH_INSTANCE,
         "deletionPolicy Delete: the VM and its data disk go with the instance.",
-    ), Action.NONE
+    )
 
 
-def observe(
-    instance: Instance, claim: ownership.Child, volume: k8s.V1PersistentVolume | None
-) -> Observation:
-    """Reduce the claim and its volume to what the policy is checked against."""
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
+    """Read the data claim and its volume, and reduce them to what the policy is checked
+    against."""
+    name = manifests.data_claim_name(instance)
+    claim = ctx.kube.pvc(instance.namespace, name)
+    child = ownership.Child("PersistentVolumeClaim", name, ownership.meta_of(claim, ctx.kube))
+    volume = bound_volume(ctx, claim)
     meta = volume.metadata if volume is not None and volume.metadata is not None else None
     annotations = (meta.annotations if meta else None) or {}
     labels = (meta.labels if meta else None) or {}
@@ -115,7 +126,8 @@ def observe(
     spec = volume.spec if volume is not None else None
     return Observation(
         retain=instance.retains,
-        claim_follows_policy=ownership.follows_policy(claim, instance),
+        claim_exists=claim is not None,
+        claim_follows_policy=ownership.follows_policy(child, instance),
         volume=meta.name if meta else None,
         reclaim_policy=spec.persistent_volume_reclaim_policy if spec else None,
         volume_marked=marked_ours
@@ -124,17 +136,15 @@ def observe(
         # Whichever instance recorded it: the volume is bound to this instance's claim (an
         # adopted one, say), so its former policy is this instance's to give back.
         policy_before=annotations.get(names.RECLAIM_POLICY_ANNOTATION),
+        claim=claim,
+        bound=volume,
+        children=(child,),
     )
 
 
-def act(
-    ctx: Context,
-    instance: Instance,
-    action: Action,
-    claim: k8s.V1PersistentVolumeClaim,
-    volume: k8s.V1PersistentVolume | None,
-) -> None:
-    kube = ctx.kube
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
+    kube, claim, volume = ctx.kube, obs.claim, obs.bound
+    assert claim is not None
     if action is Action.APPLY_CLAIM:
         image = ((claim.metadata.annotations if claim.metadata else None) or {}).get(
             manifests.IMAGE_ANNOTATION, ""
@@ -181,42 +191,13 @@ def protect_volume(ctx: Context, instance: Instance) -> bool:
     """Set the data claim's volume to reclaimPolicy Retain, marked with the instance, if
     it is bound and not so yet (the teardown's last word under Retain); return whether
     a change was made."""
-    claim = ctx.kube.pvc(instance.namespace, manifests.data_claim_name(instance))
-    volume = bound_volume(ctx, claim)
-    if claim is None or volume is None:
+    obs = observe(ctx, instance, StepInput(namespace="", name="", uid=instance.uid))
+    if obs.claim is None or obs.bound is None:
         return False
-    child = ownership.Child("PersistentVolumeClaim", "", ownership.meta_of(claim, ctx.kube))
-    obs = observe(instance, child, volume)
     if obs.reclaim_policy == RETAIN and obs.volume_marked:
         return False
-    act(ctx, instance, Action.RETAIN_VOLUME, claim, volume)
+    act(ctx, instance, obs, Action.RETAIN_VOLUME)
     return True
 
 
-class Retention(Step):
-    @activity.defn(name=STEP)
-    def run(self, step_input: StepInput) -> StepResult:
-        return self.on(step_input, STEP, CONDITION)
-
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
-        kube = self.ctx.kube
-        name = manifests.data_claim_name(instance)
-        claim = kube.pvc(instance.namespace, name)
-        child = ownership.Child("PersistentVolumeClaim", name, ownership.meta_of(claim, kube))
-        refused = ownership.gate(kube, STEP, CONDITION, instance, [child])
-        if refused is not None:
-            return refused
-        if claim is None:
-            return result(
-                STEP,
-                CONDITION,
-                Outcome.PENDING,
-                Reason.DISK_UNBOUND,
-                "The data disk does not exist yet.",
-                requeue_after=BIND_CHECK,
-            )
-        volume = bound_volume(self.ctx, claim)
-        decision, action = decide(observe(instance, child, volume))
-        if action is not Action.NONE:
-            act(self.ctx, instance, action, claim, volume)
-        return decision
+STEP = Anatomy(SPEC, observe, decide, act, lambda obs: list(obs.children))

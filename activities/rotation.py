@@ -16,15 +16,15 @@ from temporalio.exceptions import ApplicationError
 
 from activities import admin, admin_credential, postgres, secrets
 from activities.access import uri
-from activities.context import Activity, load
-from activities.kube import KUBEVIRT
-from dbi import scram
+from activities.kube import KUBEVIRT, Instance
+from activities.step import Activity, Context, load
+from dbi import pipeline, scram
 from dbi.messages import RotationRequest, RotationResult
 from dbi.steps import StepInput
 
 
 class RotateCredentials(Activity):
-    @activity.defn(name="rotate_credentials")
+    @activity.defn(name=pipeline.ROTATE_CREDENTIALS)
     def run(self, request: RotationRequest) -> RotationResult:
         step_input = StepInput(namespace=request.namespace, name=request.name, uid=request.uid)
         instance = load(self.ctx, step_input)
@@ -86,19 +86,52 @@ class RotateCredentials(Activity):
         )
 
 
+def rotate_admin(ctx: Context, instance: Instance, request_id: str) -> bool:
+    """Rotate the admin password on demand (``rotate_admin_credentials``); return False
+    when this request was already carried out (its id is on the credential). Refuses,
+    with an ApplicationError the caller reads, when the credential does not log in."""
+    credential = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)
+    if credential.annotations.get(admin_credential.REQUEST) == request_id:
+        return False
+    address = admin.address_of(admin.vmi_of(ctx, instance))
+    if address is None:
+        raise ApplicationError(
+            "the instance is not running; start it to rotate", type="NotRunning", non_retryable=True
+        )
+    obs = admin.Observation(
+        stopped=False,
+        address=address,
+        login=postgres.login(address, password=credential.password),
+        next_login=postgres.login(address, password=credential.next) if credential.next else None,
+    )
+    if obs.login is not postgres.Login.OK and obs.next_login is not postgres.Login.OK:
+        raise ApplicationError(
+            "dbi's admin credential does not log in now; the admin step recovers it",
+            type="AdminNotReady",
+            non_retryable=True,
+        )
+    stamp = {admin_credential.REQUEST: request_id}
+    if obs.next_login is postgres.Login.OK:
+        admin.perform(ctx, instance, credential, admin.Action.PROMOTE_NEXT, obs, stamp)
+    else:
+        action = admin.Action.FINISH_ROTATION if credential.next else admin.Action.ROTATE
+        admin.perform(ctx, instance, credential, action, obs, stamp)
+    return True
+
+
 class RotateAdminCredentials(Activity):
-    @activity.defn(name="rotate_admin_credentials")
+    @activity.defn(name=pipeline.ROTATE_ADMIN_CREDENTIALS)
     def run(self, request: RotationRequest) -> RotationResult:
-        """Rotate dbi's admin password now (``activities.admin.rotate_now``): the new one
-        is written before ALTER ROLE and proven before it is the one. Neither the app
-        role nor its connections notice."""
+        """Rotate dbi's admin password now (``rotate_admin``): the new one is written
+        before ALTER ROLE and proven before it is the one. Neither the app role nor its
+        connections notice."""
         step_input = StepInput(namespace=request.namespace, name=request.name, uid=request.uid)
         instance = load(self.ctx, step_input)
         if instance is None:
             raise ApplicationError(
                 "the instance no longer exists", type="InstanceGone", non_retryable=True
             )
-        rotated = admin.rotate_now(self.ctx, instance, request.request_id)
+        rotated = rotate_admin(self.ctx, instance, request.request_id)
         return RotationResult(
             secret_name=f"{self.ctx.config.namespace}/{admin_credential.name_for(instance.uid)}",
             resource_version="",

@@ -14,15 +14,15 @@ from datetime import UTC, datetime
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities.context import Activity
 from activities.events import emit
-from dbi import metrics, names
+from activities.step import Activity
+from dbi import metrics, names, pipeline
 from dbi.models import DBInstanceStatus
 from dbi.status import StatusInput, derive
 
 
 class WriteStatus(Activity):
-    @activity.defn(name="write_status")
+    @activity.defn(name=pipeline.WRITE_STATUS)
     def run(self, request: StatusInput) -> None:
         instance = self.ctx.kube.instance(request.namespace, request.name)
         if instance is None or instance.uid != request.uid:

@@ -4,33 +4,46 @@ Observes the VM; creates it (and the data PVC from the image) when missing, or
 re-applies it when a field we own drifted (someone edited the CPU by hand), with
 server-side apply: fields other managers own are left alone. A VM or claim of that
 name that is not the instance's stops the step (``activities.ownership``). The VM has
-an owner reference to the instance only under ``deletionPolicy: Delete``. Pending after a write,
-Satisfied when the VM matches. Idempotent: the names are fixed, so a retried create
-after a worker crash applies the same object again and cannot leak a second VM.
-``runStrategy`` belongs to the power step: an apply carries its current value.
+an owner reference to the instance only under ``deletionPolicy: Delete``. Pending
+after a write, Satisfied when the VM matches. Idempotency key: the names (the VM is
+the instance's, the claim ``<name>-data``), so a retried create after a worker crash
+applies the same object again and cannot leak a second VM. ``runStrategy`` belongs to
+the power step: an apply carries its current value.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 
-from temporalio import activity
-
 from activities import manifests, ownership
-from activities.context import AT_ONCE, Step, result
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.power import desired_strategy
 from activities.preflight import image_for
+from activities.step import Anatomy, Context
+from dbi.pipeline import VM as SPEC
 from dbi.quantity import parse_quantity
-from dbi.steps import Outcome, StepInput, StepResult
-
-STEP, CONDITION = "vm", "VMProvisioned"
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
 
 class Reason(StrEnum):
-    PROVISIONED = "VMProvisioned"
+    PROVISIONED = SPEC.condition_type
     CREATED = "VMCreated"
     UPDATED = "VMUpdated"
+
+
+class Action(StrEnum):
+    CREATE = "create"  # the VM, and the data claim if there is none
+    APPLY = "apply"  # the VM's fields we own
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    desired: Manifest  # the VM to apply: the spec's, with what is not ours as observed
+    observed: Manifest | None
+    uid: str  # the instance's: its owner reference counts both ways
+    claim_exists: bool = True
+    children: tuple[ownership.Child, ...] = ()
 
 
 def _owner_uids(manifest: Manifest) -> set[str]:
@@ -38,37 +51,27 @@ def _owner_uids(manifest: Manifest) -> set[str]:
     return {r.get("uid", "") for r in refs}
 
 
-def decide(desired: Manifest, observed: Manifest | None, *, uid: str = "") -> StepResult:
+def decide(obs: Observation) -> Decision[Action]:
     """Compare the wanted VM with the one observed (pure); runStrategy is not ours. An
-    owner reference to the instance (``uid``) counts both ways: the VM has one exactly
-    when deletionPolicy is Delete."""
+    owner reference to the instance counts both ways: the VM has one exactly when
+    deletionPolicy is Delete."""
+    desired, observed = obs.desired, obs.observed
     if observed is None:
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.PENDING,
-            Reason.CREATED,
-            "The VirtualMachine was created.",
-            requeue_after=AT_ONCE,
+        message = "The VirtualMachine was created."
+        return Decision(
+            SPEC.result(Outcome.PENDING, Reason.CREATED, message, requeue_after_seconds=AT_ONCE),
+            Action.CREATE,
         )
     wanted = {**desired, "spec": {k: v for k, v in desired["spec"].items() if k != "runStrategy"}}
-    owned = uid in _owner_uids(observed)
-    if not manifests.covers(wanted, observed) or owned != (uid in _owner_uids(desired)):
-        return result(
-            STEP,
-            CONDITION,
-            Outcome.PENDING,
-            Reason.UPDATED,
-            "The VirtualMachine drifted and was corrected.",
-            requeue_after=AT_ONCE,
+    owned = obs.uid in _owner_uids(observed)
+    if not manifests.covers(wanted, observed) or owned != (obs.uid in _owner_uids(desired)):
+        message = "The VirtualMachine drifted and was corrected."
+        return Decision(
+            SPEC.result(Outcome.PENDING, Reason.UPDATED, message, requeue_after_seconds=AT_ONCE),
+            Action.APPLY,
         )
-    return result(
-        STEP,
-        CONDITION,
-        Outcome.SATISFIED,
-        Reason.PROVISIONED,
-        "The VirtualMachine matches the spec.",
-    )
+    message = "The VirtualMachine matches the spec."
+    return Decision(SPEC.result(Outcome.SATISFIED, Reason.PROVISIONED, message))
 
 
 def desired_vm(instance: Instance, observed: Manifest | None) -> Manifest:
@@ -84,32 +87,30 @@ def desired_vm(instance: Instance, observed: Manifest | None) -> Manifest:
     )
 
 
-class VM(Step):
-    @activity.defn(name=STEP)
-    def run(self, step_input: StepInput) -> StepResult:
-        return self.on(step_input, STEP, CONDITION)
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
+    kube = ctx.kube
+    observed = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
+    children = [ownership.Child("VirtualMachine", instance.name, ownership.meta_of(observed, kube))]
+    claim_exists = True
+    if observed is None:  # about to create: the disk's name must be free or ours too
+        name = manifests.data_claim_name(instance)
+        meta = ownership.meta_of(kube.pvc(instance.namespace, name), kube)
+        children.append(ownership.Child("PersistentVolumeClaim", name, meta))
+        claim_exists = meta is not None
+    return Observation(
+        desired=desired_vm(instance, observed),
+        observed=observed,
+        uid=instance.uid,
+        claim_exists=claim_exists,
+        children=tuple(children),
+    )
 
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
-        kube = self.ctx.kube
-        observed = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
-        children = [
-            ownership.Child("VirtualMachine", instance.name, ownership.meta_of(observed, kube))
-        ]
-        claim = None
-        if observed is None:  # about to create: the disk's name must be free or ours too
-            claim = kube.pvc(instance.namespace, manifests.data_claim_name(instance))
-            meta = ownership.meta_of(claim, kube)
-            children.append(
-                ownership.Child("PersistentVolumeClaim", manifests.data_claim_name(instance), meta)
-            )
-        refused = ownership.gate(kube, STEP, CONDITION, instance, children)
-        if refused is not None:
-            return refused
-        desired = desired_vm(instance, observed)
-        decision = decide(desired, observed, uid=instance.uid)
-        if decision.reason == Reason.CREATED and claim is None:
-            image = image_for(instance, self.ctx.config.images) or ""
-            kube.apply_pvc(manifests.data_claim(instance, image=image))
-        if decision.outcome is Outcome.PENDING:
-            kube.apply_custom(*KUBEVIRT, "virtualmachines", desired)
-        return decision
+
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
+    if action is Action.CREATE and not obs.claim_exists:
+        image = image_for(instance, ctx.config.images) or ""
+        ctx.kube.apply_pvc(manifests.data_claim(instance, image=image))
+    ctx.kube.apply_custom(*KUBEVIRT, "virtualmachines", obs.desired)
+
+
+STEP = Anatomy(SPEC, observe, decide, act, lambda obs: list(obs.children))

@@ -32,10 +32,9 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from activities.context import Context
-from activities.credentials import Credentials
+from activities import credentials, step, vm
 from activities.kube import Kube
-from activities.vm import VM
+from activities.step import Context
 from bench import measure, profile, report
 from dbi import connect, names
 from dbi.config import Config
@@ -120,8 +119,8 @@ def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 names.GROUP, names.VERSION, NAMESPACE, names.PLURAL, name
             )
             step_input = StepInput(namespace=NAMESPACE, name=name, uid=body["metadata"]["uid"])
-            Credentials(ctx).run(step_input)
-            VM(ctx).run(step_input)
+            step.run(ctx, credentials.STEP, step_input)
+            step.run(ctx, vm.STEP, step_input)
 
         with ThreadPoolExecutor(max_workers=16) as pool:
             list(pool.map(prepare, names_))

@@ -29,8 +29,8 @@ from kubernetes import client as k8s
 from temporalio import activity
 
 from activities import registry
-from activities.context import Context
 from activities.kube import Kube
+from activities.step import Context
 from dbi import connect, metrics, names, pipeline
 from dbi.config import Config
 from dbi.status import PassReport, StatusInput
@@ -38,7 +38,7 @@ from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
 from watcher import relevance
 from watcher.streams import Source, forever
 from watcher.watcher import sources
-from workflows.pipeline import failed
+from workflows.runner import failed
 from workflows.waiting import PendingStreak, next_wait
 from workflows.worker import ACTIVITY_THREADS
 

@@ -65,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument(
         "-A", "--all-namespaces", action="store_true", help="instances of every namespace"
     )
-    status.set_defaults(run=_operate("status"))
+    status.set_defaults(
+        run=_operate(lambda a: operate.status(None if a.all_namespaces else a.namespace, a.name))
+    )
 
     describe = commands.add_parser(
         "describe",
@@ -75,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     describe.add_argument("name", help="the DBInstance")
     _namespace_option(describe)
-    describe.set_defaults(run=_operate("describe"))
+    describe.set_defaults(run=_operate(lambda a: operate.describe(a.namespace, a.name)))
 
     rotate = commands.add_parser(
         "rotate",
@@ -89,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     rotate.add_argument(
         "--admin", action="store_true", help="rotate dbi's admin password, not the app's"
     )
-    rotate.set_defaults(run=_operate("rotate"))
+    rotate.set_defaults(run=_operate(lambda a: operate.rotate(a.namespace, a.name, admin=a.admin)))
 
     resize = commands.add_parser(
         "resize",
@@ -102,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     resize.add_argument(
         "--force", action="store_true", required=True, help="allow the restart now (required)"
     )
-    resize.set_defaults(run=_operate("resize"))
+    resize.set_defaults(run=_operate(lambda a: operate.resize(a.namespace, a.name)))
 
     return parser
 
@@ -142,16 +144,14 @@ def _namespace_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _operate(command: str) -> Callable[[argparse.Namespace], int]:
+def _operate(
+    command: Callable[[argparse.Namespace], Coroutine[Any, Any, operate.Answer]],
+) -> Callable[[argparse.Namespace], int]:
+    """Return what runs an operator command: its answer printed, its code returned."""
+
     def run(args: argparse.Namespace) -> int:
         try:
-            if command == "status":
-                namespace = None if args.all_namespaces else args.namespace
-                answer = asyncio.run(operate.status(namespace, args.name))
-            elif command == "rotate":
-                answer = asyncio.run(operate.rotate(args.namespace, args.name, admin=args.admin))
-            else:
-                answer = asyncio.run(getattr(operate, command)(args.namespace, args.name))
+            answer = asyncio.run(command(args))
         except RuntimeError as e:  # the SDK reports a failed connection this way
             print(f"dbi: Temporal: {e}", file=sys.stderr)
             return operate.FAILED

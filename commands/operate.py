@@ -20,10 +20,6 @@ from temporalio.service import RPCError
 
 from dbi import connect, environment, names
 from dbi.messages import (
-    FORCE_RESIZE,
-    PROGRESS,
-    ROTATE_ADMIN_CREDENTIALS,
-    ROTATE_CREDENTIALS,
     Progress,
     ResizeResult,
     RotationResult,
@@ -83,7 +79,7 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
 async def _progress(client: Client, namespace: str, name: str) -> Progress | None:
     handle = client.get_workflow_handle(names.workflow_id(namespace, name))
     try:
-        progress: Progress = await handle.query(PROGRESS, result_type=Progress)
+        progress: Progress = await handle.query(names.PROGRESS, result_type=Progress)
     except RPCError:
         return None
     return progress
@@ -174,7 +170,7 @@ async def _update(namespace: str, name: str, update: str, result_type: type[T]) 
 async def rotate(namespace: str, name: str, *, admin: bool = False) -> Answer:
     """Rotate the app password (``admin``: dbi's admin password) through the workflow's
     update; wait for the result."""
-    update = ROTATE_ADMIN_CREDENTIALS if admin else ROTATE_CREDENTIALS
+    update = names.ROTATE_ADMIN_CREDENTIALS if admin else names.ROTATE_CREDENTIALS
     result = await _update(namespace, name, update, RotationResult)
     if isinstance(result, Answer):
         return result
@@ -185,7 +181,7 @@ async def rotate(namespace: str, name: str, *, admin: bool = False) -> Answer:
 
 async def resize(namespace: str, name: str) -> Answer:
     """Allow a resize that needs a restart now; wait until the size is synced or refused."""
-    result = await _update(namespace, name, FORCE_RESIZE, ResizeResult)
+    result = await _update(namespace, name, names.FORCE_RESIZE, ResizeResult)
     if isinstance(result, Answer):
         return result
     text = f"{'resized' if result.resized else 'not resized'}: {result.reason}: {result.message}"

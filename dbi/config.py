@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass, field
 
 from dbi import environment
-from dbi.models import SUPPORTED_VERSIONS, duration_seconds
+from dbi.spec import SUPPORTED_VERSIONS, duration_seconds
 
 ADMIN_USER = "dbi_admin"
 

@@ -13,14 +13,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from dbi.status import Summary
 from dbi.steps import Outcome
 
-# Signal, update and query names (the temporal CLI and `dbi` use them).
-WAKE = "wake"
-RETRY = "retry"
-ROTATE_CREDENTIALS = "rotate_credentials"
-ROTATE_ADMIN_CREDENTIALS = "rotate_admin_credentials"
-FORCE_RESIZE = "force_resize"
-PROGRESS = "progress"
-
 # How long a workflow task may take (the watcher's start sets it, continue-as-new keeps
 # it): a pass runs its steps as local activities inside one, and when many instances are
 # applied at once their steps queue for the worker's threads. The SDK heartbeats a task

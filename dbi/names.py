@@ -14,6 +14,14 @@ PLURAL = "dbinstances"
 SHORT_NAME = "dbi"
 
 TASK_QUEUE = "dbi"
+
+# The workflow's signals, updates and query (the temporal CLI and `dbi` use them).
+WAKE = "wake"
+RETRY = "retry"
+ROTATE_CREDENTIALS = "rotate_credentials"
+ROTATE_ADMIN_CREDENTIALS = "rotate_admin_credentials"
+FORCE_RESIZE = "force_resize"
+PROGRESS = "progress"
 FIELD_MANAGER = "dbi-orchestrator"
 FINALIZER = "dbi.dev/teardown"
 INSTANCE_LABEL = "dbi.dev/instance"

@@ -1,5 +1,10 @@
-"""The DBInstance's steps, as data: the workflow runs them in order, status names their
-conditions, and docs list them. An activity of the same name performs each step.
+"""The DBInstance's steps, as data: the one place a step's name (its activity's name
+too), its condition and what the UI and status say of it are written.
+
+The workflow runs ``CONVERGE`` (or ``TEARDOWN`` once the instance is being deleted) in
+order; each step's module (``activities/<name>.py``) reads its ``StepSpec`` from here,
+the worker registers its activity under ``spec.name``, status names its condition, and
+docs list it.
 """
 
 from __future__ import annotations
@@ -7,16 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from dbi.status import PipelineStep
+from dbi import names
+from dbi.models import Phase
+from dbi.steps import Outcome, PipelineStep, StepResult
 
 
 @dataclass(frozen=True)
 class StepSpec:
-    """One step of a pipeline: its activity, its condition, and what the UI says of it."""
+    """One step of a pipeline: its name (and its activity's), the condition it owns, what
+    the UI says of it, and the phase people see while it is Pending."""
 
     name: str
     condition_type: str
     summary: str
+    pending_phase: Phase = Phase.PROVISIONING
     # A step makes a few short API calls and connections (3 s connect timeouts); an
     # attempt lost with a dying worker is retried after this much.
     timeout: timedelta = timedelta(seconds=30)
@@ -25,29 +34,75 @@ class StepSpec:
     def reported(self) -> PipelineStep:
         return PipelineStep(name=self.name, condition_type=self.condition_type)
 
+    def result(
+        self,
+        outcome: Outcome,
+        reason: str,
+        message: str,
+        *,
+        requeue_after_seconds: float | None = None,
+        **facts: object,
+    ) -> StepResult:
+        """Return this step's result; ``facts`` are the fields of ``dbi.steps.Facts``."""
+        return StepResult.model_validate(
+            {
+                "step": self.name,
+                "outcome": outcome,
+                "condition_type": self.condition_type,
+                "reason": reason,
+                "message": message,
+                "requeue_after_seconds": requeue_after_seconds,
+                "facts": facts,
+            }
+        )
+
+
+PREFLIGHT = StepSpec("preflight", "SpecValid", "preflight: check the spec, add the finalizer")
+CREDENTIALS = StepSpec(
+    "credentials", "CredentialsReady", "credentials: admin credential, app and boot Secrets"
+)
+VM = StepSpec("vm", "VMProvisioned", "vm: the KubeVirt VirtualMachine")
+# While power is Pending the phase says Starting or Stopping (dbi.status).
+POWER = StepSpec("power", "PowerSynced", "power: runStrategy from powerState")
+RESIZE = StepSpec("resize", "SizeSynced", "resize: CPU, memory and disk", Phase.RESIZING)
+RETENTION = StepSpec(
+    "retention", "RetentionSynced", "retention: what deletionPolicy keeps, out of reach"
+)
+ADMIN = StepSpec("admin", "AdminReady", "admin: dbi's admin credential logs in, rotated, recovered")
+HEALTH = StepSpec("health", "DatabaseHealthy", "health: connect as admin, SELECT 1", Phase.STARTING)
+ACCESS = StepSpec(
+    "access", "AccessReady", "access: app role, database and password", Phase.STARTING
+)
+MONITORING = StepSpec("monitoring", "MonitoringReady", "monitoring: Service and ServiceMonitor")
 
 CONVERGE: tuple[StepSpec, ...] = (
-    StepSpec("preflight", "SpecValid", "preflight: check the spec, add the finalizer"),
-    StepSpec("credentials", "CredentialsReady", "credentials: admin and app Secrets"),
-    StepSpec("vm", "VMProvisioned", "vm: the KubeVirt VirtualMachine"),
-    StepSpec("power", "PowerSynced", "power: runStrategy from powerState"),
-    StepSpec("resize", "SizeSynced", "resize: CPU, memory and disk"),
-    StepSpec("retention", "RetentionSynced", "retention: what deletionPolicy keeps, out of reach"),
-    StepSpec("admin", "AdminReady", "admin: dbi's admin credential logs in, rotated, recovered"),
-    StepSpec("health", "DatabaseHealthy", "health: connect as admin, SELECT 1"),
-    StepSpec("access", "AccessReady", "access: app role, database and password"),
-    StepSpec("monitoring", "MonitoringReady", "monitoring: Service and ServiceMonitor"),
+    PREFLIGHT,
+    CREDENTIALS,
+    VM,
+    POWER,
+    RESIZE,
+    RETENTION,
+    ADMIN,
+    HEALTH,
+    ACCESS,
+    MONITORING,
 )
 
-
-TEARDOWN: tuple[StepSpec, ...] = (
-    StepSpec("teardown_monitoring", "MonitoringRemoved", "teardown: monitoring objects"),
-    StepSpec("teardown_vm", "VMReleased", "teardown: VM and disks per deletionPolicy"),
-    StepSpec("teardown_finalizer", "FinalizerRemoved", "teardown: remove the finalizer"),
+TEARDOWN_MONITORING = StepSpec(
+    "teardown_monitoring", "MonitoringRemoved", "teardown: monitoring objects", Phase.DELETING
 )
+TEARDOWN_VM = StepSpec(
+    "teardown_vm", "VMReleased", "teardown: VM and disks per deletionPolicy", Phase.DELETING
+)
+TEARDOWN_FINALIZER = StepSpec(
+    "teardown_finalizer", "FinalizerRemoved", "teardown: remove the finalizer", Phase.DELETING
+)
+
+TEARDOWN: tuple[StepSpec, ...] = (TEARDOWN_MONITORING, TEARDOWN_VM, TEARDOWN_FINALIZER)
 
 # Activities that are not steps.
 LOAD_INSTANCE = "load_instance"
 WRITE_STATUS = "write_status"
-ROTATE_CREDENTIALS = "rotate_credentials"
-ROTATE_ADMIN_CREDENTIALS = "rotate_admin_credentials"
+# The activities that serve the updates of the same names.
+ROTATE_CREDENTIALS = names.ROTATE_CREDENTIALS
+ROTATE_ADMIN_CREDENTIALS = names.ROTATE_ADMIN_CREDENTIALS

@@ -13,16 +13,10 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dbi.models import (
-    Condition,
-    ConditionStatus,
-    DBInstanceStatus,
-    Endpoint,
-    Observed,
-    Phase,
-    PowerState,
-)
-from dbi.steps import Facts, Outcome, StepResult
+from dbi.models import Condition, ConditionStatus, DBInstanceStatus, Endpoint, Observed, Phase
+from dbi.pipeline import CONVERGE, POWER, TEARDOWN
+from dbi.spec import PowerState
+from dbi.steps import Facts, Outcome, PipelineStep, StepResult
 
 
 class Reason(StrEnum):
@@ -37,23 +31,8 @@ READY = "Ready"
 RECONCILING = "Reconciling"
 STALLED = "Stalled"
 
-# The phase people see while a step is Pending, by step.
-_PENDING_PHASE = {
-    "preflight": Phase.PROVISIONING,
-    "credentials": Phase.PROVISIONING,
-    "vm": Phase.PROVISIONING,
-    "resize": Phase.RESIZING,
-    "health": Phase.STARTING,
-    "access": Phase.STARTING,
-    "monitoring": Phase.PROVISIONING,
-}
-
-
-class PipelineStep(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    condition_type: str
+# The phase people see while a step is Pending, by step (the step table says).
+_PENDING_PHASE = {spec.name: spec.pending_phase for spec in (*CONVERGE, *TEARDOWN)}
 
 
 class PassReport(BaseModel):
@@ -130,7 +109,7 @@ def _phase(report: PassReport, blocking: StepResult) -> Phase:
         return Phase.FAILED
     if blocking.outcome is Outcome.TRANSIENT:
         return Phase.DEGRADED
-    if blocking.step == "power":
+    if blocking.step == POWER.name:
         return Phase.STOPPING if report.power_state is PowerState.STOPPED else Phase.STARTING
     return _PENDING_PHASE.get(blocking.step, Phase.PROVISIONING)
 

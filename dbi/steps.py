@@ -20,11 +20,13 @@ logs and spans.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
+from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dbi.models import PowerState
+from dbi.spec import PowerState
 
 
 class Outcome(StrEnum):
@@ -36,6 +38,11 @@ class Outcome(StrEnum):
 
 # The reason of a step whose activity kept raising (the runner's, for any step).
 STEP_FAILED = "StepFailed"
+# The requeue hint of a step that has just changed something: look again at once (the
+# API server reads back its own writes), with no timer.
+AT_ONCE = 0.0
+
+A = TypeVar("A")
 
 
 class Facts(BaseModel):
@@ -56,6 +63,13 @@ class Facts(BaseModel):
         """Return these facts, completed by ``older`` where this pass saw nothing."""
         newer = self.model_dump(exclude_none=True)
         return Facts.model_validate({**older.model_dump(exclude_none=True), **newer})
+
+
+class PipelineStep(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    condition_type: str
 
 
 class StepResult(BaseModel):
@@ -107,3 +121,12 @@ class InstanceSnapshot(BaseModel):
     deleting: bool = False
     power_state: PowerState = PowerState.RUNNING
     health_check_interval_seconds: float = 300.0
+
+
+@dataclass(frozen=True)
+class Decision(Generic[A]):
+    """A step's result, and the one action to take (None: nothing to change). A step that
+    acts is Pending: the next look observes what the action did."""
+
+    result: StepResult
+    action: A | None = None

@@ -21,7 +21,7 @@ from kubernetes import client as k8s
 
 from dbi import connect, names
 from dbi.config import Config
-from dbi.models import SUPPORTED_VERSIONS
+from dbi.spec import SUPPORTED_VERSIONS
 from devstack import tools
 from devstack.process import ManagedProcess, StackError
 
@@ -110,7 +110,7 @@ def _established(crd: k8s.V1CustomResourceDefinition) -> bool:
     return any(c.type == "Established" and c.status == "True" for c in conditions or [])
 
 
-class Orchestrator:
+class OrchestratorProcesses:
     """The worker and the watcher as processes of the local stack."""
 
     def __init__(

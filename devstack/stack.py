@@ -18,7 +18,7 @@ from types import TracebackType
 
 from devstack import controlplane, tools
 from devstack.controlplane import ControlPlane, ControlPlanePorts
-from devstack.orchestrator import Orchestrator
+from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import StackError, stop_group
 from devstack.temporal import TemporalDevServer
 from devstack.vmstandin.process import VMStandIn
@@ -116,7 +116,7 @@ class LocalStack:
         self.ui_port = ui_port
         self.detached = detached
         self.with_orchestrator = orchestrator
-        self.orchestrator: Orchestrator | None = None
+        self.orchestrator: OrchestratorProcesses | None = None
         self.controlplane: ControlPlane | None = None
         self.temporal: TemporalDevServer | None = None
         self.vms: VMStandIn | None = None
@@ -156,7 +156,7 @@ class LocalStack:
             )
             self.temporal.start()
             if self.with_orchestrator:
-                self.orchestrator = Orchestrator(
+                self.orchestrator = OrchestratorProcesses(
                     kubeconfig=self.controlplane.kubeconfig,
                     temporal_address=self.temporal.address,
                     log_dir=self.state_dir,

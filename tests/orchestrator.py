@@ -21,7 +21,7 @@ from temporalio.client import Client, WorkflowHandle
 from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput
-from dbi.models import SUPPORTED_VERSIONS
+from dbi.spec import SUPPORTED_VERSIONS
 from devstack.stack import StackInfo
 from tests.stack import Kubectl
 from watcher.wakeups import Wakeups

@@ -26,7 +26,7 @@ log = logging.getLogger("dbi.watcher")
 Handler = Callable[[str, dict[str, Any]], None]
 Listed = Callable[[], None]
 WATCH_SECONDS = 240
-MAX_BACKOFF = 30.0
+MAX_BACKOFF_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -113,4 +113,4 @@ def forever(
                 "watch of %s failed (%s); retrying in %.1fs", source.kind, type(e).__name__, backoff
             )
             stop.wait(backoff)
-            backoff = min(backoff * 2, MAX_BACKOFF)
+            backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)

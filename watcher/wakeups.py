@@ -21,11 +21,11 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
-from dbi.messages import TASK_TIMEOUT, WAKE, Wake, WorkflowInput
+from dbi.messages import TASK_TIMEOUT, Wake, WorkflowInput
 
 log = logging.getLogger("dbi.watcher")
 tracer = trace.get_tracer("dbi.watcher")
-WINDOW = 0.25
+WINDOW_SECONDS = 0.25
 
 
 @dataclass
@@ -54,7 +54,7 @@ class _Pending:
 class Wakeups:
     client: Client
     task_queue: str = names.TASK_QUEUE
-    window: float = WINDOW
+    window: float = WINDOW_SECONDS
     counters: Counters = field(default_factory=Counters)
     _pending: dict[tuple[str, str], _Pending] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
@@ -157,7 +157,7 @@ class Wakeups:
             id=names.workflow_id(namespace, name),
             task_queue=self.task_queue,
             task_timeout=TASK_TIMEOUT,
-            start_signal=WAKE,
+            start_signal=names.WAKE,
             start_signal_args=[wake],
             search_attributes=TypedSearchAttributes(
                 [
@@ -173,7 +173,7 @@ class Wakeups:
         deleted instance's workflow is not started only to find it gone)."""
         handle = self.client.get_workflow_handle(names.workflow_id(namespace, name))
         try:
-            await handle.signal(WAKE, wake)
+            await handle.signal(names.WAKE, wake)
         except RPCError as e:
             if e.status is not RPCStatusCode.NOT_FOUND:
                 raise

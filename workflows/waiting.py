@@ -13,7 +13,7 @@ generation or a ``retry`` signal. A ``wake`` signal ends every wait but Terminal
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from dbi.status import PassReport
@@ -141,3 +141,35 @@ def _human(delay: timedelta) -> str:
     if seconds % 60 == 0:
         return f"{seconds // 60}m"
     return f"{seconds}s"
+
+
+@dataclass(frozen=True)
+class Streaks:
+    """What the next wait depends on besides the pass itself, kept from pass to pass:
+    Transient passes in a row, passes in a row followed by no wait, and the Pending
+    streak. ``after`` is the one place they change."""
+
+    transient: int = 0
+    at_once: int = 0
+    pending: PendingStreak = PendingStreak()
+
+    def after(
+        self, report: PassReport, snapshot: InstanceSnapshot, *, spread: float
+    ) -> tuple[Wait, Streaks]:
+        """Return how to wait after ``report``, and the streaks once it is the latest."""
+        blocking = report.blocking
+        transient = blocking is not None and blocking.outcome is Outcome.TRANSIENT
+        streaks = replace(
+            self,
+            transient=self.transient + 1 if transient else 0,
+            pending=self.pending.after(report),
+        )
+        wait = next_wait(
+            report,
+            snapshot,
+            transient_streak=streaks.transient,
+            at_once_streak=streaks.at_once,
+            pending_streak=streaks.pending.count,
+            spread=spread,
+        )
+        return wait, replace(streaks, at_once=streaks.at_once + 1 if wait.at_once else 0)

@@ -23,9 +23,9 @@ from temporalio.runtime import Runtime
 from temporalio.worker import Worker
 
 from activities import registry
-from activities.context import Context
 from activities.kube import Kube
-from activities.observe import StepTelemetry
+from activities.step import Context
+from activities.telemetry import StepTelemetry
 from dbi import connect, environment, names, telemetry
 from dbi.config import Config
 from workflows.dbinstance import DBInstanceWorkflow

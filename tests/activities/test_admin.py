@@ -22,15 +22,15 @@ A = admin.Action
 @pytest.mark.parametrize(
     ("obs", "outcome", "reason", "action"),
     [
-        pytest.param(UP, Outcome.SATISFIED, "AdminReady", A.NONE, id="logs-in"),
+        pytest.param(UP, Outcome.SATISFIED, "AdminReady", None, id="logs-in"),
         pytest.param(
-            admin.Observation(stopped=True), Outcome.SATISFIED, "Stopped", A.NONE, id="stopped"
+            admin.Observation(stopped=True), Outcome.SATISFIED, "Stopped", None, id="stopped"
         ),
         pytest.param(
-            replace(UP, address=None), Outcome.PENDING, "NoAddress", A.NONE, id="no-address"
+            replace(UP, address=None), Outcome.PENDING, "NoAddress", None, id="no-address"
         ),
         pytest.param(
-            replace(UP, login=Login.UNREACHABLE), Outcome.PENDING, "Booting", A.NONE,
+            replace(UP, login=Login.UNREACHABLE), Outcome.PENDING, "Booting", None,
             id="not-answering-is-not-a-refusal",
         ),
         pytest.param(
@@ -51,21 +51,21 @@ A = admin.Action
         ),
         pytest.param(
             replace(RESET, boot_data_ready=False), Outcome.PENDING, "AdminResetRequested",
-            A.NONE, id="reset-waits-for-the-boot-data",
+            None, id="reset-waits-for-the-boot-data",
         ),
         pytest.param(
             replace(RESET, restart_allowed=True), Outcome.PENDING, "AdminResetRestarting",
             A.RESTART, id="reset-restarts-under-restart-policy",
         ),
         pytest.param(
-            RESET, Outcome.PENDING, "AdminResetHeld", A.NONE, id="reset-held-under-deferred",
+            RESET, Outcome.PENDING, "AdminResetHeld", None, id="reset-held-under-deferred",
         ),
         pytest.param(
             replace(RESET, restart_allowed=True, reset_vmi="vmi-1"), Outcome.PENDING,
             "AdminResetRestarting", A.RESTART, id="restart-recorded-vmi-still-there-again",
         ),
         pytest.param(
-            replace(RESET, reset_vmi="vmi-0"), Outcome.TERMINAL, "AdminResetFailed", A.NONE,
+            replace(RESET, reset_vmi="vmi-0"), Outcome.TERMINAL, "AdminResetFailed", None,
             id="rebooted-with-the-reset-and-still-refused",
         ),
         pytest.param(
@@ -74,10 +74,13 @@ A = admin.Action
         ),
     ],
 )  # fmt: skip
-def test_admin(obs: admin.Observation, outcome: Outcome, reason: str, action: admin.Action) -> None:
+def test_admin(
+    obs: admin.Observation, outcome: Outcome, reason: str, action: admin.Action | None
+) -> None:
     """One change per look; a refusal is recovered by a reset at boot, restarting only
     when the restart policy allows; a rotation cut short is finished, never repeated."""
-    decision, act = admin.decide(obs)
+    decided = admin.decide(obs)
+    decision, act = decided.result, decided.action
     assert (decision.outcome, decision.reason, act) == (outcome, reason, action)
 
 

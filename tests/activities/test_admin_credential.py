@@ -20,7 +20,7 @@ from dbi.config import ADMIN_USER, Config
 from devstack.stack import StackInfo
 from tests.activities.test_credentials import logs_in, secret, settled
 from tests.activities.test_lifecycle import SPEC, create, ready, sql, vmi_uid
-from tests.commands import dbi
+from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 

@@ -1,5 +1,5 @@
-"""Credentials and access on the real stack: the Secret is the source of truth, rotation
-is race-free, and no password leaks."""
+"""Credentials and access on the real stack (the Secret is the source of truth, rotation
+is race-free, no password leaks), and the credentials step's decision (plain data)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import base64
 import json
 import logging
 import subprocess
+from dataclasses import replace
 from typing import Any
 
 import psycopg
@@ -17,12 +18,13 @@ from prometheus_client import REGISTRY, generate_latest
 
 from activities import credentials, secrets
 from activities.admin_credential import name_for
-from activities.context import Context
 from activities.kube import Kube
 from activities.rotation import RotateCredentials
+from activities.step import Context
 from dbi import names
 from dbi.config import ADMIN_USER, Config
 from dbi.messages import RotationRequest, RotationResult, Wake
+from dbi.steps import Outcome
 from dbi.telemetry import json_formatter
 from devstack import tools
 from devstack.stack import StackInfo
@@ -289,3 +291,76 @@ async def test_no_password_appears_in_history_logs_events_or_status(
             ("metrics", exposition),
         ):
             assert password not in text, f"a password is in the {where}"
+
+
+CREDS = credentials.Observation(
+    secret_name="db-credentials",  # noqa: S106 (a Secret's name)
+    admin_complete=True,
+    app_complete=True,
+    cloudinit_matches=True,
+)
+C = credentials.Action
+
+
+@pytest.mark.parametrize(
+    ("obs", "reason", "action"),
+    [
+        pytest.param(CREDS, "SecretsReady", None, id="complete"),
+        pytest.param(
+            replace(CREDS, admin_complete=False, cloudinit_matches=False),
+            "SecretsWritten",
+            C.WRITE,
+            id="new-instance-gets-an-admin-credential",
+        ),
+        pytest.param(
+            replace(CREDS, app_complete=False), "SecretsWritten", C.WRITE, id="no-app-password"
+        ),
+        pytest.param(
+            replace(CREDS, cloudinit_matches=False),
+            "SecretsWritten",
+            C.WRITE,
+            id="stale-cloud-init",
+        ),
+        pytest.param(
+            replace(CREDS, kept_follow_policy=False),
+            "OwnerReferencesSynced",
+            C.WRITE,
+            id="cloud-init-owner-reference-differs-from-deletion-policy",
+        ),
+        pytest.param(
+            replace(CREDS, admin_complete=False, legacy_admin=True, data_disk_exists=True),
+            "AdminCredentialMoved",
+            C.MOVE_ADMIN,
+            id="legacy-admin-secret-moves-out-of-the-tenants-namespace",
+        ),
+        pytest.param(
+            replace(CREDS, legacy_admin=True),
+            "AdminCredentialMoved",
+            C.DROP_LEGACY,
+            id="moved-legacy-admin-secret-is-deleted",
+        ),
+        pytest.param(
+            replace(CREDS, adoptable_admin=True),
+            "AdminCredentialAdopted",
+            C.ADOPT_ADMIN,
+            id="adopted-instances-credential-is-taken-over",
+        ),
+        pytest.param(
+            replace(CREDS, admin_complete=False, data_disk_exists=True),
+            "AdminCredentialReset",
+            C.RESET_ADMIN,
+            id="lost-credential-is-reset-never-regenerated-blindly",
+        ),
+    ],
+)
+def test_credentials(obs: credentials.Observation, reason: str, action: credentials.Action) -> None:
+    """Satisfied only when every credential is complete; a missing admin credential is
+    moved, adopted or reset when data exists, and made anew only for a new instance."""
+    name = "db-credentials"
+    decided = credentials.decide(replace(obs, secret_name=name))
+    decision, act = decided.result, decided.action
+    assert (decision.reason, act) == (reason, action)
+    if decision.outcome is Outcome.SATISFIED:
+        assert decision.facts.credentials_secret_name == name
+    else:
+        assert decision.outcome is Outcome.PENDING

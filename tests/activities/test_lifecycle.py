@@ -13,9 +13,9 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.service import RPCError
 
-from activities.context import Context
+from activities import step, vm
 from activities.kube import Kube
-from activities.vm import VM
+from activities.step import Context
 from dbi import names
 from dbi.config import Config
 from dbi.messages import ResizeResult, Wake
@@ -56,7 +56,14 @@ async def ready(orchestrator: Orchestrator, namespace: str, name: str = "db") ->
         converged = orchestrator.condition(namespace, name, "Ready") == ("True", "Converged")
         return db if fresh and converged else None
 
-    found: dict[str, Any] = await orchestrator.until(check, what="Ready for the current generation")
+    try:
+        found: dict[str, Any] = await orchestrator.until(
+            check, what="Ready for the current generation"
+        )
+    except AssertionError as e:
+        conditions = orchestrator.get(namespace, name).get("status", {}).get("conditions", [])
+        held = [f"{c['type']}={c['status']} {c['reason']}: {c['message']}" for c in conditions]
+        raise AssertionError(f"{e}; conditions: {held}") from None
     return found
 
 
@@ -194,10 +201,10 @@ async def test_the_vm_step_retried_after_a_crash_creates_one_vm(
     """A vm activity run again (as after a worker crash mid-step) leaves exactly one VM."""
     orchestrator.apply(namespace, "lone", SPEC)
     db = orchestrator.get(namespace, "lone")
-    step = VM(Context(kube=Kube(kube_api), config=Config()))
+    ctx = Context(kube=Kube(kube_api), config=Config())
     step_input = StepInput(namespace=namespace, name="lone", uid=db["metadata"]["uid"])
-    first = await asyncio.to_thread(step.run, step_input)
-    second = await asyncio.to_thread(step.run, step_input)
+    first = await asyncio.to_thread(step.run, ctx, vm.STEP, step_input)
+    second = await asyncio.to_thread(step.run, ctx, vm.STEP, step_input)
     # The first run creates the VM and, having acted, observes it at once.
     assert (first.reason, second.reason) == ("VMProvisioned", "VMProvisioned")
     selector = f"{names.INSTANCE_LABEL}=lone"

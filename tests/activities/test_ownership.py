@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 
 from activities import ownership
 from activities.kube import Instance
-from dbi import names
+from dbi import names, pipeline
 from dbi.models import DBInstance
 from dbi.steps import Outcome
 from tests.activities.test_lifecycle import SPEC
@@ -129,7 +129,8 @@ def test_refusal(
     UID in dbi.dev/adopt; left-behind ones are waited for. The message names the object."""
     child = ownership.Child("PersistentVolumeClaim", "db-data", meta(uid=OLD))
     adopter = instance(adopt=adopt)
-    decision, adopted = ownership.refusal("vm", "VMProvisioned", adopter, child, claim)
+    decided = ownership.refusal(pipeline.VM, adopter, child, claim)
+    decision, adopted = decided.result, decided.action is not None
     assert (decision.outcome, decision.reason, adopted) == (outcome, reason, take)
     assert "PersistentVolumeClaim db-data" in decision.message
     if reason == "RetainedObject":

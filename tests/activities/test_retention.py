@@ -27,7 +27,7 @@ A = retention.Action
 @pytest.mark.parametrize(
     ("obs", "outcome", "reason", "action"),
     [
-        pytest.param(RETAINED, Outcome.SATISFIED, "Retained", A.NONE, id="retain-done"),
+        pytest.param(RETAINED, Outcome.SATISFIED, "Retained", None, id="retain-done"),
         pytest.param(
             replace(RETAINED, claim_follows_policy=False),
             Outcome.PENDING,
@@ -39,7 +39,7 @@ A = retention.Action
             replace(RETAINED, volume=None, reclaim_policy=None, volume_marked=False),
             Outcome.PENDING,
             "DiskUnbound",
-            A.NONE,
+            None,
             id="retain-waits-for-the-volume",
         ),
         pytest.param(
@@ -56,12 +56,12 @@ A = retention.Action
             A.RETAIN_VOLUME,
             id="retain-volume-not-marked",
         ),
-        pytest.param(DELETED, Outcome.SATISFIED, "DeletedWithInstance", A.NONE, id="delete-done"),
+        pytest.param(DELETED, Outcome.SATISFIED, "DeletedWithInstance", None, id="delete-done"),
         pytest.param(
             replace(DELETED, volume=None),
             Outcome.SATISFIED,
             "DeletedWithInstance",
-            A.NONE,
+            None,
             id="delete-unbound-is-fine",
         ),
         pytest.param(
@@ -81,9 +81,10 @@ A = retention.Action
     ],
 )
 def test_retention(
-    obs: retention.Observation, outcome: Outcome, reason: str, action: retention.Action
+    obs: retention.Observation, outcome: Outcome, reason: str, action: retention.Action | None
 ) -> None:
     """Retain: the claim unowned and its volume reclaimPolicy Retain, marked; Delete: the
     claim owned and the volume's former policy back."""
-    decision, act = retention.decide(obs)
+    decided = retention.decide(obs)
+    decision, act = decided.result, decided.action
     assert (decision.outcome, decision.reason, act) == (outcome, reason, action)

@@ -16,7 +16,7 @@ from dbi import names
 from devstack.stack import StackInfo
 from tests.activities.test_credentials import admin_credential, secret
 from tests.activities.test_lifecycle import SPEC, create, ready
-from tests.commands import dbi
+from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 

@@ -12,14 +12,8 @@ import yaml
 from kubernetes import client as k8s
 
 from dbi import names
-from dbi.models import (
-    Condition,
-    ConditionStatus,
-    DBInstanceSpec,
-    DBInstanceStatus,
-    Endpoint,
-    Phase,
-)
+from dbi.models import Condition, ConditionStatus, DBInstanceStatus, Endpoint, Phase
+from dbi.spec import DBInstanceSpec
 from tests.dbi.test_models import INVALID_SPECS, MINIMAL, spec_with
 from tests.stack import Kubectl
 

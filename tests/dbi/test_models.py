@@ -9,13 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from dbi import crd
-from dbi.models import (
-    DBInstanceSpec,
-    DeletionPolicy,
-    PowerState,
-    ResizePolicy,
-    duration_seconds,
-)
+from dbi.spec import DBInstanceSpec, DeletionPolicy, PowerState, ResizePolicy, duration_seconds
 
 MINIMAL: dict[str, Any] = {
     "version": 18,

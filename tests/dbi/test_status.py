@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dbi import pipeline
-from dbi.models import ConditionStatus, DBInstanceStatus, Phase, PowerState
+from dbi.models import ConditionStatus, DBInstanceStatus, Phase
+from dbi.spec import PowerState
 from dbi.status import PassReport, derive, summarize
 from dbi.steps import Facts, Outcome, StepResult
 

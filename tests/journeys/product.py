@@ -21,10 +21,10 @@ import pytest
 
 from dbi import environment
 from devstack import tools
-from devstack.orchestrator import Orchestrator
+from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import tail
 from devstack.stack import StackInfo
-from tests import commands
+from tests import dbi_command
 from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
 from tests.polling import eventually
 from tests.stack import Kubectl
@@ -60,7 +60,7 @@ class Product:
 
     def dbi(self, *args: str) -> subprocess.CompletedProcess[str]:
         """Run the dbi CLI as an operator does (the admin's kubeconfig)."""
-        return commands.dbi(self.local_stack, *args)
+        return dbi_command.dbi(self.local_stack, *args)
 
     def get(self, namespace: str, kind: str = "dbinstance", name: str = NAME) -> dict[str, Any]:
         return dict(
@@ -141,7 +141,7 @@ def product(
         )
         for process in ("worker", "watcher")
     }
-    orchestrator = Orchestrator(
+    orchestrator = OrchestratorProcesses(
         kubeconfig=kubeconfigs["worker"],
         temporal_address=local_stack.temporal_address,
         log_dir=home,

@@ -21,7 +21,7 @@ from temporalio import activity
 
 from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
-from dbi.models import PowerState
+from dbi.spec import PowerState
 from dbi.status import StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
 

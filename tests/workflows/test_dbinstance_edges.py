@@ -14,7 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from dbi.messages import RotationResult, Wake
-from dbi.models import PowerState
+from dbi.spec import PowerState
 from dbi.steps import Outcome
 from tests.workflows.conftest import running, settled, until
 from tests.workflows.stubs import Scripted, World

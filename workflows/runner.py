@@ -35,7 +35,6 @@ STEP_RETRY = RetryPolicy(
 )
 
 
-
 async def call(
     activity: str,
     arg: BaseModel,

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from devstack.stack import StackInfo
-from tests import commands
+from tests import dbi_command
 from tests.activities.test_credentials import app_works, secret
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
@@ -22,7 +22,7 @@ SPEC = {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"
 async def dbi(local_stack: StackInfo, *args: str) -> subprocess.CompletedProcess[str]:
     """Run the ``dbi`` CLI (off the event loop: the worker it talks to runs on it)."""
     return await asyncio.to_thread(
-        commands.dbi, local_stack, *args, DBI_TEMPORAL_UI="http://ui.example:8233"
+        dbi_command.dbi, local_stack, *args, DBI_TEMPORAL_UI="http://ui.example:8233"
     )
 
 

@@ -1,5 +1,6 @@
-"""Deletion on the real stack: deletionPolicy Retain holds against every way of deleting,
-and a retained disk is taken over only when the user says so."""
+"""Deletion on the real stack (deletionPolicy Retain holds against every way of deleting,
+and a retained disk is taken over only when the user says so), and teardown_vm's
+decision (plain data)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import psycopg
 import pytest
 from kubernetes import client as k8s
 
+from activities import ownership, teardown_vm
 from activities.admin_credential import name_for
 from dbi import names
 from dbi.config import Config
@@ -273,3 +275,68 @@ async def test_retain_keeps_the_data_when_the_namespace_is_deleted(
     await ready(orchestrator, namespace)
     assert rows(kube_api, namespace) == [(42,)]
     assert volume_of(kube_api, namespace) == volume
+
+
+def _child(kind: str, name: str, *, owned: bool) -> ownership.Child:
+    meta: dict[str, Any] = {"annotations": {names.INSTANCE_UID_ANNOTATION: "u-1"}}
+    if owned:
+        meta["ownerReferences"] = [{"uid": "u-1", "kind": "DBInstance"}]
+    return ownership.Child(kind, name, meta)
+
+
+VM_OWNED = _child("VirtualMachine", "db", owned=True)
+VM_RELEASED = _child("VirtualMachine", "db", owned=False)
+APP = _child("Secret", "db-credentials", owned=True)
+TV = teardown_vm.Action
+
+
+@pytest.mark.parametrize(
+    ("obs", "reason", "action"),
+    [
+        pytest.param(
+            teardown_vm.Observation(uid="u-1", retain=False, kept=(VM_OWNED,), rest=(APP,)),
+            "Deleting",
+            TV.DELETE,
+            id="delete-deletes-everything-of-the-instances",
+        ),
+        pytest.param(
+            teardown_vm.Observation(uid="u-1", retain=False, kept=(), rest=()),
+            "Deleted",
+            None,
+            id="delete-done",
+        ),
+        pytest.param(
+            teardown_vm.Observation(uid="u-1", retain=True, kept=(VM_OWNED,), rest=()),
+            "Releasing",
+            TV.RELEASE,
+            id="retain-releases-what-it-keeps",
+        ),
+        pytest.param(
+            teardown_vm.Observation(uid="u-1", retain=True, kept=(VM_RELEASED,), rest=(APP,)),
+            "Releasing",
+            TV.RELEASE,
+            id="retain-deletes-the-credentials-secret",
+        ),
+        pytest.param(
+            teardown_vm.Observation(
+                uid="u-1", retain=True, kept=(VM_RELEASED,), rest=(), volume_protected=False
+            ),
+            "Releasing",
+            TV.RELEASE,
+            id="retain-protects-the-volume",
+        ),
+        pytest.param(
+            teardown_vm.Observation(uid="u-1", retain=True, kept=(VM_RELEASED,), rest=()),
+            "Released",
+            None,
+            id="retain-done-keeps-the-released-objects",
+        ),
+    ],
+)
+def test_teardown_vm(
+    obs: teardown_vm.Observation, reason: str, action: teardown_vm.Action | None
+) -> None:
+    """Delete takes everything of the instance's; Retain releases what it keeps, protects
+    the volume and deletes the rest; each is Pending until done (plain data)."""
+    decided = teardown_vm.decide(obs)
+    assert (decided.result.reason, decided.action) == (reason, action)

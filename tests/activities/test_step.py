@@ -1,4 +1,5 @@
-"""A step that has just acted observes again in the same activity (plain data)."""
+"""The shared loop every step runs in: it starts from its pass's read, and a step that
+has just acted observes again in the same activity (plain data)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,19 @@ from typing import cast
 import pytest
 from kubernetes import client as k8s
 
-from activities.context import (
-    AT_ONCE,
+from activities.kube import Instance, Kube
+from activities.step import (
     LOOK_AGAIN,
-    NAMESPACE_TERMINATING_WAIT,
+    NAMESPACE_TERMINATING_WAIT_SECONDS,
+    Anatomy,
     Context,
     PassReads,
-    Step,
-    result,
 )
-from activities.kube import Instance, Kube
+from activities.step import run as run_step
+from dbi import pipeline
 from dbi.config import Config
-from dbi.steps import Outcome, StepInput, StepResult
+from dbi.pipeline import StepSpec
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput, StepResult
 
 INPUT = StepInput(namespace="team-a", name="db", uid="uid-1")
 
@@ -50,15 +52,31 @@ class _Reads:
         return cast(Instance, _Instance())
 
 
-class Scripted(Step):
+class Scripted:
+    """A step whose decisions are scripted: each look takes the next (the last repeats);
+    a Pending decision with the hint AT_ONCE comes with an action (it acted)."""
+
     def __init__(self, *outcomes: tuple[Outcome, float | None]) -> None:
         self.reads = _Reads()
-        super().__init__(Context(kube=cast(Kube, self.reads), config=Config()))
+        self.ctx = Context(kube=cast(Kube, self.reads), config=Config())
         self.outcomes = deque(outcomes)
+        self.acted = 0
 
-    def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
+    def observe(self, ctx: Context, instance: Instance, step_input: StepInput) -> Instance:
+        return instance
+
+    def decide(self, instance: Instance) -> Decision[str]:
         outcome, hint = self.outcomes.popleft() if len(self.outcomes) > 1 else self.outcomes[0]
-        return result("vm", "VMProvisioned", outcome, outcome.value, "Looked.", requeue_after=hint)
+        looked = pipeline.VM.result(outcome, outcome.value, "Looked.", requeue_after_seconds=hint)
+        acted = outcome is Outcome.PENDING and hint == AT_ONCE
+        return Decision(looked, "act" if acted else None)
+
+    def act(self, ctx: Context, instance: Instance, observed: Instance, action: str) -> None:
+        self.acted += 1
+
+    def on(self, step_input: StepInput, spec: StepSpec = pipeline.VM) -> StepResult:
+        anatomy = Anatomy(spec, self.observe, self.decide, self.act)
+        return run_step(self.ctx, anatomy, step_input)
 
 
 @pytest.mark.parametrize(
@@ -84,7 +102,7 @@ def test_a_step_observes_again_after_acting_a_bounded_number_of_times(
     """Each look reads the instance afresh; a change that never sticks stops at the bound;
     every action is recorded as a Normal Event on the instance."""
     step = Scripted(*script)
-    got = step.on(INPUT, "vm", "VMProvisioned")
+    got = step.on(INPUT)
     assert got.outcome is outcome
     assert step.reads.reads == observations
     assert [(e.type, e.reason, e.message) for e in step.reads.events] == [
@@ -101,40 +119,60 @@ def test_a_step_starts_from_its_pass_read_and_reads_again_after_acting() -> None
     passes = observer.ctx.passes
     passes.remember("run-1/7", cast(Instance, _Instance()))
 
-    assert observer.on(pass_input, "vm", "VMProvisioned").outcome is Outcome.SATISFIED
+    assert observer.on(pass_input).outcome is Outcome.SATISFIED
     assert observer.reads.reads == 0
 
     actor = Scripted((Outcome.PENDING, AT_ONCE), (Outcome.SATISFIED, None))
     actor.ctx.passes.remember("run-1/7", cast(Instance, _Instance()))
     fresh = cast(Instance, _Instance())
     actor.reads.instance = lambda namespace, name: fresh  # type: ignore[method-assign]
-    assert actor.on(pass_input, "vm", "VMProvisioned").outcome is Outcome.SATISFIED
+    assert actor.on(pass_input).outcome is Outcome.SATISFIED
     assert actor.ctx.passes.recall(pass_input) is fresh
 
 
 def test_a_step_that_raises_reads_afresh_when_retried() -> None:
-    """A step that raised on the pass's read (a conflict, say) does not retry on that
-    same read: its retry, and the steps after it, read the instance afresh."""
+    """A step that raised on the pass's read does not retry on that same read: its retry,
+    and the steps after it, read the instance afresh."""
     pass_input = INPUT.model_copy(update={"pass_id": "run-1/7"})
     stale, fresh = cast(Instance, _Instance()), cast(Instance, _Instance())
     seen: list[Instance] = []
 
-    class Conflicted(Scripted):
-        def converge(self, instance: Instance, step_input: StepInput) -> StepResult:
+    class Failing(Scripted):
+        def observe(self, ctx: Context, instance: Instance, step_input: StepInput) -> Instance:
             seen.append(instance)
             if instance is stale:
-                raise k8s.ApiException(status=409, reason="Conflict")
-            return super().converge(instance, step_input)
+                raise k8s.ApiException(status=500, reason="Internal Server Error")
+            return instance
 
-    step = Conflicted((Outcome.SATISFIED, None))
+    step = Failing((Outcome.SATISFIED, None))
     step.ctx.passes.remember("run-1/7", stale)
     step.reads.instance = lambda namespace, name: fresh  # type: ignore[method-assign]
     with pytest.raises(k8s.ApiException):
-        step.on(pass_input, "vm", "VMProvisioned")
+        step.on(pass_input)
     assert step.ctx.passes.recall(pass_input) is None
-    assert step.on(pass_input, "vm", "VMProvisioned").outcome is Outcome.SATISFIED
+    assert step.on(pass_input).outcome is Outcome.SATISFIED
     assert seen == [stale, fresh]
     assert step.ctx.passes.recall(pass_input) is fresh
+
+
+def test_an_action_refused_by_a_changed_object_is_decided_again_on_a_fresh_read() -> None:
+    """An action whose precondition no longer holds (409: the object changed since it was
+    read) makes the step read the instance again and decide again, in the same activity."""
+    stale, fresh = cast(Instance, _Instance()), cast(Instance, _Instance())
+    acted_on: list[Instance] = []
+
+    class Conflicted(Scripted):
+        def act(self, ctx: Context, instance: Instance, observed: Instance, action: str) -> None:
+            acted_on.append(instance)
+            if instance is stale:
+                raise k8s.ApiException(status=409, reason="Conflict")
+
+    step = Conflicted((Outcome.PENDING, AT_ONCE), (Outcome.SATISFIED, None))
+    step.ctx.passes.remember("run-1/7", stale)
+    step.reads.instance = lambda namespace, name: fresh  # type: ignore[method-assign]
+    got = step.on(INPUT.model_copy(update={"pass_id": "run-1/7"}))
+    assert got.outcome is Outcome.SATISFIED
+    assert acted_on == [stale]
 
 
 TERMINATING = {
@@ -158,19 +196,19 @@ def test_a_step_refused_by_a_terminating_namespace_waits(body: object, waits: bo
     step waits for the teardown instead of failing; any other refusal still raises."""
     step = Scripted((Outcome.SATISFIED, None))
 
-    def refused(instance: Instance, step_input: StepInput) -> StepResult:
+    def refused(ctx: Context, instance: Instance, step_input: StepInput) -> Instance:
         error = k8s.ApiException(status=403, reason="Forbidden")
         error.body = body if isinstance(body, str) else json.dumps(body)
         raise error
 
-    step.converge = refused  # type: ignore[method-assign]
+    step.observe = refused  # type: ignore[method-assign]
     if not waits:
         with pytest.raises(k8s.ApiException):
-            step.on(INPUT, "credentials", "CredentialsReady")
+            step.on(INPUT, pipeline.CREDENTIALS)
         return
-    got = step.on(INPUT, "credentials", "CredentialsReady")
+    got = step.on(INPUT, pipeline.CREDENTIALS)
     assert (got.outcome, got.reason) == (Outcome.PENDING, "NamespaceTerminating")
-    assert got.requeue_after_seconds == NAMESPACE_TERMINATING_WAIT > AT_ONCE
+    assert got.requeue_after_seconds == NAMESPACE_TERMINATING_WAIT_SECONDS > AT_ONCE
 
 
 @pytest.mark.parametrize(
@@ -188,7 +226,7 @@ def test_a_step_reads_the_instance_itself_without_its_pass_read(step_input: Step
     (another UID): the step reads the instance itself."""
     step = Scripted((Outcome.SATISFIED, None))
     step.ctx.passes.remember("run-1/7", cast(Instance, _Instance()))
-    step.on(step_input, "vm", "VMProvisioned")
+    step.on(step_input)
     assert step.reads.reads == 1
 
 

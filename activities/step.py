@@ -1,0 +1,221 @@
+"""What a step is, and the loop every step runs in.
+
+A step is a module (``activities/<name>.py``) with one anatomy, whatever it converges:
+
+- ``Observation``: what the step saw, facts only (a frozen dataclass);
+- ``observe(ctx, instance, step_input) -> Observation``: reads, never writes;
+- ``decide(observation) -> Decision``: pure; the step's result and, when the world must
+  change, the one action to take (a successful action is Pending, always);
+- ``act(ctx, instance, observation, action)``: the one mutation;
+
+tied together as ``STEP = Anatomy(SPEC, observe, decide, act)``, where ``SPEC`` is the
+step's entry in the step table (``dbi.pipeline``). The shared loop (``run``) runs them:
+it starts from the pass's read of the instance, stops a step that reads an object
+under a child's name that is not the instance's (``activities.ownership``), performs
+the action, records it as a Normal Event, and looks again, within the same activity,
+while the step has just acted and asks to be looked at at once. None of the calls may
+block waiting for a transition, and each must be idempotent: a step may run again at
+any time, after any failure.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Generic, TypeVar
+
+from kubernetes import client as k8s
+from temporalio import activity
+
+from activities import ownership
+from activities.events import emit
+from activities.kube import Instance, Kube, namespace_terminating
+from dbi.config import Config
+from dbi.pipeline import StepSpec
+from dbi.status import Event
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput, StepResult
+
+
+class PassReads:
+    """The instance each recent pass's load read, by pass id, in this process.
+
+    A pass reads its DBInstance once, at its start (``load_instance``); its steps start
+    from that read instead of each reading the instance again, as a controller's
+    reconcile reads its object once and hands it to each step. A step that acts reads
+    afresh and records what it read, so the steps after it see the change. Only the
+    ``size`` most recent passes are kept; a pass not found (another worker ran its load,
+    or the worker restarted since) makes the step read the instance itself. A step that
+    raises forgets its pass's read: its retry, and the steps after it, read afresh (the
+    read may be why it raised: a conflict, an instance deleted since).
+    """
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._reads: OrderedDict[str, Instance] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, pass_id: str, instance: Instance) -> None:
+        if not pass_id:
+            return
+        with self._lock:
+            self._reads[pass_id] = instance
+            self._reads.move_to_end(pass_id)
+            while len(self._reads) > self._size:
+                self._reads.popitem(last=False)
+
+    def forget(self, pass_id: str) -> None:
+        with self._lock:
+            self._reads.pop(pass_id, None)
+
+    def recall(self, step_input: StepInput) -> Instance | None:
+        """The instance the step's pass read, if this process has it and it is the one
+        the step is for (same UID)."""
+        if not step_input.pass_id:
+            return None
+        with self._lock:
+            found = self._reads.get(step_input.pass_id)
+        return found if found is not None and found.uid == step_input.uid else None
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every step is given: the Kubernetes access, the configuration, the pass reads."""
+
+    kube: Kube
+    config: Config
+    passes: PassReads = field(default_factory=PassReads)
+
+
+# A step that has just acted with the hint AT_ONCE (dbi.steps) is looked at again by
+# ``run`` itself, within the same activity, up to LOOK_AGAIN times; a hint still AT_ONCE
+# after that goes to the workflow, whose next pass starts without a timer.
+LOOK_AGAIN = 6
+# The reasons any step may report (besides the pass's StepFailed, dbi.steps).
+INSTANCE_GONE = "InstanceGone"
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+# A step that may not create in a namespace being deleted waits this long; its next pass
+# finds the instance deleted too (the namespace's deletion deletes it) and tears it down.
+NAMESPACE_TERMINATING_WAIT_SECONDS = 1.0
+
+
+def load(ctx: Context, step_input: StepInput) -> Instance | None:
+    """Read the step's instance; None when it is gone or is another object of the same name.
+
+    What is read is remembered as the pass's instance (``PassReads``).
+    """
+    instance = ctx.kube.instance(step_input.namespace, step_input.name)
+    if instance is None or instance.uid != step_input.uid:
+        return None
+    ctx.passes.remember(step_input.pass_id, instance)
+    return instance
+
+
+def gone(spec: StepSpec) -> StepResult:
+    """The result of a step whose instance disappeared: the next load ends the workflow."""
+    return spec.result(Outcome.PENDING, INSTANCE_GONE, "The instance is gone.")
+
+
+def terminating(spec: StepSpec) -> StepResult:
+    """The result of a step refused because the instance's namespace is being deleted: no
+    use retrying; the next pass tears the instance down."""
+    return spec.result(
+        Outcome.PENDING,
+        NAMESPACE_TERMINATING,
+        "The namespace is being deleted; the instance will be torn down.",
+        requeue_after_seconds=NAMESPACE_TERMINATING_WAIT_SECONDS,
+    )
+
+
+A = TypeVar("A")
+O = TypeVar("O")  # noqa: E741 (the observation's type)
+
+
+@dataclass(frozen=True)
+class Anatomy(Generic[O, A]):
+    """A step's parts, as its module defines them (see the module's docstring)."""
+
+    spec: StepSpec
+    observe: Callable[[Context, Instance, StepInput], O]
+    decide: Callable[[O], Decision[A]]
+    act: Callable[[Context, Instance, O, A], None] | None = None
+    # The objects under the instance's child names the observation holds (ownership).
+    children: Callable[[O], list[Any]] | None = None
+    # The result when the instance is gone (default: Pending, the next load ends it).
+    when_gone: Callable[[StepSpec], StepResult] = gone
+
+
+def run(ctx: Context, step: Anatomy[Any, Any], step_input: StepInput) -> StepResult:
+    """Converge the instance as its pass read it (or as read now, when this process does
+    not have the pass's read); a gone instance is reported as ``step.when_gone`` says.
+
+    A step that has just acted and asks to be looked at at once (Pending, AT_ONCE)
+    reads the instance again and observes again: the result is always that of a fresh
+    observation, and a step that takes a few quick actions in a row (a role, then its
+    database, then the password) takes them in one activity instead of one pass each.
+    """
+    instance = ctx.passes.recall(step_input)
+    decision: Decision[Any] | None = None
+    for look in range(LOOK_AGAIN):
+        if look or instance is None:
+            instance = load(ctx, step_input)
+        if instance is None:
+            return step.when_gone(step.spec)
+        try:
+            decision = _look(ctx, step, instance, step_input)
+        except BaseException as e:
+            ctx.passes.forget(step_input.pass_id)
+            if isinstance(e, k8s.ApiException) and namespace_terminating(e):
+                return terminating(step.spec)
+            if isinstance(e, k8s.ApiException) and e.status == 409 and look + 1 < LOOK_AGAIN:
+                # What the action was based on changed since it was read (a precondition
+                # failed): read again and look again.
+                instance = None
+                continue
+            raise
+        if decision.action is None or decision.result.requeue_after_seconds != AT_ONCE:
+            break
+        _announce(ctx, instance, decision.result)
+    assert decision is not None
+    return decision.result
+
+
+def _look(
+    ctx: Context, step: Anatomy[Any, Any], instance: Instance, step_input: StepInput
+) -> Decision[Any]:
+    """Observe, decide, and perform the decided action (a successful one is Pending)."""
+    observation = step.observe(ctx, instance, step_input)
+    children = step.children(observation) if step.children is not None else []
+    refused = ownership.refusal_of(step.spec, instance, children)
+    if refused is not None:
+        if refused.action is not None:
+            ownership.adopt(ctx.kube, instance, refused.action)
+        return refused
+    decision = step.decide(observation)
+    if decision.action is not None:
+        if decision.result.outcome is not Outcome.PENDING:
+            raise AssertionError(f"{step.spec.name} acts but says {decision.result.outcome}")
+        assert step.act is not None
+        step.act(ctx, instance, observation, decision.action)
+    return decision
+
+
+def _announce(ctx: Context, instance: Instance, acted: StepResult) -> None:
+    """Log the action and record it as a Normal Event (best effort, like all Events)."""
+    activity.logger.info("%s acted (%s): %s", acted.step, acted.reason, acted.message)
+    message = f"{acted.condition_type}: {acted.message}"
+    emit(
+        ctx.kube,
+        instance,
+        Event(type="Normal", reason=acted.reason, message=message),
+        datetime.now(UTC).replace(microsecond=0),
+    )
+
+
+class Activity:
+    """Base of the activities that are not steps (load, status, rotations): the Context."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx

@@ -1,0 +1,75 @@
+"""teardown_finalizer (FinalizerRemoved): the finalizer goes last, and the instance with it.
+
+Observes the finalizer; removes it (Pending), and the look that follows finds the
+instance gone: that is the proof (Satisfied). Idempotency key: the finalizer list; the
+patch names the list and resourceVersion it read, so a concurrent change makes it fail
+(409) and the loop looks again, never dropping another's finalizer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from activities.kube import Instance
+from activities.step import Anatomy, Context
+from dbi import names
+from dbi.pipeline import TEARDOWN_FINALIZER as SPEC
+from dbi.pipeline import StepSpec
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput, StepResult
+
+
+class Reason(StrEnum):
+    FINALIZER_REMOVED = SPEC.condition_type
+
+
+class Action(StrEnum):
+    REMOVE = "remove"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Observation:
+    has_finalizer: bool
+
+
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
+    return Observation(has_finalizer=names.FINALIZER in instance.finalizers)
+
+
+def decide(obs: Observation) -> Decision[Action]:
+    """Remove the finalizer if it is there (pure)."""
+    if obs.has_finalizer:
+        message = "The finalizer is being removed."
+        return Decision(
+            SPEC.result(
+                Outcome.PENDING, Reason.FINALIZER_REMOVED, message, requeue_after_seconds=AT_ONCE
+            ),
+            Action.REMOVE,
+        )
+    return Decision(removed(SPEC))
+
+
+def removed(spec: StepSpec) -> StepResult:
+    """The finalizer is not there (or the instance is gone with it): done."""
+    return spec.result(Outcome.SATISFIED, Reason.FINALIZER_REMOVED, "The finalizer is removed.")
+
+
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
+    remaining = [f for f in instance.finalizers if f != names.FINALIZER]
+    ctx.kube.objects.patch_namespaced_custom_object(
+        names.GROUP,
+        names.VERSION,
+        instance.namespace,
+        names.PLURAL,
+        instance.name,
+        {
+            "metadata": {
+                "finalizers": remaining,
+                "resourceVersion": instance.model.metadata["resourceVersion"],
+            }
+        },
+    )
+
+
+# The instance gone once its finalizer is removed is what the step waits for.
+STEP = Anatomy(SPEC, observe, decide, act, when_gone=removed)

@@ -1,0 +1,253 @@
+"""The DBInstance's spec as pydantic models: what users declare.
+
+With ``dbi.models`` (the resource and its status), the single source of the resource's
+schema: ``dbi.crd`` renders ``crds/dbinstance.yaml`` from them (descriptions, defaults,
+enums, bounds, and the CEL rules the API server enforces), and a test keeps the two
+identical. Field names are camelCase on the wire, snake_case in Python.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic.alias_generators import to_camel
+
+from dbi.quantity import parse_quantity
+
+SupportedVersion = Literal[16, 17, 18]
+SUPPORTED_VERSIONS: tuple[int, ...] = get_args(SupportedVersion)
+
+# CEL cost estimation needs a bound on every string it looks at.
+_QUANTITY_MAX = 32
+_NAME_MAX = 63
+
+
+def _rules(*rules: tuple[str, str]) -> dict[str, Any]:
+    """Return CEL validation rules (rule, message) in the CRD's extension field."""
+    return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
+
+
+def _at_least(minimum: str) -> AfterValidator:
+    """Return a validator: a Kubernetes quantity of at least ``minimum``."""
+
+    def check(value: str) -> str:
+        try:
+            ok = parse_quantity(value) >= parse_quantity(minimum)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(_at_least_message(minimum))
+        return value
+
+    return AfterValidator(check)
+
+
+def _at_least_message(minimum: str) -> str:
+    return f"must be a quantity of at least {minimum}, such as 4Gi"
+
+
+def _at_least_rule(minimum: str) -> dict[str, Any]:
+    rule = f"isQuantity(self) && quantity(self).compareTo(quantity('{minimum}')) >= 0"
+    return _rules((rule, _at_least_message(minimum)))
+
+
+MemoryQuantity = Annotated[
+    str,
+    Field(max_length=_QUANTITY_MAX, json_schema_extra=_at_least_rule("512Mi")),
+    _at_least("512Mi"),
+]
+StorageQuantity = Annotated[
+    str,
+    Field(max_length=_QUANTITY_MAX, json_schema_extra=_at_least_rule("1Gi")),
+    _at_least("1Gi"),
+]
+
+_DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
+_DURATION_UNITS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600}
+
+
+def duration_seconds(value: str) -> float:
+    """Return the seconds of a Go-style duration such as ``5m`` or ``1h30m``."""
+    if not _DURATION.match(value):
+        raise ValueError(f"{value!r} is not a duration, such as 30s, 5m or 1h")
+    return sum(
+        int(n) * _DURATION_UNITS[unit] for n, unit in re.findall(r"([0-9]+)(ms|s|m|h)", value)
+    )
+
+
+def _interval(value: str) -> str:
+    if not 10 <= duration_seconds(value) <= 86400:
+        raise ValueError("must be between 10s and 24h")
+    return value
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        use_enum_values=False,
+    )
+
+
+class PowerState(StrEnum):
+    RUNNING = "Running"
+    STOPPED = "Stopped"
+
+
+class ResizePolicy(StrEnum):
+    RESTART = "Restart"
+    DEFERRED = "Deferred"
+
+
+class DeletionPolicy(StrEnum):
+    DELETE = "Delete"
+    RETAIN = "Retain"
+
+
+class Resources(_Model):
+    """Compute and storage of the instance's VM."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "!isQuantity(self.storage) || !isQuantity(oldSelf.storage)"
+                " || quantity(self.storage).compareTo(quantity(oldSelf.storage)) >= 0",
+                "storage may grow but never shrink",
+            )
+        )
+    )
+
+    cpu: int = Field(
+        ge=1,
+        le=128,
+        description="Virtual CPU cores of the VM (1 to 128). A change within the VM's "
+        "maximum sockets applies live; otherwise it needs a restart (see resizePolicy).",
+    )
+    memory: MemoryQuantity = Field(
+        description="Memory of the VM, as a Kubernetes quantity (for example 4Gi). "
+        "PostgreSQL's memory settings follow it.",
+    )
+    storage: StorageQuantity = Field(
+        description="Size of the data disk, as a Kubernetes quantity (for example 20Gi). "
+        "It may grow (the disk is expanded online) but never shrink.",
+    )
+
+    def storage_bytes(self) -> Decimal:
+        return parse_quantity(self.storage)
+
+    def memory_bytes(self) -> Decimal:
+        return parse_quantity(self.memory)
+
+
+_IDENTIFIER = r"^[a-z_][a-z0-9_]*$"
+_NOT_RESERVED = (
+    "!self.startsWith('pg_') && self != 'postgres' && self != 'dbi_admin'",
+    "must not start with pg_ nor be postgres or dbi_admin (reserved)",
+)
+
+
+def _not_reserved(value: str) -> str:
+    if value.startswith("pg_") or value in {"postgres", "dbi_admin"}:
+        raise ValueError("must not start with pg_ nor be postgres or dbi_admin (reserved)")
+    return value
+
+
+# Constraints come before the validator: pydantic puts only those into the schema.
+Identifier = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=_NAME_MAX,
+        pattern=_IDENTIFIER,
+        json_schema_extra=_rules(
+            _NOT_RESERVED, ("self == oldSelf", "is immutable once the instance exists")
+        ),
+    ),
+    AfterValidator(_not_reserved),
+]
+
+
+class Credentials(_Model):
+    """The application role and database users connect with."""
+
+    username: Identifier = Field(
+        default="app",
+        description="Name of the application role (lower-case letters, digits, _). "
+        "Immutable. Its password is generated and kept in the credentials Secret.",
+    )
+    database: Identifier = Field(
+        default="app",
+        description="Name of the database the application role owns. Immutable.",
+    )
+
+
+class Monitoring(_Model):
+    """Metrics of the instance for Prometheus."""
+
+    enabled: bool = Field(
+        default=True,
+        description="Expose the PostgreSQL exporter through a Service and a "
+        "ServiceMonitor (Prometheus Operator).",
+    )
+
+
+class DBInstanceSpec(_Model):
+    """The desired state of a managed PostgreSQL instance."""
+
+    version: SupportedVersion = Field(
+        description="PostgreSQL major version. Immutable: a new major version is a new "
+        f"instance. Supported: {', '.join(map(str, SUPPORTED_VERSIONS))}.",
+        json_schema_extra=_rules(
+            ("self == oldSelf", "is immutable; create a new instance to upgrade")
+        ),
+    )
+    image: str | None = Field(
+        default=None,
+        max_length=2 * _NAME_MAX + 1,
+        pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
+        description="Harvester VirtualMachineImage to boot, as namespace/name. When "
+        "unset, the orchestrator's configured image for the version is used.",
+    )
+    resources: Resources = Field(description="CPU, memory and storage of the VM.")
+    power_state: PowerState = Field(
+        default=PowerState.RUNNING,
+        description="Running keeps the VM and PostgreSQL up; Stopped shuts the VM down "
+        "and keeps its disk.",
+    )
+    resize_policy: ResizePolicy = Field(
+        default=ResizePolicy.RESTART,
+        description="How a CPU or memory change that needs a VM restart is applied: "
+        "Restart restarts the VM at once; Deferred waits until a force_resize update of "
+        "the instance's workflow asks for the restart. Changes that can be applied live "
+        "always are.",
+    )
+    credentials: Credentials = Field(
+        default=Credentials(),
+        description="The application role and database.",
+    )
+    monitoring: Monitoring = Field(default=Monitoring(), description="Metrics for Prometheus.")
+    health_check_interval: Annotated[str, AfterValidator(_interval)] = Field(
+        default="5m",
+        max_length=_QUANTITY_MAX,
+        pattern=_DURATION.pattern,
+        description="How often a Ready instance is re-checked (drift and health), as a "
+        "duration between 10s and 24h, such as 30s, 5m or 1h.",
+        json_schema_extra=_rules(
+            (
+                "duration(self) >= duration('10s') && duration(self) <= duration('24h')",
+                "must be between 10s and 24h",
+            )
+        ),
+    )
+    deletion_policy: DeletionPolicy = Field(
+        default=DeletionPolicy.DELETE,
+        description="What happens to the VM and its disks when the instance is deleted: "
+        "Delete removes them; Retain keeps them, released from the instance.",
+    )

@@ -1,0 +1,60 @@
+"""health's decision, table-driven from observed states (plain data)."""
+
+from __future__ import annotations
+
+import pytest
+
+from activities import health
+from dbi.steps import Outcome
+
+
+@pytest.mark.parametrize(
+    ("obs", "outcome", "reason"),
+    [
+        pytest.param(
+            health.Observation(False, "127.10.0.2", True, "18.6", False),
+            Outcome.SATISFIED,
+            "Healthy",
+            id="healthy",
+        ),
+        pytest.param(
+            health.Observation(True, None, False, None, False),
+            Outcome.SATISFIED,
+            "Stopped",
+            id="stopped",
+        ),
+        pytest.param(
+            health.Observation(False, None, False, None, False),
+            Outcome.PENDING,
+            "NoAddress",
+            id="no-address",
+        ),
+        pytest.param(
+            health.Observation(False, "127.10.0.2", False, None, False),
+            Outcome.PENDING,
+            "Booting",
+            id="booting",
+        ),
+        pytest.param(
+            health.Observation(False, "127.10.0.2", True, "18.6", True),
+            Outcome.PENDING,
+            "InRecovery",
+            id="recovery",
+        ),
+        pytest.param(
+            health.Observation(False, "127.10.0.2", False, None, False, admin_refused=True),
+            Outcome.TERMINAL,
+            "AdminPasswordRefused",
+            id="admin-refused",
+        ),
+    ],
+)
+def test_health(obs: health.Observation, outcome: Outcome, reason: str) -> None:
+    """Health publishes the endpoint when PostgreSQL answers, and waits while it boots."""
+    decision = health.decide(obs).result
+    assert (decision.outcome, decision.reason) == (outcome, reason)
+    if reason == "Healthy":
+        assert (decision.facts.endpoint_host, decision.facts.postgres_version) == (
+            "127.10.0.2",
+            "18.6",
+        )

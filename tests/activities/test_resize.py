@@ -1,0 +1,78 @@
+"""resize's decision, table-driven from observed states (plain data)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from decimal import Decimal
+
+import pytest
+
+from activities import resize
+from dbi.spec import ResizePolicy
+
+GI = Decimal(2**30)
+
+
+RS = resize.Observation(
+    cpu=2,
+    memory=2 * GI,
+    storage=10 * GI,
+    policy=ResizePolicy.RESTART,
+    allow_restart=False,
+    stopped=False,
+    restart_required=False,
+    vmi_sockets=2,
+    vmi_memory=2 * GI,
+    claim_request=10 * GI,
+    claim_capacity=10 * GI,
+)
+
+
+@pytest.mark.parametrize(
+    ("obs", "reason", "action"),
+    [
+        pytest.param(RS, "SizeSynced", None, id="synced"),
+        pytest.param(
+            replace(RS, storage=20 * GI),
+            "StorageExpanding",
+            resize.Action.GROW_CLAIM,
+            id="grow-claim",
+        ),
+        pytest.param(
+            replace(RS, storage=20 * GI, claim_request=20 * GI),
+            "StorageExpanding",
+            None,
+            id="wait-capacity",
+        ),
+        pytest.param(
+            replace(RS, restart_required=True),
+            "Restarting",
+            resize.Action.RESTART,
+            id="restart-policy",
+        ),
+        pytest.param(
+            replace(RS, restart_required=True, policy=ResizePolicy.DEFERRED),
+            "RestartRequired",
+            None,
+            id="deferred-waits",
+        ),
+        pytest.param(
+            replace(RS, restart_required=True, policy=ResizePolicy.DEFERRED, allow_restart=True),
+            "Restarting",
+            resize.Action.RESTART,
+            id="forced",
+        ),
+        pytest.param(replace(RS, memory=3 * GI), "LiveResizing", None, id="live-pending"),
+        pytest.param(
+            replace(RS, stopped=True, restart_required=True, vmi_sockets=None, vmi_memory=None),
+            "SizeSynced",
+            None,
+            id="stopped",
+        ),
+    ],
+)
+def test_resize(obs: resize.Observation, reason: str, action: resize.Action | None) -> None:
+    """Storage grows first; a restart happens only when the policy or force_resize allows it."""
+    decided = resize.decide(obs)
+    decision, chosen = decided.result, decided.action
+    assert (decision.reason, chosen) == (reason, action)

@@ -1,0 +1,64 @@
+"""The ``workflow.patched`` markers of DBInstanceWorkflow, and what each one chose.
+
+A change to what a workflow does (commands, their order) runs behind a patch: a
+workflow that began before the change replays, and runs on, as it did, and one that
+began after takes the new path and records the marker. Each marker lives until no
+running workflow can lack it: once every instance's workflow has continued as new (at
+most ``history_limit`` events or the server's suggestion; in practice days) with a
+worker that knows the patch, ``workflow.deprecate_patch`` replaces ``patched``, and
+one release later the old path goes. The recorded histories in tests/workflows/
+histories/ that lack a marker are dropped at that point too.
+
+- ``local-health-checks``: a health check's steps run as local activities;
+- ``local-ready-passes``: so does every other pass of a Ready instance;
+- ``local-passes``: so does every pass, but a forced resize's and the teardown's;
+- ``retention-step``: the retention step joins the pipeline, after resize;
+- ``admin-step``: the admin step joins the pipeline, after retention.
+
+To retire one: check that no running workflow began before it (every instance's run
+has continued as new since, with a worker that knows it: ``temporal workflow list``
+with ``StartTime`` after the release), replace ``patched`` by ``deprecate_patch``
+for a release, then remove the old path and the recorded histories without the marker.
+
+Workflow code: deterministic, no I/O.
+"""
+
+from __future__ import annotations
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from dbi import pipeline as steps
+    from dbi.status import PassReport
+    from dbi.steps import InstanceSnapshot
+
+LOCAL_HEALTH_CHECKS = "local-health-checks"
+LOCAL_READY_PASSES = "local-ready-passes"
+LOCAL_PASSES = "local-passes"
+RETENTION_STEP = "retention-step"
+ADMIN_STEP = "admin-step"
+# The steps that joined the pipeline under a patch, each with its patch.
+PATCHED_STEPS = ((steps.RETENTION.name, RETENTION_STEP), (steps.ADMIN.name, ADMIN_STEP))
+
+
+def pipeline(snapshot: InstanceSnapshot) -> tuple[steps.StepSpec, ...]:
+    """The steps of the next pass: the teardown once the instance is being deleted, else
+    the convergence, without the steps whose patch this workflow does not have."""
+    if snapshot.deleting:
+        return steps.TEARDOWN
+    absent = {step for step, patch in PATCHED_STEPS if not workflow.patched(patch)}
+    return tuple(s for s in steps.CONVERGE if s.name not in absent)
+
+
+def local_pass(*, forced: bool, health_check: bool, last: PassReport | None) -> bool:
+    """Whether the next pass runs its activities as local activities: every pass does
+    but one that serves a forced resize (an operator's request that may restart the VM,
+    shown step by step as activities). Each kind of pass became local under a patch of
+    its own, so histories from before each replay as they ran."""
+    if forced:
+        return False
+    if health_check:
+        return workflow.patched(LOCAL_HEALTH_CHECKS)
+    if last is not None and last.converged and not last.deleting:
+        return workflow.patched(LOCAL_READY_PASSES)
+    return workflow.patched(LOCAL_PASSES)

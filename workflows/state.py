@@ -1,0 +1,54 @@
+"""What a DBInstance workflow remembers between passes (workflow code, no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from dbi.messages import Carried, WorkflowInput
+    from dbi.spec import PowerState
+    from dbi.status import PassReport
+    from workflows.requests import Requests
+    from workflows.waiting import Streaks
+
+
+@dataclass
+class State:
+    """Everything the workflow remembers. ``carried`` is the part continue-as-new hands
+    on (the instance's UID, a pending wake or retry, the highest signaled generation, the
+    pass count, the last summary), with the Transient streak taken from ``streaks``."""
+
+    namespace: str
+    name: str
+    carried: Carried
+    streaks: Streaks
+    # The wait that just ended was a Ready instance's health-check timer.
+    health_check: bool = False
+    deleting: bool = False
+    # What the last pass's load saw of spec.powerState (None: no pass yet in this run).
+    power_state: PowerState | None = None
+    last_report: PassReport | None = None
+    waiting_for: str = "the first pass"
+    next_wakeup: datetime | None = None
+    requests: Requests = field(default_factory=Requests)
+    # The trace of the wake that caused the next pass, and when a pass first saw the
+    # current generation.
+    trace: dict[str, str] | None = None
+    generation_seen: tuple[int, datetime] | None = None
+
+    @classmethod
+    def of(cls, input: WorkflowInput) -> State:
+        carried = input.carried or Carried()
+        return cls(
+            namespace=input.namespace,
+            name=input.name,
+            carried=carried,
+            streaks=Streaks(transient=carried.transient_streak),
+        )
+
+    def handed_on(self) -> Carried:
+        """What a new run starts from."""
+        return self.carried.model_copy(update={"transient_streak": self.streaks.transient})
