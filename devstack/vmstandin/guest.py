@@ -92,7 +92,7 @@ class Guest:
         pw = Path(pwfile.name)
         self._own(pw)
         try:
-            subprocess.run(
+            initdb = subprocess.run(
                 [
                     *self._as_guest,
                     str(BIN / "initdb"),
@@ -107,11 +107,16 @@ class Guest:
                     "UTF8",
                     "--no-sync",
                 ],
-                check=True,
+                check=False,
                 capture_output=True,
+                text=True,
             )
         finally:
             pw.unlink(missing_ok=True)
+        if initdb.returncode != 0:
+            # What initdb said, for the stand-in's log (the password is in no argument).
+            said = (initdb.stdout + initdb.stderr).strip().splitlines()[-8:]
+            raise RuntimeError(f"initdb exited {initdb.returncode}: " + " | ".join(said))
         with (self.pgdata / "pg_hba.conf").open("a") as hba:
             hba.write("host all all 0.0.0.0/0 scram-sha-256\n")
         with (self.pgdata / "postgresql.conf").open("a") as conf:

@@ -218,7 +218,11 @@ async def test_an_admin_secret_in_the_tenants_namespace_moves_without_downtime(
     uid, before = uid_of(orchestrator, namespace), vmi_uid(kube_api, namespace)
     password = credential(kube_api, uid)["password"]
     core = k8s.CoreV1Api(kube_api)
-    # The state an instance from before is in.
+    # The state an instance from before is in: no credential in dbi's namespace, its
+    # Secret beside the instance. Removed first (no pass follows: the test's watcher does
+    # not watch dbi's namespace), so that the pass the new Secret wakes sees that state,
+    # not both copies (which it takes for a move already done, and drops the legacy one).
+    core.delete_namespaced_secret(name_for(uid), HOME)
     core.create_namespaced_secret(
         namespace,
         k8s.V1Secret(
@@ -230,7 +234,6 @@ async def test_an_admin_secret_in_the_tenants_namespace_moves_without_downtime(
             string_data={"username": ADMIN_USER, "password": password},
         ),
     )
-    core.delete_namespaced_secret(name_for(uid), HOME)
 
     def moved() -> bool:
         try:
