@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from temporalio import activity
 
+from activities.kube import Instance
 from activities.step import Activity
-from dbi import pipeline
+from dbi import names, pipeline
+from dbi.models import Served
 from dbi.spec import duration_seconds
 from dbi.steps import InstanceSnapshot, StepInput
+
+# The day-2 requests a DBInstance's annotations make, by the status.served field that
+# records each one's value once served.
+REQUESTS = {
+    "reconcile_requested_at": names.RECONCILE_REQUESTED_AT,
+    "restart_requested_at": names.RESTART_REQUESTED_AT,
+    "rotate_requested_at": names.ROTATE_REQUESTED_AT,
+}
 
 
 class LoadInstance(Activity):
@@ -29,4 +39,24 @@ class LoadInstance(Activity):
             deleting=instance.deleting,
             power_state=spec.power_state,
             health_check_interval_seconds=duration_seconds(spec.health_check_interval),
+            paused=paused(instance),
+            unserved=unserved(instance),
         )
+
+
+def paused(instance: Instance) -> bool:
+    """Whether dbi.dev/paused holds the instance's actions (the value "true", any case)."""
+    return instance.annotations.get(names.PAUSED_ANNOTATION, "").strip().lower() == "true"
+
+
+def unserved(instance: Instance) -> Served:
+    """The requests whose annotation value is set and differs from the one served."""
+    served = instance.model.status.served or Served()
+    annotations = instance.annotations
+    return Served.model_validate(
+        {
+            field: value
+            for field, key in REQUESTS.items()
+            if (value := annotations.get(key)) and value != getattr(served, field)
+        }
+    )

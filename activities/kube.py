@@ -56,6 +56,10 @@ class Instance:
         annotations = self.model.metadata.get("annotations") or {}
         return annotations.get(names.ADOPT_ANNOTATION) or None
 
+    @property
+    def annotations(self) -> dict[str, str]:
+        return dict(self.model.metadata.get("annotations") or {})
+
     def owner_reference(self) -> Manifest:
         """Return the owner reference every child carries (the instance is its controller)."""
         return {

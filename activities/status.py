@@ -42,7 +42,7 @@ class WriteStatus(Activity):
             if e.status == 404:
                 return
             raise
-        _count(request, instance.model.status.observed_generation, status, datetime.now(UTC))
+        _count(request, instance.model.status.converged_generation, status, datetime.now(UTC))
         for event in events:
             emit(self.ctx.kube, instance, event, now)  # best effort: the status is written
 
@@ -54,5 +54,5 @@ def _count(
     metrics.PASSES.labels(request.report.outcome).inc()
     generation = request.report.generation
     seen = request.generation_seen_at
-    if status.observed_generation == generation and before != generation and seen is not None:
+    if status.converged_generation == generation and before != generation and seen is not None:
         metrics.GENERATION_READY_SECONDS.observe(max(0.0, (now - seen).total_seconds()))

@@ -36,7 +36,7 @@ from activities.kube import Instance, Kube, namespace_terminating
 from dbi.config import Config
 from dbi.pipeline import StepSpec
 from dbi.status import Event
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput, StepResult
+from dbi.steps import AT_ONCE, PAUSED, Decision, Outcome, StepInput, StepResult
 
 
 class PassReads:
@@ -191,15 +191,33 @@ def _look(
     refused = ownership.refusal_of(step.spec, instance, children)
     if refused is not None:
         if refused.action is not None:
+            if step_input.paused:
+                return held(refused.result)
             ownership.adopt(ctx.kube, instance, refused.action)
         return refused
     decision = step.decide(observation)
+    if decision.action is not None and step_input.paused:
+        return held(decision.result)
     if decision.action is not None:
         if decision.result.outcome is not Outcome.PENDING:
             raise AssertionError(f"{step.spec.name} acts but says {decision.result.outcome}")
         assert step.act is not None
         step.act(ctx, instance, observation, decision.action)
     return decision
+
+
+def held(would: StepResult) -> Decision[Any]:
+    """The decision of a step that would act while dbi.dev/paused holds every action."""
+    message = f"Paused by dbi.dev/paused; would act: {would.message}"
+    result = would.model_copy(
+        update={
+            "outcome": Outcome.PENDING,
+            "reason": PAUSED,
+            "message": message[:512],
+            "requeue_after_seconds": None,
+        }
+    )
+    return Decision(result)
 
 
 def _announce(ctx: Context, instance: Instance, acted: StepResult) -> None:

@@ -106,6 +106,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     resize.set_defaults(run=_operate(lambda a: operate.resize(a.namespace, a.name)))
 
+    retry = commands.add_parser(
+        "retry",
+        help="run a pass now, leaving any wait (a Stalled instance's too)",
+        description="Signal the instance's workflow to run a pass at once. A Stalled "
+        "(Terminal) instance waits for a new generation; after fixing what the reason names "
+        "outside the spec (an image created, a quota raised), retry it. The same as the "
+        "annotation dbi.dev/reconcile-requested-at.",
+    )
+    retry.add_argument("name", help="the DBInstance")
+    _namespace_option(retry)
+    retry.set_defaults(run=_operate(lambda a: operate.retry(a.namespace, a.name)))
+
     return parser
 
 

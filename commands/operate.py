@@ -186,3 +186,17 @@ async def resize(namespace: str, name: str) -> Answer:
         return result
     text = f"{'resized' if result.resized else 'not resized'}: {result.reason}: {result.message}"
     return Answer(OK if result.resized else REFUSED, text)
+
+
+async def retry(namespace: str, name: str) -> Answer:
+    """Signal the workflow to run a pass now, out of any wait (a Terminal one too)."""
+    if _get(namespace, name) is None:
+        return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
+    handle = (await _client()).get_workflow_handle(names.workflow_id(namespace, name))
+    try:
+        await handle.signal(names.RETRY)
+    except RPCError as e:
+        return Answer(FAILED, f"dbi: retry failed: {e.message}")
+    return Answer(
+        OK, f"retry: {namespace}/{name} runs a pass now (dbi describe {name} -n {namespace})"
+    )

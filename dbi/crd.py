@@ -7,7 +7,9 @@ with ``python -m dbi.crd > crds/dbinstance.yaml``.
 Pydantic's JSON Schema is turned into a Kubernetes structural schema: references
 inlined, ``anyOf [X, null]`` collapsed to an optional ``X``, titles dropped, nested
 object defaults reduced to ``{}`` (so the API server defaults their fields one by
-one), and no defaults at all under status, which only the orchestrator writes.
+one), and under status, which only the orchestrator writes, one default alone:
+``observedGeneration: 0``, so that a DBInstance no pass has seen yet reads as "this
+generation is not observed" (kstatus InProgress), never as a healthy object.
 """
 
 from __future__ import annotations
@@ -92,6 +94,8 @@ def render() -> dict[str, Any]:
     """Return the DBInstance CustomResourceDefinition as a dict."""
     spec = _schema_of(DBInstanceSpec, defaults=True)
     status = _schema_of(DBInstanceStatus, defaults=False)
+    status["default"] = {}
+    status["properties"]["observedGeneration"]["default"] = 0
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -35,7 +35,7 @@ STEP_SECONDS = Histogram(
 GENERATION_READY_SECONDS = Histogram(
     "dbi_generation_ready_seconds",
     "From the first pass that saw a new generation of a DBInstance to the status showing "
-    "it converged (Ready, observedGeneration equal to it).",
+    "it converged (convergedGeneration equal to it).",
     buckets=(0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800),
 )
 

@@ -61,6 +61,7 @@ class Phase(StrEnum):
     DEGRADED = "Degraded"
     FAILED = "Failed"
     DELETING = "Deleting"
+    PAUSED = "Paused"
 
 
 class Endpoint(_Model):
@@ -82,13 +83,36 @@ class Observed(_Model):
     )
 
 
+class Served(_Model):
+    """The value of each dbi.dev/*-requested-at annotation last served."""
+
+    reconcile_requested_at: str | None = Field(
+        default=None, description="dbi.dev/reconcile-requested-at: a pass ran for it."
+    )
+    restart_requested_at: str | None = Field(
+        default=None,
+        description="dbi.dev/restart-requested-at: a deferred resize was applied (restarting "
+        "the VM), or none was due.",
+    )
+    rotate_requested_at: str | None = Field(
+        default=None, description="dbi.dev/rotate-requested-at: the app password was rotated."
+    )
+
+    def merged_over(self, older: Served | None) -> Served:
+        """These values, and ``older``'s where this has none."""
+        if older is None:
+            return self
+        fresh = {k: v for k in type(self).model_fields if (v := getattr(self, k)) is not None}
+        return older.model_copy(update=fresh)
+
+
 class DBInstanceStatus(_Model):
     """The observed state of the instance, written by the orchestrator only."""
 
     phase: Phase | None = Field(
         default=None,
         description="A one-word summary for people (Provisioning, Starting, Running, "
-        "Stopping, Stopped, Resizing, Degraded, Failed, Deleting). Scripts should "
+        "Stopping, Stopped, Resizing, Degraded, Failed, Deleting, Paused). Scripts should "
         "read conditions instead.",
     )
     conditions: list[Condition] = Field(
@@ -99,7 +123,15 @@ class DBInstanceStatus(_Model):
     observed_generation: int | None = Field(
         default=None,
         ge=0,
-        description="The metadata.generation for which every step was last satisfied.",
+        description="The metadata.generation this status describes: the one the last "
+        "pass read. 0 (the API server's default) until the first pass; kstatus, Flux and "
+        "Argo CD read the conditions only when it equals metadata.generation.",
+        json_schema_extra={"format": "int64"},
+    )
+    converged_generation: int | None = Field(
+        default=None,
+        ge=0,
+        description="The last metadata.generation for which every step was satisfied.",
         json_schema_extra={"format": "int64"},
     )
     endpoint: Endpoint | None = Field(default=None, description="Where clients connect.")
@@ -111,6 +143,9 @@ class DBInstanceStatus(_Model):
     workflow_id: str | None = Field(
         default=None,
         description="Id of the instance's Temporal workflow, to find it in the Temporal UI.",
+    )
+    served: Served | None = Field(
+        default=None, description="The dbi.dev/*-requested-at annotation values served."
     )
 
 

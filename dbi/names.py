@@ -31,6 +31,13 @@ INSTANCE_UID_ANNOTATION = "dbi.dev/instance-uid"
 # On a DBInstance: the UID of a deleted instance of the same name whose retained
 # objects (VM, data disk, Secrets) this one may take over, with their data.
 ADOPT_ANNOTATION = "dbi.dev/adopt"
+# Day-2 requests written on a DBInstance (by kubectl, Git, a GitOps tool). Each
+# *-requested-at is served once per value (any string, a timestamp by convention); the
+# value served is published in status.served. dbi.dev/paused "true" holds every action.
+RECONCILE_REQUESTED_AT = "dbi.dev/reconcile-requested-at"
+RESTART_REQUESTED_AT = "dbi.dev/restart-requested-at"
+ROTATE_REQUESTED_AT = "dbi.dev/rotate-requested-at"
+PAUSED_ANNOTATION = "dbi.dev/paused"
 # On a PersistentVolume dbi set to reclaimPolicy Retain: the instance (namespace/name)
 # and the policy the volume had before.
 VOLUME_INSTANCE_ANNOTATION = "dbi.dev/instance"

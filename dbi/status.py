@@ -13,10 +13,18 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dbi.models import Condition, ConditionStatus, DBInstanceStatus, Endpoint, Observed, Phase
+from dbi.models import (
+    Condition,
+    ConditionStatus,
+    DBInstanceStatus,
+    Endpoint,
+    Observed,
+    Phase,
+    Served,
+)
 from dbi.pipeline import CONVERGE, POWER, TEARDOWN
 from dbi.spec import PowerState
-from dbi.steps import Facts, Outcome, PipelineStep, StepResult
+from dbi.steps import PAUSED, Facts, Outcome, PipelineStep, StepResult
 
 
 class Reason(StrEnum):
@@ -30,6 +38,8 @@ class Reason(StrEnum):
 READY = "Ready"
 RECONCILING = "Reconciling"
 STALLED = "Stalled"
+# Present only while dbi.dev/paused holds the instance's actions.
+PAUSED_CONDITION = "Paused"
 
 # The phase people see while a step is Pending, by step (the step table says).
 _PENDING_PHASE = {spec.name: spec.pending_phase for spec in (*CONVERGE, *TEARDOWN)}
@@ -46,6 +56,8 @@ class PassReport(BaseModel):
     deleting: bool = False
     pipeline: list[PipelineStep]
     results: list[StepResult]
+    paused: bool = False
+    served: Served | None = None
 
     @property
     def converged(self) -> bool:
@@ -109,6 +121,8 @@ def _phase(report: PassReport, blocking: StepResult) -> Phase:
         return Phase.FAILED
     if blocking.outcome is Outcome.TRANSIENT:
         return Phase.DEGRADED
+    if blocking.reason == PAUSED:
+        return Phase.PAUSED
     if blocking.step == POWER.name:
         return Phase.STOPPING if report.power_state is PowerState.STOPPED else Phase.STARTING
     return _PENDING_PHASE.get(blocking.step, Phase.PROVISIONING)
@@ -121,9 +135,18 @@ def derive(
 
     Steps the pass did not reach are written Unknown (``NotReached``): "healthy" and
     "not checked" must look different. Events go out only for a condition whose status
-    or reason changed to True or False, so an idle pass emits none.
+    or reason changed to True or False, so an idle pass emits none. The status and
+    every condition carry the generation the pass read (``observedGeneration``), as
+    kstatus reads them; ``convergedGeneration`` is the last one every step satisfied.
     """
-    conditions = [*_summary_conditions(report, now), *_step_conditions(report, now)]
+    conditions = [
+        c.model_copy(update={"observed_generation": report.generation})
+        for c in (
+            *_summary_conditions(report, now),
+            *_paused_condition(report, now),
+            *_step_conditions(report, now),
+        )
+    ]
     before = {c.type: c for c in previous.conditions}
     merged = [_keep_transition_time(c, before.get(c.type)) for c in conditions]
     facts = Facts()
@@ -132,11 +155,15 @@ def derive(
     status = DBInstanceStatus(
         phase=summarize(report).phase,
         conditions=merged,
-        observed_generation=report.generation if report.converged else previous.observed_generation,
+        observed_generation=report.generation,
+        converged_generation=(
+            report.generation if report.converged else previous.converged_generation
+        ),
         endpoint=_endpoint(facts) or previous.endpoint,
         credentials_secret_name=facts.credentials_secret_name or previous.credentials_secret_name,
         observed=_observed(facts, previous.observed),
         workflow_id=report.workflow_id,
+        served=report.served.merged_over(previous.served) if report.served else previous.served,
     )
     return status, _events(merged, before, report)
 
@@ -175,6 +202,13 @@ def _summary_conditions(report: PassReport, now: datetime) -> list[Condition]:
     ]
 
 
+def _paused_condition(report: PassReport, now: datetime) -> list[Condition]:
+    if not report.paused or report.deleting:
+        return []
+    message = "dbi.dev/paused is true: steps observe and report, and take no action."
+    return [_condition(PAUSED_CONDITION, ConditionStatus.TRUE, PAUSED, message, now)]
+
+
 _STATUS_OF = {
     Outcome.SATISFIED: ConditionStatus.TRUE,
     Outcome.PENDING: ConditionStatus.FALSE,
@@ -202,7 +236,7 @@ def _step_conditions(report: PassReport, now: datetime) -> list[Condition]:
                     step.condition_type, ConditionStatus.UNKNOWN, Reason.NOT_REACHED, message, now
                 )
             )
-    return [c.model_copy(update={"observed_generation": report.generation}) for c in conditions]
+    return conditions
 
 
 def _keep_transition_time(new: Condition, old: Condition | None) -> Condition:

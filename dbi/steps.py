@@ -26,6 +26,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dbi.models import Served
 from dbi.spec import PowerState
 
 
@@ -38,6 +39,8 @@ class Outcome(StrEnum):
 
 # The reason of a step whose activity kept raising (the runner's, for any step).
 STEP_FAILED = "StepFailed"
+# The reason of a step that would act while dbi.dev/paused holds every action.
+PAUSED = "Paused"
 # The requeue hint of a step that has just changed something: look again at once (the
 # API server reads back its own writes), with no timer.
 AT_ONCE = 0.0
@@ -100,6 +103,10 @@ class StepInput(BaseModel):
         default=False,
         description="A force_resize update asked for a restart that resizePolicy defers.",
     )
+    paused: bool = Field(
+        default=False,
+        description="dbi.dev/paused is true: steps observe and decide, and take no action.",
+    )
     pass_id: str = Field(
         default="",
         description=(
@@ -121,6 +128,11 @@ class InstanceSnapshot(BaseModel):
     deleting: bool = False
     power_state: PowerState = PowerState.RUNNING
     health_check_interval_seconds: float = 300.0
+    paused: bool = False
+    unserved: Served = Field(
+        default_factory=Served,
+        description="The dbi.dev/*-requested-at values that differ from those served.",
+    )
 
 
 @dataclass(frozen=True)

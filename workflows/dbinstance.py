@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from dbi.status import PassReport, StatusInput
     from dbi.steps import InstanceSnapshot, StepInput
     from workflows import patches, tracing, ui
+    from workflows.requests import annotation_request_id, served
     from workflows.runner import call, run_pass
     from workflows.state import State
     from workflows.waiting import Wait
@@ -65,8 +66,12 @@ class DBInstanceWorkflow:
                     self.s.requests.refuse_all("the instance no longer exists")
                     return "the instance no longer exists"
                 self._observed(snapshot)
+                rotated = await self._serve_rotation_request(snapshot)
                 await self._serve_rotations()
-                report = await self._pass(snapshot, pass_id, local=local and not snapshot.deleting)
+                # A restart requested by annotation may take longer than a local activity.
+                restart = bool(snapshot.unserved.restart_requested_at)
+                local = local and not snapshot.deleting and not restart
+                report = await self._pass(snapshot, pass_id, local=local, rotated=rotated)
                 if snapshot.deleting and report.converged:
                     return "deleted"
                 self.s.requests.answer_resize_waiters(report)
@@ -169,15 +174,34 @@ class DBInstanceWorkflow:
     async def _serve_rotations(self) -> None:
         await self.s.requests.serve_rotations(self.s.namespace, self.s.name, self.c.uid or "")
 
-    async def _pass(self, snapshot: InstanceSnapshot, pass_id: str, *, local: bool) -> PassReport:
+    async def _serve_rotation_request(self, snapshot: InstanceSnapshot) -> str | None:
+        """Rotate the app password for an unserved dbi.dev/rotate-requested-at; return
+        its value once carried out (a refused or failed one is tried again next pass).
+        A stopped or paused instance serves it when it runs again."""
+        value = snapshot.unserved.rotate_requested_at
+        held = snapshot.deleting or snapshot.paused
+        if not value or held or snapshot.power_state is PowerState.STOPPED:
+            return None
+        request_id = self.s.requests.queue_rotation(
+            steps.ROTATE_CREDENTIALS, request_id=annotation_request_id(value)
+        )
+        await self._serve_rotations()
+        return value if self.s.requests.collect(request_id) else None
+
+    async def _pass(
+        self, snapshot: InstanceSnapshot, pass_id: str, *, local: bool, rotated: str | None = None
+    ) -> PassReport:
         pipeline = patches.pipeline(snapshot)
         self.c.woken = self.c.retry = False
         self.s.waiting_for = ""
+        requested = snapshot.unserved
+        paused = snapshot.paused and not snapshot.deleting
         step_input = StepInput(
             namespace=self.s.namespace,
             name=self.s.name,
             uid=snapshot.uid or "",
-            allow_restart=bool(self.s.requests.resize_waiters),
+            allow_restart=bool(self.s.requests.resize_waiters or requested.restart_requested_at),
+            paused=paused,
             pass_id=pass_id,
         )
         if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
@@ -190,7 +214,9 @@ class DBInstanceWorkflow:
             deleting=snapshot.deleting,
             pipeline=[s.reported for s in pipeline],
             results=results,
+            paused=paused,
         )
+        report = report.model_copy(update={"served": served(requested, report, rotated)})
         self.c.passes += 1
         self.s.last_report = report
         tracing.pass_span(report, f"{self.s.namespace}/{self.s.name}")

@@ -9,6 +9,7 @@ never fails the workflow, and a failure is the caller's answer.
 
 from __future__ import annotations
 
+import hashlib
 from collections import deque
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -21,6 +22,7 @@ from temporalio.exceptions import ActivityError, ApplicationError
 with workflow.unsafe.imports_passed_through():
     from dbi import pipeline as steps
     from dbi.messages import ResizeResult, RotationRequest, RotationResult
+    from dbi.models import Served
     from dbi.status import PassReport
     from dbi.steps import Outcome
 
@@ -58,11 +60,18 @@ class Requests:
     def count(self) -> int:
         return len(self.rotations) + len(self.resize_waiters)
 
-    def queue_rotation(self, activity: str) -> str:
-        """Queue a rotation served by ``activity``; return the update's id."""
-        request_id = _update_id()
+    def queue_rotation(self, activity: str, request_id: str | None = None) -> str:
+        """Queue a rotation served by ``activity``; return its id (by default the
+        update's; an annotation's request names its own)."""
+        request_id = request_id or _update_id()
         self.rotations.append((request_id, activity))
         return request_id
+
+    def collect(self, request_id: str) -> bool:
+        """Drop the request's answer or refusal, which no caller waits for; True when it
+        was answered (carried out)."""
+        self.refused.pop(request_id, None)
+        return self.answers.pop(request_id, None) is not None
 
     def queue_resize(self) -> str:
         request_id = _update_id()
@@ -125,6 +134,29 @@ class Requests:
         for request_id in self.resize_waiters:
             self.answers[request_id] = answer
         self.resize_waiters.clear()
+
+
+def annotation_request_id(value: str) -> str:
+    """The rotation request id of a dbi.dev/rotate-requested-at value: the same value is
+    the same request, carried out once however often it is tried."""
+    return "annotation-" + hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
+def served(requested: Served, report: PassReport, rotated: str | None) -> Served | None:
+    """The requests a pass served: a reconcile by running; a restart once the resize step
+    is Satisfied (the deferred resize applied, or none due) or the pass ends Terminal; a
+    rotation once carried out."""
+    resize = next((r for r in report.results if r.step == steps.RESIZE.name), None)
+    blocking = report.blocking
+    restart_done = (resize is not None and resize.outcome is Outcome.SATISFIED) or (
+        blocking is not None and blocking.outcome is Outcome.TERMINAL
+    )
+    done = Served(
+        reconcile_requested_at=requested.reconcile_requested_at,
+        restart_requested_at=requested.restart_requested_at if restart_done else None,
+        rotate_requested_at=rotated,
+    )
+    return done if done != Served() else None
 
 
 def _rotation_failure(error: ActivityError) -> str:

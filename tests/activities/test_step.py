@@ -236,3 +236,18 @@ def test_the_pass_reads_kept_are_the_most_recent() -> None:
         passes.remember(f"run-1/{n}", cast(Instance, _Instance()))
     kept = [passes.recall(INPUT.model_copy(update={"pass_id": f"run-1/{n}"})) for n in range(3)]
     assert [k is not None for k in kept] == [False, True, True]
+
+
+def test_a_paused_step_observes_and_reports_what_it_would_do_but_never_acts() -> None:
+    """dbi.dev/paused: a step that would act reports Pending, reason Paused, with what it
+    would do; it takes no action and records no Event; a step with nothing to do is
+    Satisfied as ever."""
+    paused = INPUT.model_copy(update={"paused": True})
+    actor = Scripted((Outcome.PENDING, AT_ONCE))
+    got = actor.on(paused)
+    assert (got.outcome, got.reason) == (Outcome.PENDING, "Paused")
+    assert got.message == "Paused by dbi.dev/paused; would act: Looked."
+    assert actor.acted == 0
+    assert actor.reads.events == []
+    settled = Scripted((Outcome.SATISFIED, None))
+    assert settled.on(paused).outcome is Outcome.SATISFIED

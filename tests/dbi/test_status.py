@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dbi import pipeline
-from dbi.models import ConditionStatus, DBInstanceStatus, Phase
+from dbi.models import ConditionStatus, DBInstanceStatus, Phase, Served
 from dbi.spec import PowerState
 from dbi.status import PassReport, derive, summarize
 from dbi.steps import Facts, Outcome, StepResult
@@ -66,9 +66,42 @@ def test_a_converged_pass_is_ready_with_every_condition_true() -> None:
     assert found["Ready"] == ("True", "Converged")
     assert found["Reconciling"][0] == found["Stalled"][0] == "False"
     assert all(found[s.condition_type] == ("True", "Ok") for s in STEPS)
-    assert status.observed_generation == 2
+    assert status.observed_generation == status.converged_generation == 2
     assert status.phase is Phase.RUNNING
     assert status.workflow_id == "dbinstance/ns/db"
+
+
+@pytest.mark.parametrize(
+    "pass_",
+    [
+        pytest.param(converged(generation=3), id="converged"),
+        pytest.param(
+            report(result("preflight", Outcome.TERMINAL, "Bad"), generation=3), id="stalled"
+        ),
+        pytest.param(
+            report(result("preflight", Outcome.PENDING, "Wait"), generation=3), id="pending"
+        ),
+    ],
+)
+def test_every_status_write_names_the_generation_it_describes(pass_: PassReport) -> None:
+    """kstatus reads conditions only at the generation they describe: the status and every
+    condition carry the generation the pass read, whatever the pass's outcome."""
+    previous, _ = derive(DBInstanceStatus(), converged(generation=2), now=T0)
+    status, _ = derive(previous, pass_, now=T0)
+    assert status.observed_generation == 3
+    assert {c.observed_generation for c in status.conditions} == {3}
+
+
+def test_a_stalled_generation_is_stalled_at_that_generation() -> None:
+    """A Terminal step at a new generation: Stalled True, Ready False, both at that
+    generation (kstatus Failed at once, not InProgress until a GitOps timeout)."""
+    previous, _ = derive(DBInstanceStatus(), converged(generation=1), now=T0)
+    status, _ = derive(previous, until("vm", Outcome.TERMINAL, "ImageNotFound"), now=T0)
+    stalled = next(c for c in status.conditions if c.type == "Stalled")
+    ready = next(c for c in status.conditions if c.type == "Ready")
+    assert (stalled.status.value, stalled.observed_generation) == ("True", 2)
+    assert (ready.status.value, ready.observed_generation) == ("False", 2)
+    assert status.converged_generation == 1
 
 
 @pytest.mark.parametrize(
@@ -131,8 +164,9 @@ def test_the_summary_conditions_follow_the_blocking_outcome(
     assert summarize(pass_).phase is phase
 
 
-def test_steps_after_the_blocking_one_are_not_reached_and_generation_is_kept() -> None:
-    """Pending: False for its step, Unknown NotReached after it, observedGeneration kept."""
+def test_steps_after_the_blocking_one_are_not_reached_and_convergence_is_kept() -> None:
+    """Pending: False for its step, Unknown NotReached after it; the status describes the
+    new generation, and convergedGeneration keeps the last one every step satisfied."""
     previous, _ = derive(DBInstanceStatus(), converged(generation=1), now=T0)
     status, _ = derive(previous, until("vm", Outcome.PENDING, "VMCreated"), now=T0)
     found = conditions(status)
@@ -140,7 +174,8 @@ def test_steps_after_the_blocking_one_are_not_reached_and_generation_is_kept() -
     assert found["VMProvisioned"] == ("False", "VMCreated")
     assert found["DatabaseHealthy"] == ("Unknown", "NotReached")
     assert found["Ready"] == ("False", "VMCreated")
-    assert status.observed_generation == 1
+    assert status.observed_generation == 2
+    assert status.converged_generation == 1
     ready = next(c for c in status.conditions if c.type == "Ready")
     assert ready.message == "vm: vm says VMCreated."
 
@@ -218,3 +253,33 @@ def test_deletion_is_reported_as_deleting() -> None:
     assert conditions(status)["Ready"] == ("False", "Deleting")
     assert status.phase is Phase.DELETING
     assert ConditionStatus.TRUE.value == conditions(status)["Reconciling"][0]
+
+
+def test_a_paused_instance_says_so_and_holds_at_the_step_that_would_act() -> None:
+    """dbi.dev/paused: a Paused condition, phase Paused where a step is held; a paused
+    instance with nothing to do stays Ready (and Paused)."""
+    held = report(
+        result("preflight"), result("credentials"), result("vm", Outcome.PENDING, "Paused")
+    ).model_copy(update={"paused": True})
+    status, _ = derive(DBInstanceStatus(), held, now=T0)
+    found = conditions(status)
+    assert found["Paused"] == ("True", "Paused")
+    assert found["Reconciling"] == ("True", "Paused")
+    assert status.phase is Phase.PAUSED
+    idle, _ = derive(status, converged().model_copy(update={"paused": True}), now=T0)
+    assert conditions(idle)["Ready"] == ("True", "Converged")
+    assert conditions(idle)["Paused"][0] == "True"
+    resumed, _ = derive(idle, converged(), now=T0)
+    assert "Paused" not in conditions(resumed)
+
+
+def test_served_requests_accumulate_in_status() -> None:
+    """status.served keeps each request's last served value; a pass that serves one
+    request leaves the others' values as they were."""
+    first = converged().model_copy(update={"served": Served(rotate_requested_at="a")})
+    status, _ = derive(DBInstanceStatus(), first, now=T0)
+    second = converged().model_copy(update={"served": Served(reconcile_requested_at="b")})
+    status, _ = derive(status, second, now=T0)
+    assert status.served == Served(rotate_requested_at="a", reconcile_requested_at="b")
+    status, _ = derive(status, converged(), now=T0)
+    assert status.served == Served(rotate_requested_at="a", reconcile_requested_at="b")

@@ -81,11 +81,13 @@ class Product:
         assert result.returncode == 0, (result.stderr, self.tails())
 
     def converged(self, namespace: str) -> dict[str, Any]:
-        """Wait until the status observes the current generation and Ready is True."""
+        """Wait as the user guide says (``kubectl wait --for=condition=Ready``, which waits
+        for the current generation); the instance is converged at it."""
         generation = self.get(namespace)["metadata"]["generation"]
-        self.wait(namespace, f"jsonpath={{.status.observedGeneration}}={generation}")
         self.wait(namespace, "condition=Ready")
-        return self.get(namespace)
+        db = self.get(namespace)
+        assert db["status"]["convergedGeneration"] >= generation, db["status"]
+        return db
 
     def uri(self, namespace: str) -> str:
         """The connection URI from the credentials Secret, as a user reads it."""

@@ -1,0 +1,110 @@
+"""Day-2 requests from kubectl and Git: the dbi.dev/ annotations, each served once per
+value and acknowledged in status.served, on the real local stack."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from dbi import names
+from tests.activities.test_credentials import app_works, secret
+from tests.activities.test_lifecycle import SPEC, create, ready, sql, vmi_uid
+from tests.orchestrator import Orchestrator
+from tests.stack import Kubectl
+from watcher.watcher import Watcher
+
+pytestmark = pytest.mark.stack
+
+
+def annotate(kubectl: Kubectl, namespace: str, key: str, value: str | None) -> None:
+    change = f"{key}-" if value is None else f"{key}={value}"
+    kubectl("annotate", "dbinstance", "db", "-n", namespace, "--overwrite", change)
+
+
+async def served(
+    orchestrator: Orchestrator, namespace: str, field: str, value: str
+) -> dict[str, Any]:
+    def check() -> dict[str, Any] | None:
+        obj = orchestrator.get(namespace, "db")
+        return obj if obj.get("status", {}).get("served", {}).get(field) == value else None
+
+    found: dict[str, Any] = await orchestrator.until(check, what=f"status.served.{field}={value}")
+    return found
+
+
+async def test_rotate_and_reconcile_requests_are_served_once_per_value(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    kubectl: Kubectl,
+) -> None:
+    """dbi.dev/rotate-requested-at rotates the app password once per value; applying the
+    same value again changes nothing (a reconcile request served after it shows that a
+    pass ran and left the password as it was); a new value rotates again."""
+    await create(orchestrator, namespace)
+    first = secret(kube_api, namespace, "db-credentials")["password"]
+
+    annotate(kubectl, namespace, names.ROTATE_REQUESTED_AT, "2026-12-01T08:00:00Z")
+    await served(orchestrator, namespace, "rotateRequestedAt", "2026-12-01T08:00:00Z")
+    second = secret(kube_api, namespace, "db-credentials")["password"]
+    assert second != first and app_works(kube_api, namespace, second)
+
+    annotate(kubectl, namespace, names.ROTATE_REQUESTED_AT, "2026-12-01T08:00:00Z")
+    annotate(kubectl, namespace, names.RECONCILE_REQUESTED_AT, "r1")
+    await served(orchestrator, namespace, "reconcileRequestedAt", "r1")
+    assert secret(kube_api, namespace, "db-credentials")["password"] == second
+
+    annotate(kubectl, namespace, names.ROTATE_REQUESTED_AT, "2026-12-02T08:00:00Z")
+    await served(orchestrator, namespace, "rotateRequestedAt", "2026-12-02T08:00:00Z")
+    third = secret(kube_api, namespace, "db-credentials")["password"]
+    assert third != second and app_works(kube_api, namespace, third)
+    assert "2026-12-02" not in str(orchestrator.get(namespace, "db")["status"].get("conditions"))
+
+
+async def test_paused_holds_every_action_and_restart_applies_a_deferred_resize(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    kubectl: Kubectl,
+) -> None:
+    """dbi.dev/paused "true": a spec change is seen but not acted on (status Paused, the VM
+    untouched); unpaused, it converges. Under resizePolicy Deferred,
+    dbi.dev/restart-requested-at applies the waiting resize by a restart, once."""
+    await create(orchestrator, namespace, {**SPEC, "resizePolicy": "Deferred"})
+    cache_size = sql(kube_api, namespace, "SHOW effective_cache_size")
+    annotate(kubectl, namespace, names.PAUSED_ANNOTATION, "true")
+    orchestrator.patch(namespace, "db", {"resources": {"memory": "2Gi"}})
+
+    def paused() -> dict[str, Any] | None:
+        obj = orchestrator.get(namespace, "db")
+        status = obj.get("status", {})
+        at = status.get("observedGeneration") == obj["metadata"]["generation"]
+        return obj if at and status.get("phase") == "Paused" else None
+
+    held = await orchestrator.until(paused, what="phase Paused at the new generation")
+    reasons = {c["type"]: c["reason"] for c in held["status"]["conditions"]}
+    assert reasons["Paused"] == "Paused" and reasons["Ready"] == "Paused"
+    await asyncio.sleep(2)
+    assert sql(kube_api, namespace, "SHOW effective_cache_size") == cache_size
+
+    annotate(kubectl, namespace, names.PAUSED_ANNOTATION, None)
+    await ready(orchestrator, namespace)
+    assert sql(kube_api, namespace, "SHOW effective_cache_size") == ("1536MB",)
+    assert orchestrator.condition(namespace, "db", "Paused") is None
+
+    orchestrator.patch(namespace, "db", {"resources": {"cpu": 6}})
+    deferred = ("False", "RestartRequired")
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "db", "SizeSynced") == deferred,
+        what="SizeSynced False RestartRequired",
+    )
+    before = vmi_uid(kube_api, namespace)
+    annotate(kubectl, namespace, names.RESTART_REQUESTED_AT, "s1")
+    await served(orchestrator, namespace, "restartRequestedAt", "s1")
+    await ready(orchestrator, namespace)
+    assert sql(kube_api, namespace, "SHOW dbi.vm_cpus") == ("6",)
+    assert vmi_uid(kube_api, namespace) not in (None, before)
