@@ -17,6 +17,7 @@ REQUESTS = {
     "reconcile_requested_at": names.RECONCILE_REQUESTED_AT,
     "restart_requested_at": names.RESTART_REQUESTED_AT,
     "rotate_requested_at": names.ROTATE_REQUESTED_AT,
+    "rotate_admin_requested_at": names.ROTATE_ADMIN_REQUESTED_AT,
 }
 
 

@@ -97,6 +97,10 @@ class Served(_Model):
     rotate_requested_at: str | None = Field(
         default=None, description="dbi.dev/rotate-requested-at: the app password was rotated."
     )
+    rotate_admin_requested_at: str | None = Field(
+        default=None,
+        description="dbi.dev/rotate-admin-requested-at: dbi's admin password was rotated.",
+    )
 
     def merged_over(self, older: Served | None) -> Served:
         """These values, and ``older``'s where this has none."""

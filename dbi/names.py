@@ -37,6 +37,7 @@ ADOPT_ANNOTATION = "dbi.dev/adopt"
 RECONCILE_REQUESTED_AT = "dbi.dev/reconcile-requested-at"
 RESTART_REQUESTED_AT = "dbi.dev/restart-requested-at"
 ROTATE_REQUESTED_AT = "dbi.dev/rotate-requested-at"
+ROTATE_ADMIN_REQUESTED_AT = "dbi.dev/rotate-admin-requested-at"
 PAUSED_ANNOTATION = "dbi.dev/paused"
 # On a PersistentVolume dbi set to reclaimPolicy Retain: the instance (namespace/name)
 # and the policy the volume had before.

@@ -26,11 +26,12 @@ with workflow.unsafe.imports_passed_through():
         Wake,
         WorkflowInput,
     )
+    from dbi.models import Served
     from dbi.spec import PowerState
     from dbi.status import PassReport, StatusInput
     from dbi.steps import InstanceSnapshot, StepInput
     from workflows import patches, tracing, ui
-    from workflows.requests import annotation_request_id, served
+    from workflows.requests import served
     from workflows.runner import call, run_pass
     from workflows.state import State
     from workflows.waiting import Wait
@@ -66,7 +67,7 @@ class DBInstanceWorkflow:
                     self.s.requests.refuse_all("the instance no longer exists")
                     return "the instance no longer exists"
                 self._observed(snapshot)
-                rotated = await self._serve_rotation_request(snapshot)
+                rotated = await self._serve_rotation_requests(snapshot)
                 await self._serve_rotations()
                 # A restart requested by annotation may take longer than a local activity.
                 restart = bool(snapshot.unserved.restart_requested_at)
@@ -174,22 +175,19 @@ class DBInstanceWorkflow:
     async def _serve_rotations(self) -> None:
         await self.s.requests.serve_rotations(self.s.namespace, self.s.name, self.c.uid or "")
 
-    async def _serve_rotation_request(self, snapshot: InstanceSnapshot) -> str | None:
-        """Rotate the app password for an unserved dbi.dev/rotate-requested-at; return
-        its value once carried out (a refused or failed one is tried again next pass).
-        A stopped or paused instance serves it when it runs again."""
-        value = snapshot.unserved.rotate_requested_at
+    async def _serve_rotation_requests(self, snapshot: InstanceSnapshot) -> Served:
+        """Carry out the rotations unserved dbi.dev/rotate-*requested-at annotations ask
+        for (a stopped or paused instance's once it runs); return those carried out."""
         held = snapshot.deleting or snapshot.paused
-        if not value or held or snapshot.power_state is PowerState.STOPPED:
-            return None
-        request_id = self.s.requests.queue_rotation(
-            steps.ROTATE_CREDENTIALS, request_id=annotation_request_id(value)
-        )
-        await self._serve_rotations()
-        return value if self.s.requests.collect(request_id) else None
+        if held or snapshot.power_state is PowerState.STOPPED:
+            return Served()
+        queued = self.s.requests.queue_requested_rotations(snapshot.unserved)
+        if queued:
+            await self._serve_rotations()
+        return self.s.requests.collect_requested_rotations(queued)
 
     async def _pass(
-        self, snapshot: InstanceSnapshot, pass_id: str, *, local: bool, rotated: str | None = None
+        self, snapshot: InstanceSnapshot, pass_id: str, *, local: bool, rotated: Served
     ) -> PassReport:
         pipeline = patches.pipeline(snapshot)
         self.c.woken = self.c.retry = False

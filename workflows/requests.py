@@ -39,6 +39,11 @@ ROTATION_SUMMARY = {
     steps.ROTATE_CREDENTIALS: "rotate the app password (update)",
     steps.ROTATE_ADMIN_CREDENTIALS: "rotate dbi's admin password (update)",
 }
+# The rotations annotations ask for, by the status.served field that records them.
+REQUESTED_ROTATIONS = {
+    "rotate_requested_at": steps.ROTATE_CREDENTIALS,
+    "rotate_admin_requested_at": steps.ROTATE_ADMIN_CREDENTIALS,
+}
 # A rotation's own refusals: their message is the answer the caller gets.
 ROTATION_REFUSALS = frozenset({"NotRunning", "InstanceGone", "AdminNotReady"})
 
@@ -67,11 +72,25 @@ class Requests:
         self.rotations.append((request_id, activity))
         return request_id
 
-    def collect(self, request_id: str) -> bool:
-        """Drop the request's answer or refusal, which no caller waits for; True when it
-        was answered (carried out)."""
-        self.refused.pop(request_id, None)
-        return self.answers.pop(request_id, None) is not None
+    def queue_requested_rotations(self, asked: Served) -> dict[str, tuple[str, str]]:
+        """Queue the rotations annotations ask for; return {Served field: (value, id)}."""
+        queued = {}
+        for served_as, rotation in REQUESTED_ROTATIONS.items():
+            if value := getattr(asked, served_as):
+                request_id = annotation_request_id(f"{rotation}={value}")
+                queued[served_as] = (value, self.queue_rotation(rotation, request_id))
+        return queued
+
+    def collect_requested_rotations(self, queued: dict[str, tuple[str, str]]) -> Served:
+        """The values of the queued annotation rotations that were carried out (a refused
+        or failed one is asked again by its annotation on the next pass); no caller waits
+        for their answers, which are dropped."""
+        done = {}
+        for served_as, (value, request_id) in queued.items():
+            self.refused.pop(request_id, None)
+            if self.answers.pop(request_id, None) is not None:
+                done[served_as] = value
+        return Served.model_validate(done)
 
     def queue_resize(self) -> str:
         request_id = _update_id()
@@ -137,24 +156,25 @@ class Requests:
 
 
 def annotation_request_id(value: str) -> str:
-    """The rotation request id of a dbi.dev/rotate-requested-at value: the same value is
-    the same request, carried out once however often it is tried."""
+    """The rotation request id of an annotation's request (the rotation and the value):
+    the same value is the same request, carried out once however often it is tried."""
     return "annotation-" + hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
-def served(requested: Served, report: PassReport, rotated: str | None) -> Served | None:
+def served(requested: Served, report: PassReport, rotated: Served) -> Served | None:
     """The requests a pass served: a reconcile by running; a restart once the resize step
-    is Satisfied (the deferred resize applied, or none due) or the pass ends Terminal; a
-    rotation once carried out."""
+    is Satisfied (the deferred resize applied, or none due) or the pass ends Terminal;
+    rotations once carried out (``rotated``)."""
     resize = next((r for r in report.results if r.step == steps.RESIZE.name), None)
     blocking = report.blocking
     restart_done = (resize is not None and resize.outcome is Outcome.SATISFIED) or (
         blocking is not None and blocking.outcome is Outcome.TERMINAL
     )
-    done = Served(
-        reconcile_requested_at=requested.reconcile_requested_at,
-        restart_requested_at=requested.restart_requested_at if restart_done else None,
-        rotate_requested_at=rotated,
+    done = rotated.model_copy(
+        update={
+            "reconcile_requested_at": requested.reconcile_requested_at,
+            "restart_requested_at": requested.restart_requested_at if restart_done else None,
+        }
     )
     return done if done != Served() else None
 

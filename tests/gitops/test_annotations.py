@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from dbi import names
-from tests.activities.test_credentials import app_works, secret
+from tests.activities.test_credentials import admin_credential, app_works, secret
 from tests.activities.test_lifecycle import SPEC, create, ready, sql, vmi_uid
 from tests.orchestrator import Orchestrator
 from tests.stack import Kubectl
@@ -21,6 +21,11 @@ pytestmark = pytest.mark.stack
 def annotate(kubectl: Kubectl, namespace: str, key: str, value: str | None) -> None:
     change = f"{key}-" if value is None else f"{key}={value}"
     kubectl("annotate", "dbinstance", "db", "-n", namespace, "--overwrite", change)
+
+
+def differ(a: str, b: str) -> bool:
+    """Compare passwords without pytest printing them when an assertion fails."""
+    return a != b
 
 
 async def served(
@@ -43,25 +48,38 @@ async def test_rotate_and_reconcile_requests_are_served_once_per_value(
 ) -> None:
     """dbi.dev/rotate-requested-at rotates the app password once per value; applying the
     same value again changes nothing (a reconcile request served after it shows that a
-    pass ran and left the password as it was); a new value rotates again."""
+    pass ran and left the password as it was); a new value rotates again.
+    dbi.dev/rotate-admin-requested-at rotates dbi's admin password, not the app's."""
     await create(orchestrator, namespace)
     first = secret(kube_api, namespace, "db-credentials")["password"]
 
     annotate(kubectl, namespace, names.ROTATE_REQUESTED_AT, "2026-12-01T08:00:00Z")
     await served(orchestrator, namespace, "rotateRequestedAt", "2026-12-01T08:00:00Z")
     second = secret(kube_api, namespace, "db-credentials")["password"]
-    assert second != first and app_works(kube_api, namespace, second)
+    assert differ(second, first), "the first value rotates"
+    assert app_works(kube_api, namespace, second)
 
     annotate(kubectl, namespace, names.ROTATE_REQUESTED_AT, "2026-12-01T08:00:00Z")
     annotate(kubectl, namespace, names.RECONCILE_REQUESTED_AT, "r1")
     await served(orchestrator, namespace, "reconcileRequestedAt", "r1")
-    assert secret(kube_api, namespace, "db-credentials")["password"] == second
+    kept = secret(kube_api, namespace, "db-credentials")["password"]
+    assert not differ(kept, second), "the same value again rotates nothing"
 
     annotate(kubectl, namespace, names.ROTATE_REQUESTED_AT, "2026-12-02T08:00:00Z")
     await served(orchestrator, namespace, "rotateRequestedAt", "2026-12-02T08:00:00Z")
     third = secret(kube_api, namespace, "db-credentials")["password"]
-    assert third != second and app_works(kube_api, namespace, third)
+    assert differ(third, second), "a new value rotates again"
+    assert app_works(kube_api, namespace, third)
     assert "2026-12-02" not in str(orchestrator.get(namespace, "db")["status"].get("conditions"))
+
+    admin = admin_credential(kube_api, orchestrator, namespace)["password"]
+    annotate(kubectl, namespace, names.ROTATE_ADMIN_REQUESTED_AT, "a1")
+    await served(orchestrator, namespace, "rotateAdminRequestedAt", "a1")
+    rotated = admin_credential(kube_api, orchestrator, namespace)["password"]
+    assert differ(rotated, admin), "the admin password rotates"
+    app = secret(kube_api, namespace, "db-credentials")["password"]
+    assert not differ(app, third), "the app's password stays"
+    await ready(orchestrator, namespace)
 
 
 async def test_paused_holds_every_action_and_restart_applies_a_deferred_resize(

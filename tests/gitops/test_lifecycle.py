@@ -79,7 +79,7 @@ async def test_gitops_tools_read_every_stage_of_a_life_right(
         )  # fmt: skip
         when_ready = json.loads(waited.stdout)
         assert when_ready["status"]["observedGeneration"] == generation
-        assert condition(when_ready, "Ready")["observedGeneration"] == generation
+        assert condition(when_ready, "Ready").get("observedGeneration") == generation
 
         patch({"spec": {"image": "dbi-images/no-such-image"}})
 

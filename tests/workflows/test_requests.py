@@ -10,7 +10,13 @@ from dbi.steps import Outcome
 from workflows.requests import annotation_request_id, served
 
 STEPS = [s.reported for s in pipeline.CONVERGE]
-ASKED = Served(reconcile_requested_at="r1", restart_requested_at="s1", rotate_requested_at="t1")
+ASKED = Served(
+    reconcile_requested_at="r1",
+    restart_requested_at="s1",
+    rotate_requested_at="t1",
+    rotate_admin_requested_at="a1",
+)
+ROTATED = Served(rotate_requested_at="t1", rotate_admin_requested_at="a1")
 
 
 def report(*outcomes: tuple[str, Outcome]) -> PassReport:
@@ -30,14 +36,14 @@ def test_a_restart_is_served_once_the_resize_step_is_satisfied() -> None:
     restart; the pass whose resize step is Satisfied serves it; a rotation is served only
     when the workflow carried it out."""
     before_resize = report(("preflight", Outcome.SATISFIED), ("vm", Outcome.PENDING))
-    assert served(ASKED, before_resize, None) == Served(reconcile_requested_at="r1")
+    assert served(ASKED, before_resize, Served()) == Served(reconcile_requested_at="r1")
     through = [(s.name, Outcome.SATISFIED) for s in pipeline.CONVERGE]
-    assert served(ASKED, report(*through), "t1") == ASKED
+    assert served(ASKED, report(*through), ROTATED) == ASKED
     stalled = report(("preflight", Outcome.TERMINAL))
-    assert served(ASKED, stalled, None) == Served(
+    assert served(ASKED, stalled, Served()) == Served(
         reconcile_requested_at="r1", restart_requested_at="s1"
     )
-    assert served(Served(), report(*through), None) is None
+    assert served(Served(), report(*through), Served()) is None
 
 
 def test_one_rotation_request_per_annotation_value() -> None:
