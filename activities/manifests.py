@@ -32,7 +32,7 @@ def vm(
     beyond them raises them (4x the new size) and needs a restart anyway.
     """
     resources = instance.model.spec.resources
-    mebibytes = int(resources.memory_bytes() // 2**20)
+    mebibytes = resources.memory_mebibytes()
     if max_sockets is None or max_sockets < resources.cpu:
         max_sockets = min(resources.cpu * HOTPLUG_FACTOR, 128)
     if max_guest_mebibytes is None or max_guest_mebibytes < mebibytes:

@@ -40,7 +40,9 @@ class Observation:
     image: str | None  # the image to boot, None when the version has none configured
     image_exists: bool
     storage: Decimal
-    disk_capacity: Decimal | None
+    # The size dbi last asked of the data disk (the claim's request). Its capacity may be
+    # larger: a provisioner may round up, and the spec is not below what it asked.
+    disk_request: Decimal | None
     has_finalizer: bool
 
 
@@ -62,13 +64,14 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
             is not None
         )
     disk = ctx.kube.pvc(instance.namespace, f"{instance.name}-data")
-    capacity = (disk.status.capacity or {}).get("storage") if disk and disk.status else None
+    requests = disk.spec.resources.requests if disk and disk.spec and disk.spec.resources else None
+    request = (requests or {}).get("storage")
     return Observation(
         version=instance.model.spec.version,
         image=image,
         image_exists=exists,
         storage=parse_quantity(instance.model.spec.resources.storage),
-        disk_capacity=parse_quantity(capacity) if capacity else None,
+        disk_request=parse_quantity(request) if request else None,
         has_finalizer=names.FINALIZER in instance.finalizers,
     )
 
@@ -90,7 +93,7 @@ def decide(obs: Observation) -> Decision[Action]:
             Reason.IMAGE_NOT_FOUND,
             f"spec.image: the VirtualMachineImage {obs.image} does not exist.",
         )
-    if obs.disk_capacity is not None and obs.storage < obs.disk_capacity:
+    if obs.disk_request is not None and obs.storage < obs.disk_request:
         return terminal(
             Reason.STORAGE_BELOW_CAPACITY,
             "spec.resources.storage is below the data disk's capacity; disks never shrink.",

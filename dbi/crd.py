@@ -37,6 +37,7 @@ _KEEP = {
     "format",
     "required",
     "x-kubernetes-validations",
+    "x-kubernetes-int-or-string",
     "x-kubernetes-list-type",
     "x-kubernetes-list-map-keys",
 }
@@ -53,6 +54,25 @@ PRINTER_COLUMNS = [
     {"name": "Memory", "type": "string", "jsonPath": ".spec.resources.memory"},
     {"name": "Storage", "type": "string", "jsonPath": ".spec.resources.storage"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+# The name every child carries as a prefix: a DNS-1035 label with room for the longest
+# suffix. The API server checks rules at the root with metadata.name in reach.
+NAME_RULES = [
+    {
+        "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
+        "message": "metadata.name must be a DNS-1035 label (lower-case letters, digits and "
+        "'-', starting with a letter, ending with a letter or digit; no '.'), as the names "
+        "of the instance's VM, Services and Secrets are made from it",
+        "reason": "FieldValueInvalid",
+    },
+    {
+        "rule": f"size(self.metadata.name) <= {names.INSTANCE_NAME_MAX}",
+        "message": f"metadata.name must be at most {names.INSTANCE_NAME_MAX} characters, so "
+        f"that <name>{names.LONGEST_CHILD_SUFFIX} stays within 63",
+        "reason": "FieldValueInvalid",
+    },
 ]
 
 
@@ -124,6 +144,7 @@ def render() -> dict[str, Any]:
                             "description": "A managed PostgreSQL instance running in a "
                             "KubeVirt virtual machine, converged by the dbi orchestrator.",
                             "required": ["spec"],
+                            "x-kubernetes-validations": NAME_RULES,
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},

@@ -23,6 +23,10 @@ ROTATE_ADMIN_CREDENTIALS = "rotate_admin_credentials"
 FORCE_RESIZE = "force_resize"
 PROGRESS = "progress"
 FIELD_MANAGER = "dbi-orchestrator"
+# The longest suffix of a child's name (<name>-credentials): an instance's name leaves
+# room for it within a DNS-1035 label (63 characters), so every child's name is one.
+LONGEST_CHILD_SUFFIX = "-credentials"
+INSTANCE_NAME_MAX = 63 - len(LONGEST_CHILD_SUFFIX)
 FINALIZER = "dbi.dev/teardown"
 INSTANCE_LABEL = "dbi.dev/instance"
 # Every child carries its instance's UID here: what makes it the instance's, whether

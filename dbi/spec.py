@@ -8,18 +8,56 @@ identical. Field names are camelCase on the wire, snake_case in Python.
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from dbi.quantity import parse_quantity
 
 SupportedVersion = Literal[16, 17, 18]
 SUPPORTED_VERSIONS: tuple[int, ...] = get_args(SupportedVersion)
+
+_VERSIONS = ", ".join(map(str, SUPPORTED_VERSIONS))
+
+
+def _version_number(value: Any) -> Any:
+    """A version written as a string ("18", as many operators accept) is the number."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value
+
+
+def _int_or_string_version(schema: dict[str, Any]) -> None:
+    """The CRD takes spec.version as a number or a string, checked by CEL rules whose
+    messages name the supported versions (an enum's type error would contradict itself)."""
+    schema.pop("type", None)
+    schema.pop("enum", None)
+    schema["x-kubernetes-int-or-string"] = True
+    allowed = ", ".join(f"'{v}'" for v in SUPPORTED_VERSIONS)
+    schema["x-kubernetes-validations"] = [
+        {
+            "rule": f"string(self) in [{allowed}]",
+            "message": f"must be one of {_VERSIONS} (a number or a string)",
+        },
+        {
+            "rule": "string(self) == string(oldSelf)",
+            "message": "is immutable; create a new instance to upgrade",
+        },
+    ]
+
+
+MEBIBYTE = 2**20
+
+
+def _ceil(value: Decimal, unit: int) -> int:
+    """``value`` in ``unit``s, rounded up."""
+    return math.ceil(value / unit)
+
 
 # CEL cost estimation needs a bound on every string it looks at.
 _QUANTITY_MAX = 32
@@ -143,7 +181,13 @@ class Resources(_Model):
         return parse_quantity(self.storage)
 
     def memory_bytes(self) -> Decimal:
-        return parse_quantity(self.memory)
+        """The memory the VM gets: the quantity rounded up to a whole MiB, the unit of a
+        VM's guest memory (``1000M`` is 953.67 MiB: the VM gets 954 MiB, never less than
+        asked). Every comparison with what the VM has uses this figure."""
+        return Decimal(_ceil(parse_quantity(self.memory), MEBIBYTE) * MEBIBYTE)
+
+    def memory_mebibytes(self) -> int:
+        return int(self.memory_bytes() // MEBIBYTE)
 
 
 _IDENTIFIER = r"^[a-z_][a-z0-9_]*$"
@@ -201,12 +245,11 @@ class Monitoring(_Model):
 class DBInstanceSpec(_Model):
     """The desired state of a managed PostgreSQL instance."""
 
-    version: SupportedVersion = Field(
-        description="PostgreSQL major version. Immutable: a new major version is a new "
-        f"instance. Supported: {', '.join(map(str, SUPPORTED_VERSIONS))}.",
-        json_schema_extra=_rules(
-            ("self == oldSelf", "is immutable; create a new instance to upgrade")
-        ),
+    version: Annotated[SupportedVersion, BeforeValidator(_version_number)] = Field(
+        description='PostgreSQL major version, as a number or a string (18 or "18"). '
+        "Immutable: a new major version is a new instance. Supported: "
+        f"{_VERSIONS}.",
+        json_schema_extra=_int_or_string_version,
     )
     image: str | None = Field(
         default=None,

@@ -8,12 +8,14 @@ retained volume is reused) is bound to it if the volume is free. When a claim go
 its volume is reclaimed as its ``persistentVolumeReclaimPolicy`` says, as Kubernetes
 does: ``Delete`` deletes the volume and its directory (the disk and its data), and
 ``Retain`` keeps both, ``Released``, until someone frees the volume (clears its
-``claimRef``: ``Available`` again) or deletes it.
+``claimRef``: ``Available`` again) or deletes it. Like many cloud CSI drivers, it
+allocates whole GiB: a claim for 1500Mi gets a 2Gi volume.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,11 @@ log = logging.getLogger("devstack.vmstandin")
 PROVISIONER = "devstack.dbi.dev/vm-standin"
 DRIVER = "vm-standin.devstack.dbi.dev"
 DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
+
+
+def allocated(requested: str) -> str:
+    """The capacity a request gets: rounded up to whole GiB."""
+    return f"{math.ceil(parse_quantity(requested) / 2**30)}Gi"
 
 
 def _or_none(read: Any) -> Any:
@@ -58,7 +65,7 @@ class Storage:
         give the claim the capacity it requests (expanding, never shrinking)."""
         if pvc.metadata.deletion_timestamp is not None:
             return
-        requested = str((pvc.spec.resources.requests or {}).get("storage") or "1Gi")
+        requested = allocated(str((pvc.spec.resources.requests or {}).get("storage") or "1Gi"))
         status = pvc.status
         capacity = (status.capacity or {}).get("storage") if status else None
         settled = status is not None and status.phase == "Bound" and capacity == requested

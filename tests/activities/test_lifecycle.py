@@ -173,6 +173,19 @@ async def test_memory_grows_live_and_storage_grows(
     assert db["status"]["observed"]["storage"] == "3Gi"
 
 
+async def test_quantities_that_are_not_whole_units_converge(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """memory 1000M (953.67 MiB) gets 954 MiB and the instance is Ready, not Resizing for
+    ever; storage 1500Mi gets the 2Gi the provisioner allocates (whole GiB), which is not
+    "below the disk's capacity"."""
+    spec = {**SPEC, "resources": {"cpu": 1, "memory": "1000M", "storage": "1500Mi"}}
+    db = await create(orchestrator, namespace, spec)
+    assert sql(kube_api, namespace, "SHOW dbi.vm_memory_bytes") == (str(954 * 2**20),)
+    assert db["status"]["observed"]["storage"] == "2Gi"
+    assert orchestrator.condition(namespace, "db", "SizeSynced") == ("True", "SizeSynced")
+
+
 async def test_a_hand_edit_of_the_vm_is_put_back_and_foreign_fields_stay(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
 ) -> None:

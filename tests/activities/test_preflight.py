@@ -18,7 +18,7 @@ PRE = preflight.Observation(
     image="dbi-images/postgres-18",
     image_exists=True,
     storage=10 * GI,
-    disk_capacity=None,
+    disk_request=None,
     has_finalizer=True,
 )
 
@@ -43,13 +43,13 @@ PRE = preflight.Observation(
             replace(PRE, image_exists=False), Outcome.TERMINAL, "ImageNotFound", id="unknown-image"
         ),
         pytest.param(
-            replace(PRE, disk_capacity=20 * GI),
+            replace(PRE, disk_request=20 * GI),
             Outcome.TERMINAL,
             "StorageBelowCapacity",
             id="below-capacity",
         ),
         pytest.param(
-            replace(PRE, disk_capacity=10 * GI), Outcome.SATISFIED, "SpecValid", id="equal-capacity"
+            replace(PRE, disk_request=10 * GI), Outcome.SATISFIED, "SpecValid", id="equal-capacity"
         ),
     ],
 )

@@ -61,6 +61,40 @@ def test_invalid_objects_are_rejected_naming_the_field(
 
 
 @pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        pytest.param("a.b", "must be a DNS-1035 label", id="dotted"),
+        pytest.param("9lives", "must be a DNS-1035 label", id="leading-digit"),
+        pytest.param("d" * (names.INSTANCE_NAME_MAX + 1), "must be at most 51", id="too-long"),
+    ],
+)
+def test_a_name_a_child_cannot_carry_is_rejected(
+    kubectl: Kubectl, namespace: str, name: str, message: str
+) -> None:
+    """Every child's name is <name>-<suffix>: a name that would make one invalid (a '.',
+    a leading digit, too long for <name>-credentials) is refused at apply, naming the field."""
+    result = kubectl("apply", "-f", "-", stdin=manifest(name, namespace, MINIMAL), check=False)
+    assert result.returncode != 0
+    assert "metadata.name" in result.stderr and message in result.stderr, result.stderr
+    assert kubectl("get", "dbinstances", "-n", namespace, "-o", "name").stdout == ""
+
+
+def test_the_longest_name_and_a_version_as_a_string_are_accepted(
+    kubectl: Kubectl, namespace: str
+) -> None:
+    """A 51-character name fits; version "18" is stored as written and reads as 18."""
+    name = "d" * names.INSTANCE_NAME_MAX
+    kubectl("apply", "-f", "-", stdin=manifest(name, namespace, {**MINIMAL, "version": "18"}))
+    stored = get(kubectl, namespace, name)["spec"]
+    assert stored["version"] == "18"
+    assert DBInstanceSpec.model_validate(stored).version == 18
+    changed = kubectl(
+        "apply", "-f", "-", stdin=manifest(name, namespace, {**MINIMAL, "version": 18})
+    )
+    assert changed.returncode == 0  # "18" to 18 is no change of version
+
+
+@pytest.mark.parametrize(
     ("change", "expected"),
     [
         pytest.param(

@@ -43,6 +43,8 @@ INVALID_SPECS = [
     pytest.param("powerState", "Paused", "spec.powerState", id="unknown-power-state"),
     pytest.param("resizePolicy", "Later", "spec.resizePolicy", id="unknown-resize-policy"),
     pytest.param("version", 14, "spec.version", id="unsupported-version"),
+    pytest.param("version", "19", "spec.version", id="unsupported-version-string"),
+    pytest.param("version", "eighteen", "spec.version", id="version-not-a-number"),
     pytest.param("healthCheckInterval", "5 minutes", "spec.healthCheckInterval", id="bad-interval"),
     pytest.param("healthCheckInterval", "1s", "spec.healthCheckInterval", id="interval-too-short"),
     pytest.param(
@@ -66,6 +68,31 @@ def test_a_minimal_spec_takes_every_default() -> None:
     assert spec.monitoring.enabled is True
     assert spec.health_check_interval == "5m"
     assert spec.image is None
+
+
+@pytest.mark.parametrize("written", [18, "18"])
+def test_a_version_is_a_number_or_a_string(written: int | str) -> None:
+    """18 and "18" are the same version (many operators take either)."""
+    assert DBInstanceSpec.model_validate({**MINIMAL, "version": written}).version == 18
+
+
+@pytest.mark.parametrize(
+    ("memory", "mebibytes"),
+    [
+        pytest.param("1000M", 954, id="decimal-megabytes"),
+        pytest.param("4G", 3815, id="decimal-gigabytes"),
+        pytest.param("1.5Gi", 1536, id="fractional-gibibytes"),
+        pytest.param("1Gi", 1024, id="whole"),
+    ],
+)
+def test_memory_the_vm_gets_is_rounded_up_to_whole_mebibytes(memory: str, mebibytes: int) -> None:
+    """A VM's guest memory is whole MiB: the spec's quantity rounds up (never less than
+    asked), and every comparison uses the rounded figure."""
+    resources = DBInstanceSpec.model_validate(
+        {**MINIMAL, "resources": {**MINIMAL["resources"], "memory": memory}}
+    ).resources
+    assert resources.memory_mebibytes() == mebibytes
+    assert resources.memory_bytes() == mebibytes * 2**20
 
 
 def test_the_wire_form_is_camel_case() -> None:
