@@ -36,7 +36,12 @@ def table() -> str:
     )
     failed = (
         f"`{steps.STEP_FAILED}` (an activity kept raising), `{step.INSTANCE_GONE}`, "
-        f"`{step.NAMESPACE_TERMINATING}` (may not create in a namespace being deleted)"
+        f"`{step.NAMESPACE_TERMINATING}` (may not create in a namespace being deleted), "
+        f"`{steps.PAUSED}` (`dbi.dev/paused` holds an action), and the API server's "
+        f"refusals: `{step.INVALID}` (422, Terminal), `{step.FORBIDDEN}` (403: RBAC, a quota, "
+        f"an admission policy; Transient), `{step.THROTTLED}` (429, Transient, waits at "
+        f"least its Retry-After), `{step.CONFLICT}` (a 409 through every fresh read, "
+        "Transient)"
     )
     rows.append(f"| (any step) | its own | {failed} |")
     rows.append(

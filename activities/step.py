@@ -129,6 +129,62 @@ def terminating(spec: StepSpec) -> StepResult:
     )
 
 
+# What the API server's refusals mean for a step (a 5xx or a lost connection is raised:
+# the activity's retries absorb a blip, the workflow's back-off the rest).
+FORBIDDEN = "Forbidden"  # 403: RBAC, a quota, an admission policy
+INVALID = "Invalid"  # 422: an object the step wrote was rejected
+THROTTLED = "Throttled"  # 429: the API server asks to come back later
+CONFLICT = "Conflict"  # 409 after LOOK_AGAIN fresh reads
+THROTTLED_WAIT_SECONDS = 5.0  # a 429 without Retry-After
+
+
+def refusal(spec: StepSpec, error: k8s.ApiException) -> StepResult | None:
+    """The result of a step the API server refused, by status; None for any other error.
+
+    A 422 is Terminal: the same request would be refused again until the spec changes.
+    403, 429 and a lasting 409 are Transient: they pass (a quota raised, RBAC fixed, the
+    load gone), and 429 waits at least the server's Retry-After. The detail (which quota,
+    which field) is in the worker's log, not the condition: it may quote what was written.
+    """
+    if error.status == 422:
+        return spec.result(
+            Outcome.TERMINAL,
+            INVALID,
+            "The API server rejected an object this step wrote as invalid (422); the "
+            "worker's log says which. Change the spec, or report it.",
+        )
+    if error.status == 403:
+        return spec.result(
+            Outcome.TRANSIENT,
+            FORBIDDEN,
+            "The API server refused a request (403: RBAC, a quota or an admission policy); "
+            "retrying with back-off. The worker's log names the request.",
+        )
+    if error.status == 429:
+        return spec.result(
+            Outcome.TRANSIENT,
+            THROTTLED,
+            "The API server asked to slow down (429); waiting as it said.",
+            requeue_after_seconds=_retry_after(error),
+        )
+    if error.status == 409:
+        return spec.result(
+            Outcome.TRANSIENT,
+            CONFLICT,
+            "The objects kept changing under this step (409); retrying with back-off.",
+        )
+    return None
+
+
+def _retry_after(error: k8s.ApiException) -> float:
+    headers = error.headers or {}
+    value = headers.get("Retry-After") or headers.get("retry-after")
+    try:
+        return max(float(value), 0.0) if value is not None else THROTTLED_WAIT_SECONDS
+    except ValueError:
+        return THROTTLED_WAIT_SECONDS
+
+
 A = TypeVar("A")
 O = TypeVar("O")  # noqa: E741 (the observation's type)
 
@@ -174,7 +230,12 @@ def run(ctx: Context, step: Anatomy[Any, Any], step_input: StepInput) -> StepRes
                 # failed): read again and look again.
                 instance = None
                 continue
-            raise
+            if not isinstance(e, k8s.ApiException) or (refused := refusal(step.spec, e)) is None:
+                raise
+            activity.logger.warning(
+                "%s: the API server answered %s %s", step.spec.name, e.status, e.reason
+            )
+            return refused
         if decision.action is None or decision.result.requeue_after_seconds != AT_ONCE:
             break
         _announce(ctx, instance, decision.result)

@@ -8,6 +8,7 @@ the worker, the watcher and the command line all connect through here.
 from __future__ import annotations
 
 import importlib.metadata
+from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
@@ -21,9 +22,34 @@ from dbi import environment, names
 VERSION = importlib.metadata.version("dbi")
 
 
-def kubernetes(kubeconfig: str | None = None, *, connections: int = 10) -> k8s.ApiClient:
+# A request that gets no answer fails after this long (connect, read) instead of holding
+# its thread for ever; the worker's calls are all short (no watches).
+REQUEST_TIMEOUT_SECONDS = (5.0, 30.0)
+
+
+class _TimedApiClient(k8s.ApiClient):
+    """An ApiClient whose requests without a timeout of their own get ``timeout``."""
+
+    def __init__(self, configuration: k8s.Configuration, timeout: tuple[float, float]) -> None:
+        super().__init__(configuration)
+        self._timeout = timeout
+
+    def call_api(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("_request_timeout") is None:
+            kwargs["_request_timeout"] = self._timeout
+        return super().call_api(*args, **kwargs)
+
+
+def kubernetes(
+    kubeconfig: str | None = None,
+    *,
+    connections: int = 10,
+    request_timeout: tuple[float, float] | None = None,
+) -> k8s.ApiClient:
     """Return an API client from ``kubeconfig``, $KUBECONFIG, or the pod's service account,
-    keeping up to ``connections`` connections open (give one per thread that uses it)."""
+    keeping up to ``connections`` connections open (give one per thread that uses it).
+    With ``request_timeout`` (connect, read seconds), every request without a timeout of
+    its own gets it: for a client that makes no watches (a watch waits for events)."""
     configuration = k8s.Configuration()
     path = kubeconfig or environment.KUBECONFIG.get()
     if path:
@@ -31,7 +57,11 @@ def kubernetes(kubeconfig: str | None = None, *, connections: int = 10) -> k8s.A
     else:
         k8s_config.load_incluster_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = connections
-    api = k8s.ApiClient(configuration)
+    api = (
+        _TimedApiClient(configuration, request_timeout)
+        if request_timeout
+        else k8s.ApiClient(configuration)
+    )
     # The API server names the field manager of a write without one after the user
     # agent's product, so every write through this client is the orchestrator's in
     # managedFields (the watcher skips events of its own writes: watcher/relevance.py).

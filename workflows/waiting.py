@@ -89,6 +89,8 @@ def next_wait(
         )
     if blocking.outcome is Outcome.TRANSIENT:
         delay = backoff(transient_streak)
+        if blocking.requeue_after_seconds:  # the server said when (a 429's Retry-After)
+            delay = max(delay, timedelta(seconds=blocking.requeue_after_seconds))
         return Wait(
             delay,
             f"{blocking.step} failed ({blocking.reason}): back off {_human(delay)}",

@@ -62,7 +62,13 @@ ACTIVITY_THREADS = 32
 def step_activities(kubeconfig: str | None = None) -> list[Callable[..., Any]]:
     """Return every step activity, talking to the cluster of ``kubeconfig`` (or $KUBECONFIG)."""
     ctx = Context(
-        kube=Kube(connect.kubernetes(kubeconfig, connections=ACTIVITY_THREADS)),
+        kube=Kube(
+            connect.kubernetes(
+                kubeconfig,
+                connections=ACTIVITY_THREADS,
+                request_timeout=connect.REQUEST_TIMEOUT_SECONDS,
+            )
+        ),
         config=Config.from_env(),
     )
     return registry.all_activities(ctx)

@@ -184,16 +184,24 @@ TERMINATING = {
 
 
 @pytest.mark.parametrize(
-    ("body", "waits"),
+    ("body", "expected"),
     [
-        pytest.param(TERMINATING, True, id="namespace-terminating"),
-        pytest.param({"kind": "Status", "reason": "Forbidden", "code": 403}, False, id="rbac"),
-        pytest.param("not json", False, id="no-status"),
+        pytest.param(
+            TERMINATING, (Outcome.PENDING, "NamespaceTerminating"), id="namespace-terminating"
+        ),
+        pytest.param(
+            {"kind": "Status", "reason": "Forbidden", "code": 403},
+            (Outcome.TRANSIENT, "Forbidden"),
+            id="rbac",
+        ),
+        pytest.param("not json", (Outcome.TRANSIENT, "Forbidden"), id="no-status"),
     ],
 )
-def test_a_step_refused_by_a_terminating_namespace_waits(body: object, waits: bool) -> None:
+def test_a_step_refused_by_a_terminating_namespace_waits(
+    body: object, expected: tuple[Outcome, str]
+) -> None:
     """Creating in a namespace being deleted is refused (403, NamespaceTerminating): the
-    step waits for the teardown instead of failing; any other refusal still raises."""
+    step waits for the teardown; any other 403 (RBAC, a quota) is Transient, Forbidden."""
     step = Scripted((Outcome.SATISFIED, None))
 
     def refused(ctx: Context, instance: Instance, step_input: StepInput) -> Instance:
@@ -202,13 +210,50 @@ def test_a_step_refused_by_a_terminating_namespace_waits(body: object, waits: bo
         raise error
 
     step.observe = refused  # type: ignore[method-assign]
-    if not waits:
-        with pytest.raises(k8s.ApiException):
-            step.on(INPUT, pipeline.CREDENTIALS)
-        return
     got = step.on(INPUT, pipeline.CREDENTIALS)
-    assert (got.outcome, got.reason) == (Outcome.PENDING, "NamespaceTerminating")
-    assert got.requeue_after_seconds == NAMESPACE_TERMINATING_WAIT_SECONDS > AT_ONCE
+    assert (got.outcome, got.reason) == expected
+    if got.reason == "NamespaceTerminating":
+        assert got.requeue_after_seconds == NAMESPACE_TERMINATING_WAIT_SECONDS > AT_ONCE
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "expected"),
+    [
+        pytest.param(422, {}, (Outcome.TERMINAL, "Invalid", None), id="invalid"),
+        pytest.param(429, {"Retry-After": "7"}, (Outcome.TRANSIENT, "Throttled", 7.0), id="429"),
+        pytest.param(429, {}, (Outcome.TRANSIENT, "Throttled", 5.0), id="429-no-retry-after"),
+        pytest.param(409, {}, (Outcome.TRANSIENT, "Conflict", None), id="lasting-conflict"),
+    ],
+)
+def test_the_api_servers_refusals_each_have_their_outcome(
+    status: int, headers: dict[str, str], expected: tuple[Outcome, str, float | None]
+) -> None:
+    """422 is Terminal (the same write would be refused again); 429 waits the server's
+    Retry-After; a 409 that lasts through every fresh read is Transient. None of them is
+    "failed unexpectedly", and the message carries no detail of the request."""
+    step = Scripted((Outcome.SATISFIED, None))
+
+    def refused(ctx: Context, instance: Instance, step_input: StepInput) -> Instance:
+        error = k8s.ApiException(status=status, reason="Refused")
+        error.headers = headers
+        error.body = json.dumps({"kind": "Status", "message": "secret detail", "code": status})
+        raise error
+
+    step.observe = refused  # type: ignore[method-assign]
+    got = step.on(INPUT, pipeline.CREDENTIALS)
+    assert (got.outcome, got.reason, got.requeue_after_seconds) == expected
+    assert "secret detail" not in got.message
+
+
+def test_a_server_error_is_raised_for_the_activitys_retries() -> None:
+    step = Scripted((Outcome.SATISFIED, None))
+
+    def failing(ctx: Context, instance: Instance, step_input: StepInput) -> Instance:
+        raise k8s.ApiException(status=503, reason="Service Unavailable")
+
+    step.observe = failing  # type: ignore[method-assign]
+    with pytest.raises(k8s.ApiException):
+        step.on(INPUT, pipeline.CREDENTIALS)
 
 
 @pytest.mark.parametrize(

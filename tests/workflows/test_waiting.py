@@ -178,3 +178,12 @@ def test_the_streak_counts_passes_pending_for_the_same_reason_in_a_row() -> None
     streak = streak.after(until("power", Outcome.PENDING, "Restarting"))
     assert (streak.key, streak.count) == (("power", "Restarting"), 1)
     assert PendingStreak().after(converged()).key is None
+
+
+def test_a_transient_pass_waits_at_least_what_the_server_asked() -> None:
+    """A 429's Retry-After lengthens the back-off; it never shortens it."""
+    throttled = until("vm", Outcome.TRANSIENT, "Throttled")
+    blocking = throttled.results[-1].model_copy(update={"requeue_after_seconds": 40.0})
+    asked = throttled.model_copy(update={"results": [*throttled.results[:-1], blocking]})
+    assert next_wait(asked, SNAPSHOT, transient_streak=1).timeout == timedelta(seconds=40)
+    assert next_wait(asked, SNAPSHOT, transient_streak=8).timeout == backoff(8)
