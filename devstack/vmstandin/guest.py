@@ -43,7 +43,11 @@ def _unprivileged() -> pwd.struct_passwd | None:
 
 
 def make_traversable(path: Path) -> None:
-    """Let the unprivileged guest user reach ``path``: add search (x) bits on its parents."""
+    """Let the unprivileged guest user reach ``path``: add search (x) bits on its parents.
+
+    Checked again before each initdb and boot: another pytest session resets its base
+    directory (/tmp/pytest-of-<user>) to 0700 when it starts, which a test stack's disks
+    live under; seen as initdb's "could not open file ... Permission denied"."""
     if _unprivileged() is None:
         return
     for parent in [path, *path.parents]:
@@ -84,6 +88,7 @@ class Guest:
     def initialize(self, bootstrap: Bootstrap) -> None:
         """Run initdb with the bootstrap's admin role and password (first boot only)."""
         self.disk.mkdir(parents=True, exist_ok=True)
+        make_traversable(self.disk)
         self._own(self.disk)
         # The verifier reaches initdb through a private file, never an argument (initdb
         # stores a SCRAM verifier as it is).
@@ -126,6 +131,7 @@ class Guest:
         """Set the admin role's password to the document's verifier when it carries a
         reset token this data has not applied (the server must be down); return whether
         it did. PostgreSQL's single-user mode, as a real image's dbi-bootstrap would."""
+        make_traversable(self.disk)
         token, done = bootstrap.reset, self.pgdata / "dbi-reset-applied"
         if not token or bootstrap.admin_verifier is None:
             return False
@@ -152,6 +158,7 @@ class Guest:
 
     def boot(self, size: Size) -> None:
         """Start PostgreSQL on the VM's address; readiness is observed with ``ready``."""
+        make_traversable(self.disk)
         self.write_size(size)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
