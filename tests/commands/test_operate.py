@@ -7,11 +7,13 @@ import subprocess
 from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
 from devstack.stack import StackInfo
 from tests import dbi_command
 from tests.activities.test_credentials import app_works, secret
-from tests.orchestrator import Orchestrator
+from tests.activities.test_lifecycle import ready
+from tests.orchestrator import IMAGES_NAMESPACE, Orchestrator
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -64,10 +66,52 @@ async def test_status_describe_rotate_and_resize_on_a_ready_instance(
     assert resized.stdout.startswith("resized: ")
 
 
+async def test_retry_runs_a_stalled_instance_once_its_cause_is_fixed(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    local_stack: StackInfo,
+    kube_api: Any,
+) -> None:
+    """An instance Stalled on an image that does not exist yet waits for a new
+    generation; once the image exists, `dbi retry` runs a pass and it becomes Ready."""
+    image = f"later-{namespace[-6:]}"
+    orchestrator.apply(namespace, "db", {**SPEC, "image": f"{IMAGES_NAMESPACE}/{image}"})
+    stalled = ("True", "ImageNotFound")
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "db", "Stalled") == stalled,
+        what="Stalled ImageNotFound",
+    )
+    k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        "harvesterhci.io",
+        "v1beta1",
+        IMAGES_NAMESPACE,
+        "virtualmachineimages",
+        {
+            "apiVersion": "harvesterhci.io/v1beta1",
+            "kind": "VirtualMachineImage",
+            "metadata": {"name": image},
+            "spec": {"displayName": "created after the instance", "sourceType": "download"},
+        },
+    )
+    await asyncio.sleep(2)
+    assert orchestrator.condition(namespace, "db", "Stalled") == stalled  # nothing retries
+
+    retried = await dbi(local_stack, "retry", "db", "-n", namespace)
+    assert retried.returncode == 0, retried.stderr
+    assert retried.stdout.startswith(f"retry: {namespace}/db runs a pass now")
+    await ready(orchestrator, namespace)
+
+
 async def test_a_missing_instance_exits_3_and_bad_usage_exits_2(
     local_stack: StackInfo, namespace: str, dbinstance_crd: str
 ) -> None:
-    for command in (["status", "nope"], ["describe", "nope"], ["rotate", "nope"]):
+    for command in (
+        ["status", "nope"],
+        ["describe", "nope"],
+        ["rotate", "nope"],
+        ["retry", "nope"],
+    ):
         result = await dbi(local_stack, *command, "-n", namespace)
         assert result.returncode == 3, result.stderr
         assert f"no DBInstance {namespace}/nope" in result.stderr

@@ -91,7 +91,8 @@ async def test_paused_holds_every_action_and_restart_applies_a_deferred_resize(
 ) -> None:
     """dbi.dev/paused "true": a spec change is seen but not acted on (status Paused, the VM
     untouched); unpaused, it converges. Under resizePolicy Deferred,
-    dbi.dev/restart-requested-at applies the waiting resize by a restart, once."""
+    dbi.dev/restart-requested-at applies the waiting resize by a restart, once: the same
+    value again restarts nothing."""
     await create(orchestrator, namespace, {**SPEC, "resizePolicy": "Deferred"})
     cache_size = sql(kube_api, namespace, "SHOW effective_cache_size")
     annotate(kubectl, namespace, names.PAUSED_ANNOTATION, "true")
@@ -125,4 +126,12 @@ async def test_paused_holds_every_action_and_restart_applies_a_deferred_resize(
     await served(orchestrator, namespace, "restartRequestedAt", "s1")
     await ready(orchestrator, namespace)
     assert sql(kube_api, namespace, "SHOW dbi.vm_cpus") == ("6",)
-    assert vmi_uid(kube_api, namespace) not in (None, before)
+    restarted = vmi_uid(kube_api, namespace)
+    assert restarted not in (None, before)
+
+    # The same values again: nothing restarts, and a reconcile request served after
+    # them shows that a pass ran since.
+    annotate(kubectl, namespace, names.RESTART_REQUESTED_AT, "s1")
+    annotate(kubectl, namespace, names.RECONCILE_REQUESTED_AT, "r1")
+    await served(orchestrator, namespace, "reconcileRequestedAt", "r1")
+    assert vmi_uid(kube_api, namespace) == restarted
