@@ -69,7 +69,9 @@ def add_parsers(commands: Any) -> None:
     down.set_defaults(run=_dev_down)
 
     build = dev_commands.add_parser(
-        "build", help="build the control plane into the cache if its source changed"
+        "build",
+        help="build the control plane and the tests' kstatus helper into the cache if "
+        "their source changed",
     )
     build.set_defaults(run=_stack_errors(_dev_build))
     bench = commands.add_parser(
@@ -202,7 +204,8 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _dev_build(args: argparse.Namespace) -> int:
-    from devstack import controlplane  # noqa: PLC0415 (dev-only, lazily)
+    from devstack import controlplane, gitops  # noqa: PLC0415 (dev-only, lazily)
 
     print(controlplane.build())
+    print(gitops.build())
     return 0

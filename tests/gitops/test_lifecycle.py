@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from devstack import gitops
 from tests.activities.test_lifecycle import ready
-from tests.gitops.tools import argo_health, build_kstatus, kstatus
+from tests.gitops.tools import argo_health
 from tests.orchestrator import Orchestrator, watching
 from tests.stack import Kubectl
 
@@ -23,7 +24,7 @@ HOLD = "example.com/hold"  # a finalizer of another tool: the deletion waits for
 
 @pytest.fixture(scope="session")
 def kstatus_binary() -> Path:
-    return build_kstatus()
+    return gitops.build()
 
 
 def condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -113,7 +114,7 @@ async def test_gitops_tools_read_every_stage_of_a_life_right(
             what="the instance gone",
         )
 
-    assert [s for s, _ in kstatus(kstatus_binary, seen.values())] == [
+    assert [s for s, _ in gitops.compute(kstatus_binary, seen.values())] == [
         "InProgress", "InProgress", "Current", "InProgress", "Failed", "Current", "Current",
         "Terminating",
     ]  # fmt: skip

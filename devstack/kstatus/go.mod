@@ -1,4 +1,4 @@
-module dbi.dev/tests/kstatus
+module dbi.dev/devstack/kstatus
 
 go 1.26.0
 
