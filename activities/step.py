@@ -28,11 +28,13 @@ from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
 from kubernetes import client as k8s
+from opentelemetry import trace
+from opentelemetry.trace import Status, StatusCode
 from temporalio import activity
 
 from activities import ownership
 from activities.events import emit
-from activities.kube import Instance, Kube, namespace_terminating
+from activities.kube import Instance, Kube, api_error, namespace_terminating
 from dbi.config import Config
 from dbi.pipeline import StepSpec
 from dbi.status import Event
@@ -176,6 +178,15 @@ def refusal(spec: StepSpec, error: k8s.ApiException) -> StepResult | None:
     return None
 
 
+def _record_refusal(spec: StepSpec, error: k8s.ApiException) -> None:
+    """Put the refusal's detail where details go: the step's span and the worker's log, in
+    the API server's own words (never the request), not the condition."""
+    span = trace.get_current_span()
+    span.record_exception(error)
+    span.set_status(Status(StatusCode.ERROR, type(error).__name__))
+    activity.logger.warning("%s: the API server refused: %s", spec.name, api_error(error))
+
+
 def _retry_after(error: k8s.ApiException) -> float:
     headers = error.headers or {}
     value = headers.get("Retry-After") or headers.get("retry-after")
@@ -232,9 +243,7 @@ def run(ctx: Context, step: Anatomy[Any, Any], step_input: StepInput) -> StepRes
                 continue
             if not isinstance(e, k8s.ApiException) or (refused := refusal(step.spec, e)) is None:
                 raise
-            activity.logger.warning(
-                "%s: the API server answered %s %s", step.spec.name, e.status, e.reason
-            )
+            _record_refusal(step.spec, e)
             return refused
         if decision.action is None or decision.result.requeue_after_seconds != AT_ONCE:
             break

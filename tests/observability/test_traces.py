@@ -105,8 +105,9 @@ async def test_a_change_is_one_trace_from_the_watcher_to_each_step(
 async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
 ) -> None:
-    """A ResourceQuota forbids Secrets: the credentials step's span records the API's refusal
-    and the step's error count moves, while CredentialsReady keeps a stable message."""
+    """A ResourceQuota forbids Secrets: CredentialsReady says Forbidden with a stable
+    message, while the credentials step's span records the API's refusal (an exception
+    event, status ERROR), its Forbidden count moves and the log says what was refused."""
     core = k8s.CoreV1Api(kube_api)
     quota = k8s.V1ResourceQuota(
         metadata=k8s.V1ObjectMeta(name="no-secrets"),
@@ -119,9 +120,9 @@ async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition
 
     def failed() -> tuple[str, str] | None:
         found = orchestrator.condition(namespace, "db", "CredentialsReady")
-        return found if found and found[1] == "StepFailed" else None
+        return found if found and found[1] == "Forbidden" else None
 
-    errors_before = step_errors("credentials")
+    outcomes_before = step_outcomes("credentials", "Forbidden")
     EXPORTER.clear()
     lines = io.StringIO()
     handler = logging.StreamHandler(lines)
@@ -130,7 +131,7 @@ async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition
     logging.getLogger().addHandler(handler)
     try:
         orchestrator.apply(namespace, "db", SPEC)
-        await orchestrator.until(failed, timeout=60, what="CredentialsReady StepFailed")
+        await orchestrator.until(failed, timeout=60, what="CredentialsReady Forbidden")
     finally:
         logging.getLogger().removeHandler(handler)
 
@@ -140,7 +141,8 @@ async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition
         if c["type"] == "CredentialsReady"
     )
     assert condition["message"] == (
-        "The credentials step failed unexpectedly; retrying with back-off."
+        "The API server refused a request (403: RBAC, a quota or an admission policy); "
+        "retrying with back-off. The worker's log names the request."
     )
     runs = [
         s
@@ -151,12 +153,15 @@ async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition
     assert runs, "no span for the credentials step"
     for run in runs:
         assert run.status.status_code is StatusCode.ERROR
-        assert attributes(run)["dbi.outcome"] == "error"
+        assert (attributes(run)["dbi.outcome"], attributes(run)["dbi.reason"]) == (
+            "Transient",
+            "Forbidden",
+        )
         exceptions = [e for e in run.events if e.name == "exception"]
         assert exceptions, "the error is not recorded on the span"
         detail = str(dict(exceptions[0].attributes or {}))
         assert "quota" in detail.lower()
-    assert step_errors("credentials") - errors_before >= len(runs)
+    assert step_outcomes("credentials", "Forbidden") - outcomes_before >= len(runs)
     # The worker's log lines about the failure are JSON naming the instance, the step and
     # the span's trace.
     records = [json.loads(line) for line in lines.getvalue().splitlines()]
@@ -171,8 +176,8 @@ async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition
     )
 
 
-def step_errors(step: str) -> float:
-    """Sum dbi_step_outcomes_total{step, outcome="error"} over reasons."""
+def step_outcomes(step: str, reason: str) -> float:
+    """dbi_step_outcomes_total{step, outcome="Transient", reason}."""
     return sum(
         sample.value
         for family in REGISTRY.collect()
@@ -180,5 +185,6 @@ def step_errors(step: str) -> float:
         for sample in family.samples
         if sample.name == "dbi_step_outcomes_total"
         and sample.labels.get("step") == step
-        and sample.labels.get("outcome") == "error"
+        and sample.labels.get("outcome") == "Transient"
+        and sample.labels.get("reason") == reason
     )
