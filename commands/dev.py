@@ -175,6 +175,7 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
         "",
         "Try it:",
         f"  export KUBECONFIG={info.kubeconfig}",
+        f"  export TEMPORAL_ADDRESS={info.temporal_address}",
     ]
     if sample is None:
         lines.append(f"  {kubectl} apply -f deploy/samples/dbinstance.yaml")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -82,6 +83,24 @@ def test_dev_up_runs_the_orchestrator_and_ctrl_c_stops_everything(state_dir: Pat
             info.kubeconfig, "wait", "--for=condition=Ready", "dbinstance/orders", "--timeout=120s"
         )
         assert ready.returncode == 0, ready.stderr
+        # What it prints to try, as printed: the exports, then `dbi describe orders`.
+        exports = dict(
+            line.strip().removeprefix("export ").split("=", 1)
+            for line in output.splitlines()
+            if line.strip().startswith("export ")
+        )
+        assert {"KUBECONFIG", "TEMPORAL_ADDRESS"} <= exports.keys()
+        outside = {k: v for k, v in os.environ.items() if k not in exports}
+        described = subprocess.run(
+            [DBI, "describe", "orders"],
+            env={**outside, **exports},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert described.returncode == 0, described.stderr
+        assert "Ready" in described.stdout
         assert {"worker", "watcher"} <= info.pids.keys()
         for process in ("worker", "watcher"):
             url = info.metrics[process]
