@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
+import psycopg
 from kubernetes import client as k8s
 from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
@@ -138,6 +139,8 @@ INVALID = "Invalid"  # 422: an object the step wrote was rejected
 THROTTLED = "Throttled"  # 429: the API server asks to come back later
 CONFLICT = "Conflict"  # 409 after LOOK_AGAIN fresh reads
 THROTTLED_WAIT_SECONDS = 5.0  # a 429 without Retry-After
+LOCKED = "Locked"  # a statement waited lock_timeout for another session's lock
+LOCKED_WAIT_SECONDS = 10.0
 
 
 def refusal(spec: StepSpec, error: k8s.ApiException) -> StepResult | None:
@@ -176,6 +179,19 @@ def refusal(spec: StepSpec, error: k8s.ApiException) -> StepResult | None:
             "The objects kept changing under this step (409); retrying with back-off.",
         )
     return None
+
+
+def locked(spec: StepSpec) -> StepResult:
+    """The result of a step whose statement waited lock_timeout for a lock another session
+    holds (a user's open transaction on the app role, say): this instance waits; no
+    thread or other instance does."""
+    return spec.result(
+        Outcome.PENDING,
+        LOCKED,
+        "A database session holds a lock this step needs (on a role or the database); "
+        "waiting for it to end. pg_locks on the instance shows which session.",
+        requeue_after_seconds=LOCKED_WAIT_SECONDS,
+    )
 
 
 def _record_refusal(spec: StepSpec, error: k8s.ApiException) -> None:
@@ -236,6 +252,11 @@ def run(ctx: Context, step: Anatomy[Any, Any], step_input: StepInput) -> StepRes
             ctx.passes.forget(step_input.pass_id)
             if isinstance(e, k8s.ApiException) and namespace_terminating(e):
                 return terminating(step.spec)
+            if isinstance(e, psycopg.errors.LockNotAvailable):
+                activity.logger.warning(
+                    "%s: a lock it needs is held (lock_timeout)", step.spec.name
+                )
+                return locked(step.spec)
             if isinstance(e, k8s.ApiException) and e.status == 409 and look + 1 < LOOK_AGAIN:
                 # What the action was based on changed since it was read (a precondition
                 # failed): read again and look again.

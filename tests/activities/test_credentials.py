@@ -28,7 +28,7 @@ from dbi.steps import Outcome
 from dbi.telemetry import json_formatter
 from devstack import tools
 from devstack.stack import StackInfo
-from tests.activities.test_lifecycle import SPEC, create, ready
+from tests.activities.test_lifecycle import SPEC, create, ready, uri
 from tests.history import readable
 from tests.orchestrator import Orchestrator
 from tests.spans import EXPORTER, finished
@@ -128,6 +128,32 @@ async def test_deleting_the_app_secret_rotates_the_password(
     new = (await settled(orchestrator, namespace, kube_api))["password"]
     assert new != old
     assert not app_works(kube_api, namespace, old)
+
+
+async def test_a_user_session_holding_the_app_role_leaves_the_instance_pending(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """A user's open transaction holds the app role (BEGIN; ALTER ROLE ... left open) while
+    dbi must set a new password (the Secret was deleted): the step that sets it waits out
+    lock_timeout and the instance is Pending, reason Locked; once the session ends, the
+    new password is set and works."""
+    await create(orchestrator, namespace)
+    app = await settled(orchestrator, namespace, kube_api)
+    holder = psycopg.connect(uri(kube_api, namespace, "db"), connect_timeout=3, autocommit=False)
+    try:
+        holder.execute(b"ALTER ROLE app PASSWORD 'held-by-an-open-transaction'")
+        k8s.CoreV1Api(kube_api).delete_namespaced_secret("db-credentials", namespace)
+        locked = ("False", "Locked")
+        await orchestrator.until(
+            lambda: orchestrator.condition(namespace, "db", "Ready") == locked,
+            what="Ready False, reason Locked",
+        )
+        assert orchestrator.get(namespace, "db")["status"]["phase"] != "Degraded"
+    finally:
+        holder.rollback()
+        holder.close()
+    new = (await settled(orchestrator, namespace, kube_api))["password"]
+    assert new != app["password"] and app_works(kube_api, namespace, new)
 
 
 async def test_a_secret_deleted_between_read_and_apply_ends_with_one_new_password(

@@ -8,6 +8,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import cast
 
+import psycopg
 import pytest
 from kubernetes import client as k8s
 
@@ -296,3 +297,17 @@ def test_a_paused_step_observes_and_reports_what_it_would_do_but_never_acts() ->
     assert actor.reads.events == []
     settled = Scripted((Outcome.SATISFIED, None))
     assert settled.on(paused).outcome is Outcome.SATISFIED
+
+
+def test_a_statement_that_waited_out_its_lock_timeout_leaves_the_step_pending() -> None:
+    """A session holding a lock the step needs (lock_timeout ran out): Pending, reason
+    Locked, looked at again after a while; not an error."""
+    step = Scripted((Outcome.PENDING, AT_ONCE))
+
+    def blocked(ctx: Context, instance: Instance, observed: Instance, action: str) -> None:
+        raise psycopg.errors.LockNotAvailable("canceling statement due to lock timeout")
+
+    step.act = blocked  # type: ignore[method-assign]
+    got = step.on(INPUT, pipeline.CREDENTIALS)
+    assert (got.outcome, got.reason) == (Outcome.PENDING, "Locked")
+    assert got.requeue_after_seconds is not None and got.requeue_after_seconds > AT_ONCE
