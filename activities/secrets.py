@@ -58,12 +58,23 @@ class Read:
         return self.data.get("password", "")
 
 
+def _text(value: str | bytes) -> str:
+    """A Secret value as text; one a user left unusable (not UTF-8, or with a NUL, which
+    no password may hold) reads as empty: the step repairs it as it does a missing one,
+    instead of failing on every pass."""
+    try:
+        text = base64.b64decode(value).decode()
+    except (ValueError, UnicodeDecodeError):
+        return ""
+    return "" if "\x00" in text else text
+
+
 def read(kube: Kube, namespace: str, name: str) -> Read:
     found = kube.secret(namespace, name)
     if found is None:
         return Read(uid=None, data={}, annotations={})
     meta = found.metadata or k8s.V1ObjectMeta()
-    data = {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
+    data = {k: _text(v) for k, v in (found.data or {}).items()}
     return Read(
         uid=meta.uid,
         data=data,
