@@ -97,6 +97,24 @@ class Kube:
         self.core = k8s.CoreV1Api(api)
         self.objects = k8s.CustomObjectsApi(api)
 
+    def set_finalizers(self, instance: Instance, finalizers: list[str]) -> None:
+        """Write the instance's finalizers. A JSON merge patch replaces the list; the
+        resourceVersion makes it fail (409) rather than drop a finalizer someone else
+        added since the instance was read."""
+        self.objects.patch_namespaced_custom_object(
+            names.GROUP,
+            names.VERSION,
+            instance.namespace,
+            names.PLURAL,
+            instance.name,
+            {
+                "metadata": {
+                    "finalizers": finalizers,
+                    "resourceVersion": instance.model.metadata["resourceVersion"],
+                }
+            },
+        )
+
     def instance(self, namespace: str, name: str) -> Instance | None:
         """Read a DBInstance; None when it does not exist."""
         raw = self.get_custom(names.GROUP, names.VERSION, namespace, names.PLURAL, name)

@@ -110,21 +110,7 @@ def decide(obs: Observation) -> Decision[Action]:
 
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
-    # A JSON merge patch replaces the list; the resourceVersion makes it fail rather
-    # than drop a finalizer someone else added meanwhile.
-    ctx.kube.objects.patch_namespaced_custom_object(
-        names.GROUP,
-        names.VERSION,
-        instance.namespace,
-        names.PLURAL,
-        instance.name,
-        {
-            "metadata": {
-                "finalizers": [*instance.finalizers, names.FINALIZER],
-                "resourceVersion": instance.model.metadata["resourceVersion"],
-            }
-        },
-    )
+    ctx.kube.set_finalizers(instance, [*instance.finalizers, names.FINALIZER])
 
 
 STEP = Anatomy(SPEC, observe, decide, act)

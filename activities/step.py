@@ -143,6 +143,27 @@ LOCKED = "Locked"  # a statement waited lock_timeout for another session's lock
 LOCKED_WAIT_SECONDS = 10.0
 
 
+def answer(spec: StepSpec, error: BaseException) -> StepResult | None:
+    """What an error that ended a look means for the step, when it means something a
+    retry of the activity would not change; None: raise it (the activity is retried).
+
+    A namespace being deleted, a database lock held past lock_timeout, and the API
+    server's refusals each have a result of their own. A refusal's detail goes on the
+    step's span and in the worker's log, never in the condition.
+    """
+    if isinstance(error, psycopg.errors.LockNotAvailable):
+        activity.logger.warning("%s: a lock it needs is held (lock_timeout)", spec.name)
+        return locked(spec)
+    if not isinstance(error, k8s.ApiException):
+        return None
+    if namespace_terminating(error):
+        return terminating(spec)
+    refused = refusal(spec, error)
+    if refused is not None:
+        _record_refusal(spec, error)
+    return refused
+
+
 def refusal(spec: StepSpec, error: k8s.ApiException) -> StepResult | None:
     """The result of a step the API server refused, by status; None for any other error.
 
@@ -250,22 +271,14 @@ def run(ctx: Context, step: Anatomy[Any, Any], step_input: StepInput) -> StepRes
             decision = _look(ctx, step, instance, step_input)
         except BaseException as e:
             ctx.passes.forget(step_input.pass_id)
-            if isinstance(e, k8s.ApiException) and namespace_terminating(e):
-                return terminating(step.spec)
-            if isinstance(e, psycopg.errors.LockNotAvailable):
-                activity.logger.warning(
-                    "%s: a lock it needs is held (lock_timeout)", step.spec.name
-                )
-                return locked(step.spec)
             if isinstance(e, k8s.ApiException) and e.status == 409 and look + 1 < LOOK_AGAIN:
                 # What the action was based on changed since it was read (a precondition
                 # failed): read again and look again.
                 instance = None
                 continue
-            if not isinstance(e, k8s.ApiException) or (refused := refusal(step.spec, e)) is None:
+            if (answered := answer(step.spec, e)) is None:
                 raise
-            _record_refusal(step.spec, e)
-            return refused
+            return answered
         if decision.action is None or decision.result.requeue_after_seconds != AT_ONCE:
             break
         _announce(ctx, instance, decision.result)

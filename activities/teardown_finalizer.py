@@ -56,19 +56,7 @@ def removed(spec: StepSpec) -> StepResult:
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
     remaining = [f for f in instance.finalizers if f != names.FINALIZER]
-    ctx.kube.objects.patch_namespaced_custom_object(
-        names.GROUP,
-        names.VERSION,
-        instance.namespace,
-        names.PLURAL,
-        instance.name,
-        {
-            "metadata": {
-                "finalizers": remaining,
-                "resourceVersion": instance.model.metadata["resourceVersion"],
-            }
-        },
-    )
+    ctx.kube.set_finalizers(instance, remaining)
 
 
 # The instance gone once its finalizer is removed is what the step waits for.

@@ -106,8 +106,8 @@ class Served(_Model):
         """These values, and ``older``'s where this has none."""
         if older is None:
             return self
-        fresh = {k: v for k in type(self).model_fields if (v := getattr(self, k)) is not None}
-        return older.model_copy(update=fresh)
+        newer = self.model_dump(exclude_none=True)
+        return Served.model_validate({**older.model_dump(exclude_none=True), **newer})
 
 
 class DBInstanceStatus(_Model):

@@ -131,7 +131,8 @@ async def test_passes_keep_the_password_and_an_emptied_one_is_replaced(
         what="a new password after a garbled one",
     )
     third = (await settled(orchestrator, namespace, kube_api))["password"]
-    assert third != second
+    replaced = third != second  # compared apart: a failing assert would print both
+    assert replaced, "the garbled password was replaced"
 
 
 async def test_deleting_the_app_secret_rotates_the_password(
@@ -169,7 +170,9 @@ async def test_a_user_session_holding_the_app_role_leaves_the_instance_pending(
         holder.rollback()
         holder.close()
     new = (await settled(orchestrator, namespace, kube_api))["password"]
-    assert new != app["password"] and app_works(kube_api, namespace, new)
+    replaced = new != app["password"]  # compared apart: a failing assert would print both
+    assert replaced, "a new password was set"
+    assert app_works(kube_api, namespace, new)
 
 
 async def test_a_secret_deleted_between_read_and_apply_ends_with_one_new_password(
