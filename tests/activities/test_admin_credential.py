@@ -219,9 +219,15 @@ async def test_an_admin_secret_in_the_tenants_namespace_moves_without_downtime(
     password = credential(kube_api, uid)["password"]
     core = k8s.CoreV1Api(kube_api)
     # The state an instance from before is in: no credential in dbi's namespace, its
-    # Secret beside the instance. Removed first (no pass follows: the test's watcher does
-    # not watch dbi's namespace), so that the pass the new Secret wakes sees that state,
-    # not both copies (which it takes for a move already done, and drops the legacy one).
+    # Secret beside the instance. Made while dbi.dev/paused holds every action, so that
+    # no pass acts on a state in between (no credential at all would start a reset; both
+    # copies read as a move already done); the first pass after the pause sees it whole.
+    pause = ("annotate", "dbinstance", "db", "-n", namespace, "--overwrite")
+    orchestrator.kubectl(*pause, f"{names.PAUSED_ANNOTATION}=true")
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "db", "Paused") == ("True", "Paused"),
+        what="a pass that saw the pause",
+    )
     core.delete_namespaced_secret(name_for(uid), HOME)
     core.create_namespaced_secret(
         namespace,
@@ -234,6 +240,7 @@ async def test_an_admin_secret_in_the_tenants_namespace_moves_without_downtime(
             string_data={"username": ADMIN_USER, "password": password},
         ),
     )
+    orchestrator.kubectl(*pause, f"{names.PAUSED_ANNOTATION}-")
 
     def moved() -> bool:
         try:
