@@ -160,6 +160,9 @@ class Kube:
     def pvc(self, namespace: str, name: str) -> k8s.V1PersistentVolumeClaim | None:
         return or_none(lambda: self.core.read_namespaced_persistent_volume_claim(name, namespace))
 
+    def storage_class(self, name: str) -> k8s.V1StorageClass | None:
+        return or_none(lambda: k8s.StorageV1Api(self.core.api_client).read_storage_class(name))
+
     def apply_pvc(self, manifest: Manifest) -> k8s.V1PersistentVolumeClaim:
         meta = manifest["metadata"]
         return self.core.patch_namespaced_persistent_volume_claim(

@@ -4,7 +4,9 @@ Observes the VM's runStrategy, its VMI and ``printableStatus``. Sets runStrategy
 (``Always`` or ``Halted``) with a narrow patch when it differs (Pending), then is
 Pending until KubeVirt shows the transition done (VMI Running and printableStatus
 Running, or no VMI and Stopped), which the watcher's wake brings; a 30 s timer is the
-fallback. Idempotency key: runStrategy, set to a fixed value.
+fallback. A VMI no node can hold (its pod's PodScheduled condition says Unschedulable)
+is Pending with reason Unschedulable and the scheduler's message. Idempotency key:
+runStrategy, set to a fixed value.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from activities.kube import KUBEVIRT, Instance
+from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.step import Anatomy, Context
 from dbi.pipeline import POWER as SPEC
 from dbi.spec import PowerState
@@ -30,6 +32,7 @@ class Reason(StrEnum):
     STARTING = "Starting"
     STOPPING = "Stopping"
     VM_MISSING = "VMMissing"
+    UNSCHEDULABLE = "Unschedulable"
 
 
 class Action(StrEnum):
@@ -46,6 +49,8 @@ class Observation:
     run_strategy: str | None  # None: no VM
     vmi_phase: str | None  # None: no VMI
     printable: str | None
+    # Why no node can hold the VMI (its PodScheduled condition), when none can.
+    unschedulable: str | None = None
 
 
 def decide(obs: Observation) -> Decision[Action]:
@@ -70,6 +75,13 @@ def decide(obs: Observation) -> Decision[Action]:
                     Outcome.SATISFIED, Reason.RUNNING, message, power_state=PowerState.RUNNING
                 )
             )
+        if not change and obs.unschedulable is not None:
+            return pending(
+                Reason.UNSCHEDULABLE,
+                f"No node can hold the VM ({obs.unschedulable}). Lower "
+                "spec.resources.memory or spec.resources.cpu, or add capacity: the VM "
+                "starts once a node fits it.",
+            )
         return pending(Reason.STARTING, "The VM is starting.", change)
     if not change and obs.vmi_phase is None and obs.printable == "Stopped":
         message = "The VM is stopped, as asked."
@@ -88,7 +100,20 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         run_strategy=None if vm is None else vm.get("spec", {}).get("runStrategy", ""),
         vmi_phase=None if vmi is None else vmi.get("status", {}).get("phase", "Pending"),
         printable=None if vm is None else vm.get("status", {}).get("printableStatus"),
+        unschedulable=_unschedulable(vmi),
     )
+
+
+def _unschedulable(vmi: Manifest | None) -> str | None:
+    """The scheduler's message when the VMI's pod cannot be placed (KubeVirt copies
+    the pod's PodScheduled condition onto a Scheduling VMI); None otherwise."""
+    status = (vmi or {}).get("status", {})
+    if status.get("phase") not in ("Pending", "Scheduling"):
+        return None
+    for c in status.get("conditions", []):
+        if c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable":
+            return str(c.get("message") or "Unschedulable")
+    return None
 
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:

@@ -5,7 +5,9 @@ live. This step observes the rest: a VM that reports ``RestartRequired`` is rest
 (its VMI deleted, so KubeVirt boots a new one) under ``resizePolicy: Restart`` or when
 a ``force_resize`` update allows it, and otherwise waits (Pending, RestartRequired);
 a live change is Pending until the VMI shows it. Storage grows through the PVC
-request, Pending until its capacity shows it. A stopped VM takes its size at the next
+request, Pending until its capacity shows it; a claim whose StorageClass does not allow
+volume expansion is Terminal (StorageNotExpandable, naming the class), as the API
+server would refuse the larger request. A stopped VM takes its size at the next
 start. Idempotency key: the claim's request (set to the spec's) and the VMI's UID (a
 restart deletes the VMI the step observed; a retry finds a new one, or none).
 """
@@ -34,6 +36,7 @@ class Reason(StrEnum):
     RESTARTING = "Restarting"
     RESTART_REQUIRED = "RestartRequired"
     LIVE_RESIZING = "LiveResizing"
+    NOT_EXPANDABLE = "StorageNotExpandable"
 
 
 class Action(StrEnum):
@@ -54,6 +57,10 @@ class Observation:
     vmi_memory: Decimal | None
     claim_request: Decimal | None
     claim_capacity: Decimal | None
+    # Looked up only when the claim must grow: the claim's StorageClass (None: it has
+    # none) and whether it allows volume expansion.
+    storage_class: str | None = None
+    expandable: bool = True
     # As written (the spec's memory, the claim's capacity), for status.
     memory_quantity: str | None = None
     capacity: str | None = None
@@ -68,10 +75,8 @@ def decide(obs: Observation) -> Decision[Action]:
         result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=after)
         return Decision(result, action)
 
-    if obs.claim_request is not None and obs.claim_request < obs.storage:
-        return pending(Reason.EXPANDING, "The data disk is being expanded.", Action.GROW_CLAIM)
-    if obs.claim_capacity is None or obs.claim_capacity < obs.storage:
-        return pending(Reason.EXPANDING, "The data disk is being expanded.")
+    if (disk := _disk(obs)) is not None:
+        return disk
     if not obs.stopped and obs.restart_required:
         if obs.policy is ResizePolicy.RESTART or obs.allow_restart:
             message = "The VM restarts to take its new size."
@@ -96,6 +101,38 @@ def decide(obs: Observation) -> Decision[Action]:
     )
 
 
+def _disk(obs: Observation) -> Decision[Action] | None:
+    """The data disk's part of the decision: None once it has the spec's size."""
+    expanding = "The data disk is being expanded."
+    if obs.claim_request is not None and obs.claim_request < obs.storage:
+        if not obs.expandable:
+            return _not_expandable(obs.storage_class)
+        result = SPEC.result(
+            Outcome.PENDING, Reason.EXPANDING, expanding, requeue_after_seconds=CHECK_SECONDS
+        )
+        return Decision(result, Action.GROW_CLAIM)
+    if obs.claim_capacity is None or obs.claim_capacity < obs.storage:
+        result = SPEC.result(
+            Outcome.PENDING, Reason.EXPANDING, expanding, requeue_after_seconds=CHECK_SECONDS
+        )
+        return Decision(result)
+    return None
+
+
+def _not_expandable(storage_class: str | None) -> Decision[Action]:
+    where = (
+        f"StorageClass {storage_class} does not allow volume expansion"
+        if storage_class
+        else "The data claim has no StorageClass, so it cannot be expanded"
+    )
+    message = (
+        f"{where}: the data disk keeps its size and its data, and cannot grow to "
+        "spec.resources.storage. Set allowVolumeExpansion: true on the class, then run "
+        "dbi retry."
+    )
+    return Decision(SPEC.result(Outcome.TERMINAL, Reason.NOT_EXPANDABLE, message))
+
+
 def _restart_required(vm: Manifest | None) -> bool:
     conditions = (vm or {}).get("status", {}).get("conditions", [])
     return any(c.get("type") == "RestartRequired" and c.get("status") == "True" for c in conditions)
@@ -114,10 +151,16 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     )
     capacity = (claim.status.capacity or {}).get("storage") if claim and claim.status else None
     guest = status.get("memory", {}).get("guestCurrent")
+    storage = spec.resources.storage_bytes()
+    storage_class = claim.spec.storage_class_name if claim and claim.spec else None
+    expandable = True
+    if request and parse_quantity(request) < storage:  # only a claim that must grow
+        found = kube.storage_class(storage_class) if storage_class else None
+        expandable = found is not None and bool(found.allow_volume_expansion)
     return Observation(
         cpu=spec.resources.cpu,
         memory=spec.resources.memory_bytes(),
-        storage=spec.resources.storage_bytes(),
+        storage=storage,
         policy=spec.resize_policy,
         allow_restart=step_input.allow_restart,
         stopped=spec.power_state is PowerState.STOPPED,
@@ -126,6 +169,8 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         vmi_memory=parse_quantity(str(guest)) if guest else None,
         claim_request=parse_quantity(request) if request else None,
         claim_capacity=parse_quantity(capacity) if capacity else None,
+        storage_class=storage_class,
+        expandable=expandable,
         memory_quantity=spec.resources.memory,
         capacity=capacity,
     )

@@ -69,39 +69,48 @@ def _rules(*rules: tuple[str, str]) -> dict[str, Any]:
     return {"x-kubernetes-validations": [{"rule": r, "message": m} for r, m in rules]}
 
 
-def _at_least(minimum: str) -> AfterValidator:
-    """Return a validator: a Kubernetes quantity of at least ``minimum``."""
+def _between(minimum: str, maximum: str) -> AfterValidator:
+    """Return a validator: a Kubernetes quantity from ``minimum`` to ``maximum``."""
 
     def check(value: str) -> str:
         try:
-            ok = parse_quantity(value) >= parse_quantity(minimum)
+            ok = parse_quantity(minimum) <= parse_quantity(value) <= parse_quantity(maximum)
         except ValueError:
             ok = False
         if not ok:
-            raise ValueError(_at_least_message(minimum))
+            raise ValueError(_between_message(minimum, maximum))
         return value
 
     return AfterValidator(check)
 
 
-def _at_least_message(minimum: str) -> str:
-    return f"must be a quantity of at least {minimum}, such as 4Gi"
+def _between_message(minimum: str, maximum: str) -> str:
+    return f"must be a quantity from {minimum} to {maximum}, such as 4Gi"
 
 
-def _at_least_rule(minimum: str) -> dict[str, Any]:
-    rule = f"isQuantity(self) && quantity(self).compareTo(quantity('{minimum}')) >= 0"
-    return _rules((rule, _at_least_message(minimum)))
+def _between_rule(minimum: str, maximum: str) -> dict[str, Any]:
+    rule = (
+        f"isQuantity(self) && quantity(self).compareTo(quantity('{minimum}')) >= 0"
+        f" && quantity(self).compareTo(quantity('{maximum}')) <= 0"
+    )
+    return _rules((rule, _between_message(minimum, maximum)))
 
+
+# The bounds of what a VM of this platform can be given: KubeVirt guests of up to 1Ti of
+# memory, and data disks of up to 64Ti (Longhorn's and most CSI drivers' largest
+# volume). Within them, a VM no node can hold is Pending (Unschedulable), not refused.
+MEMORY_MIN, MEMORY_MAX = "512Mi", "1Ti"
+STORAGE_MIN, STORAGE_MAX = "1Gi", "64Ti"
 
 MemoryQuantity = Annotated[
     str,
-    Field(max_length=_QUANTITY_MAX, json_schema_extra=_at_least_rule("512Mi")),
-    _at_least("512Mi"),
+    Field(max_length=_QUANTITY_MAX, json_schema_extra=_between_rule(MEMORY_MIN, MEMORY_MAX)),
+    _between(MEMORY_MIN, MEMORY_MAX),
 ]
 StorageQuantity = Annotated[
     str,
-    Field(max_length=_QUANTITY_MAX, json_schema_extra=_at_least_rule("1Gi")),
-    _at_least("1Gi"),
+    Field(max_length=_QUANTITY_MAX, json_schema_extra=_between_rule(STORAGE_MIN, STORAGE_MAX)),
+    _between(STORAGE_MIN, STORAGE_MAX),
 ]
 
 _DURATION = re.compile(r"^([0-9]+(ms|s|m|h))+$")
@@ -169,12 +178,12 @@ class Resources(_Model):
         "maximum sockets applies live; otherwise it needs a restart (see resizePolicy).",
     )
     memory: MemoryQuantity = Field(
-        description="Memory of the VM, as a Kubernetes quantity (for example 4Gi). "
-        "PostgreSQL's memory settings follow it.",
+        description="Memory of the VM, as a Kubernetes quantity from 512Mi to 1Ti (for "
+        "example 4Gi). PostgreSQL's memory settings follow it.",
     )
     storage: StorageQuantity = Field(
-        description="Size of the data disk, as a Kubernetes quantity (for example 20Gi). "
-        "It may grow (the disk is expanded online) but never shrink.",
+        description="Size of the data disk, as a Kubernetes quantity from 1Gi to 64Ti "
+        "(for example 20Gi). It may grow (the disk is expanded online) but never shrink.",
     )
 
     def storage_bytes(self) -> Decimal:

@@ -54,6 +54,8 @@ class VM:
     # has been seen ready: what the resync needs to leave a settled VM alone.
     version: str | None = None
     ready_seen: bool = False
+    # The VMI waits for a node that can hold it (see ``StandIn._unschedulable``).
+    unschedulable: bool = False
 
 
 def needs_look(vm: Manifest, state: VM | None) -> bool:
@@ -62,13 +64,17 @@ def needs_look(vm: Manifest, state: VM | None) -> bool:
     if state is None or vm["metadata"].get("resourceVersion") != state.version:
         return True
     if kubevirt.wants_to_run(vm):
+        if state.unschedulable:
+            return False  # it waits for a change of the VM, which comes with an event
         return not (state.guest.running() and state.ready_seen)  # booting, died, not started
     return state.guest.running()  # should stop
 
 
 class StandIn:
-    def __init__(self, api: Any, data_dir: Path) -> None:
+    def __init__(self, api: Any, data_dir: Path, node_memory: int | None = None) -> None:
         self.api = api
+        # The one node's allocatable memory: a VM asking for more is never scheduled.
+        self.node_memory = node_memory or kubevirt.host_memory_bytes()
         self.objects = k8s.CustomObjectsApi(api)
         self.core = k8s.CoreV1Api(api)
         self.data_dir = data_dir
@@ -211,6 +217,8 @@ class StandIn:
         if vm["metadata"].get("annotations", {}).get(kubevirt.FAIL_BOOT_ANNOTATION):
             self._fail_boot(vm, state, vmi)
             return
+        if self._waits_for_a_node(vm, state, vmi):
+            return
         failed = vmi is not None and vmi.get("status", {}).get("phase") == "Failed"
         if vmi is None or vmi["metadata"]["uid"] != state.vmi_uid or failed or state.guest.exited():
             self._start(vm, state, vmi)
@@ -248,6 +256,7 @@ class StandIn:
         if vmi is not None:
             self._delete_vmi(vm)
         state.vmi_uid = None
+        state.unschedulable = False
         self._vm_status(vm, state, "Stopped", ready=False, restart=False)
 
     def _inject_crash(self, vm: Manifest, state: VM) -> None:
@@ -290,6 +299,9 @@ class StandIn:
         if vmi is None:
             vmi = self._create_vmi(vm, state)
         state.vmi_uid = vmi["metadata"]["uid"]
+        if not self._fits(vm):
+            self._unschedulable(vm, state)
+            return
         self._vm_status(vm, state, "Starting", ready=False, restart=False)
         if not state.guest.initialized():
             state.guest.initialize(bootstrap)
@@ -297,6 +309,30 @@ class StandIn:
             log.info("reset the admin password of %s", vm["metadata"]["name"])
         state.ready_seen = False
         state.guest.boot(kubevirt.size_of(vmi["spec"]))
+
+    def _waits_for_a_node(self, vm: Manifest, state: VM, vmi: Manifest | None) -> bool:
+        """Whether the VM's VMI waits, unschedulable, for a node; one that fits now
+        (its template changed) gets a new VMI, as after a restart."""
+        this = vmi is not None and vmi["metadata"]["uid"] == state.vmi_uid
+        if not (state.unschedulable and this):
+            return False
+        if self._fits(vm):
+            state.unschedulable = False
+            self._start(vm, state, vmi)
+        return True
+
+    def _fits(self, vm: Manifest) -> bool:
+        """Whether the one node can hold the VM's guest memory."""
+        return kubevirt.size_of(kubevirt.template_spec(vm)).memory_bytes <= self.node_memory
+
+    def _unschedulable(self, vm: Manifest, state: VM) -> None:
+        """No node can hold the VM: its VMI stays Scheduling, as KubeVirt's does while
+        its virt-launcher pod is Pending, and the VM says ErrorUnschedulable."""
+        state.unschedulable = True
+        state.guest.stop()
+        message = "0/1 nodes are available: 1 Insufficient memory."
+        self._vmi_status(vm, state, kubevirt.vmi_unschedulable(message))
+        self._vm_status(vm, state, "ErrorUnschedulable", ready=False, restart=False)
 
     def _observe(self, vm: Manifest, state: VM, vmi: Manifest) -> None:
         """Follow a booted guest: readiness, live resizes, and RestartRequired."""

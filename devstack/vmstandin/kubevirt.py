@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from dbi.quantity import parse_quantity
@@ -186,6 +187,31 @@ def vmi_status(phase: str, *, address: str | None, size: Size, ready: bool) -> M
     if address is not None:
         status["interfaces"] = [{"name": "default", "ipAddress": address, "ipAddresses": [address]}]
     return status
+
+
+def vmi_unschedulable(message: str) -> Manifest:
+    """Return the status of a VMI no node can hold: Scheduling, with the PodScheduled
+    condition its virt-launcher pod's scheduler wrote."""
+    return {
+        "phase": "Scheduling",
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": message,
+                "lastTransitionTime": now(),
+            }
+        ],
+    }
+
+
+def host_memory_bytes() -> int:
+    """The machine's memory (MemTotal), which the stand-in's one node allocates."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("no MemTotal in /proc/meminfo")
 
 
 def vm_status(printable: str, *, ready: bool, restart_required: bool, created: bool) -> Manifest:

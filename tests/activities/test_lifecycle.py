@@ -186,6 +186,81 @@ async def test_quantities_that_are_not_whole_units_converge(
     assert orchestrator.condition(namespace, "db", "SizeSynced") == ("True", "SizeSynced")
 
 
+def message(orchestrator: Orchestrator, namespace: str, kind: str) -> str:
+    for c in orchestrator.get(namespace, "db").get("status", {}).get("conditions", []):
+        if c["type"] == kind:
+            return str(c["message"])
+    return ""
+
+
+async def test_a_vm_no_node_can_hold_is_pending_unschedulable_until_it_fits(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """memory 1Ti is within the CRD's bounds but no node of this machine holds it: the
+    VMI waits for a node (as KubeVirt's does), the instance is Pending with reason
+    Unschedulable and the scheduler's message, never Stalled; a size that fits starts it."""
+    orchestrator.apply(
+        namespace, "db", {**SPEC, "resources": {**SPEC["resources"], "memory": "1Ti"}}
+    )
+    await orchestrator.until(
+        lambda: (
+            orchestrator.condition(namespace, "db", "PowerSynced") == ("False", "Unschedulable")
+        ),
+        what="PowerSynced False Unschedulable",
+    )
+    assert "Insufficient memory" in message(orchestrator, namespace, "PowerSynced")
+    assert "spec.resources.memory" in message(orchestrator, namespace, "PowerSynced")
+    assert orchestrator.condition(namespace, "db", "Stalled") == ("False", "Unschedulable")
+    assert orchestrator.condition(namespace, "db", "Ready") == ("False", "Unschedulable")
+
+    orchestrator.patch(namespace, "db", {"resources": {"memory": "1Gi"}})
+    await ready(orchestrator, namespace)
+    assert sql(kube_api, namespace, "SHOW dbi.vm_memory_bytes") == (str(2**30),)
+
+
+async def test_a_disk_its_class_cannot_expand_stalls_naming_the_class(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """A storage grow on a StorageClass without allowVolumeExpansion (the API server would
+    refuse the claim's new request) stalls with StorageNotExpandable naming the class,
+    the disk and its rows untouched; once the class allows it, dbi retry grows it."""
+    await create(orchestrator, namespace)
+    sql(kube_api, namespace, "CREATE TABLE kept (n int)")
+    sql(kube_api, namespace, "INSERT INTO kept VALUES (7)")
+    classes = k8s.StorageV1Api(kube_api)
+    claims = k8s.CoreV1Api(kube_api)
+    claim: Any = claims.read_namespaced_persistent_volume_claim("db-data", namespace)
+    name = str(claim.spec.storage_class_name)
+    classes.patch_storage_class(name, {"allowVolumeExpansion": False})
+    try:
+        orchestrator.patch(namespace, "db", {"resources": {"storage": "3Gi"}})
+        await orchestrator.until(
+            lambda: (
+                orchestrator.condition(namespace, "db", "SizeSynced")
+                == ("False", "StorageNotExpandable")
+            ),
+            what="SizeSynced False StorageNotExpandable",
+        )
+        assert f"StorageClass {name} does not allow volume expansion" in message(
+            orchestrator, namespace, "SizeSynced"
+        )
+        assert orchestrator.condition(namespace, "db", "Stalled") == (
+            "True",
+            "StorageNotExpandable",
+        )
+        claim = claims.read_namespaced_persistent_volume_claim("db-data", namespace)
+        assert claim.spec.resources.requests["storage"] == "1Gi"
+        assert sql(kube_api, namespace, "SELECT n FROM kept") == (7,)
+    finally:
+        classes.patch_storage_class(name, {"allowVolumeExpansion": True})
+    orchestrator.kubectl(
+        "annotate", "dbinstance", "db", "-n", namespace, "dbi.dev/reconcile-requested-at=now"
+    )
+    db = await ready(orchestrator, namespace)
+    assert db["status"]["observed"]["storage"] == "3Gi"
+    assert sql(kube_api, namespace, "SELECT n FROM kept") == (7,)
+
+
 async def test_a_hand_edit_of_the_vm_is_put_back_and_foreign_fields_stay(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
 ) -> None:

@@ -55,6 +55,19 @@ from dbi.steps import Outcome
             id="stopped",
         ),
         pytest.param(
+            power.Observation(
+                PowerState.RUNNING,
+                "Always",
+                "Scheduling",
+                "ErrorUnschedulable",
+                unschedulable="0/1 nodes are available: 1 Insufficient memory.",
+            ),
+            Outcome.PENDING,
+            "Unschedulable",
+            False,
+            id="unschedulable",
+        ),
+        pytest.param(
             power.Observation(PowerState.RUNNING, None, None, None),
             Outcome.PENDING,
             "VMMissing",
@@ -68,3 +81,23 @@ def test_power(obs: power.Observation, outcome: Outcome, reason: str, patch: boo
     decided = power.decide(obs)
     decision, change = decided.result, decided.action is not None
     assert (decision.outcome, decision.reason, change) == (outcome, reason, patch)
+
+
+def test_an_unschedulable_vm_says_why_and_what_to_change() -> None:
+    """The scheduler's message and the fields to lower are in the condition's message."""
+    scheduler = "0/3 nodes are available: 3 Insufficient memory."
+    decided = power.decide(
+        power.Observation(PowerState.RUNNING, "Always", "Scheduling", "", unschedulable=scheduler)
+    )
+    assert scheduler in decided.result.message
+    assert "spec.resources.memory" in decided.result.message
+
+
+def test_the_scheduler_message_is_read_only_from_a_vmi_waiting_for_a_node() -> None:
+    """A PodScheduled condition left on a VMI that runs is no reason to wait."""
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    waiting = {"status": {"phase": "Scheduling", "conditions": [{**condition, "message": "m"}]}}
+    running = {"status": {"phase": "Running", "conditions": [condition]}}
+    assert power._unschedulable(waiting) == "m"
+    assert power._unschedulable(running) is None
+    assert power._unschedulable(None) is None

@@ -9,6 +9,7 @@ import pytest
 
 from activities import resize
 from dbi.spec import ResizePolicy
+from dbi.steps import Outcome
 
 GI = Decimal(2**30)
 
@@ -37,6 +38,12 @@ RS = resize.Observation(
             "StorageExpanding",
             resize.Action.GROW_CLAIM,
             id="grow-claim",
+        ),
+        pytest.param(
+            replace(RS, storage=20 * GI, expandable=False, storage_class="fixed"),
+            "StorageNotExpandable",
+            None,
+            id="class-cannot-expand",
         ),
         pytest.param(
             replace(RS, storage=20 * GI, claim_request=20 * GI),
@@ -76,3 +83,16 @@ def test_resize(obs: resize.Observation, reason: str, action: resize.Action | No
     decided = resize.decide(obs)
     decision, chosen = decided.result, decided.action
     assert (decision.reason, chosen) == (reason, action)
+
+
+@pytest.mark.parametrize("storage_class", ["fixed", None])
+def test_a_disk_that_cannot_grow_stalls_naming_the_class(storage_class: str | None) -> None:
+    """A class without allowVolumeExpansion (or no class) is Terminal, not a retry loop:
+    the API server would refuse the larger request every time."""
+    decided = resize.decide(
+        replace(RS, storage=20 * GI, expandable=False, storage_class=storage_class)
+    )
+    assert decided.result.outcome is Outcome.TERMINAL and decided.action is None
+    expected = "StorageClass fixed" if storage_class else "no StorageClass"
+    assert expected in decided.result.message
+    assert "allowVolumeExpansion" in decided.result.message
