@@ -67,7 +67,8 @@ class DBInstanceWorkflow:
                     self.s.requests.refuse_all("the instance no longer exists")
                     return "the instance no longer exists"
                 self._observed(snapshot)
-                rotated = await self._serve_rotation_requests(snapshot)
+                held = self._rotations_wait_for_ready(snapshot)
+                rotated = Served() if held else await self._serve_rotation_requests(snapshot)
                 await self._serve_rotations()
                 # A restart requested by annotation may take longer than a local activity.
                 restart = bool(snapshot.unserved.restart_requested_at)
@@ -79,6 +80,8 @@ class DBInstanceWorkflow:
                 wait, self.s.streaks = self.s.streaks.after(
                     report, snapshot, spread=workflow.random().random()
                 )
+                if held and report.blocking is None:
+                    wait = Wait(timedelta(0), "ready: now the requested rotation", True)
                 if self._should_continue_as_new():
                     await self._continue_as_new()
             await self._wait(wait, report)
@@ -174,6 +177,14 @@ class DBInstanceWorkflow:
 
     async def _serve_rotations(self) -> None:
         await self.s.requests.serve_rotations(self.s.namespace, self.s.name, self.c.uid or "")
+
+    def _rotations_wait_for_ready(self, snapshot: InstanceSnapshot) -> bool:
+        """Whether the rotations annotations ask for wait for a pass that finds the
+        instance Ready: a new instance's (applied with its annotation) has no password
+        to rotate yet, and trying would only fail."""
+        asked = snapshot.unserved.rotate_requested_at or snapshot.unserved.rotate_admin_requested_at
+        ready = self.s.last_report is not None and self.s.last_report.converged
+        return bool(asked) and not ready and workflow.patched(patches.ROTATIONS_WHEN_READY)
 
     async def _serve_rotation_requests(self, snapshot: InstanceSnapshot) -> Served:
         """Carry out the rotations unserved dbi.dev/rotate-*requested-at annotations ask

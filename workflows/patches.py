@@ -13,7 +13,10 @@ histories/ that lack a marker are dropped at that point too.
 - ``local-ready-passes``: so does every other pass of a Ready instance;
 - ``local-passes``: so does every pass, but a forced resize's and the teardown's;
 - ``retention-step``: the retention step joins the pipeline, after resize;
-- ``admin-step``: the admin step joins the pipeline, after retention.
+- ``admin-step``: the admin step joins the pipeline, after retention;
+- ``rotations-when-ready``: a rotation a dbi.dev/rotate-*requested-at annotation asks
+  for waits until a pass found the instance Ready (one on a new instance was tried,
+  and failed, before it ran), and is then carried out at once.
 
 To retire one: check that no running workflow began before it (every instance's run
 has continued as new since, with a worker that knows it: ``temporal workflow list``
@@ -37,6 +40,7 @@ LOCAL_READY_PASSES = "local-ready-passes"
 LOCAL_PASSES = "local-passes"
 RETENTION_STEP = "retention-step"
 ADMIN_STEP = "admin-step"
+ROTATIONS_WHEN_READY = "rotations-when-ready"
 # The steps that joined the pipeline under a patch, each with its patch.
 PATCHED_STEPS = ((steps.RETENTION.name, RETENTION_STEP), (steps.ADMIN.name, ADMIN_STEP))
 

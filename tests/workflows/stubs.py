@@ -18,9 +18,11 @@ from datetime import datetime
 from typing import Any
 
 from temporalio import activity
+from temporalio.exceptions import ApplicationError
 
 from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
+from dbi.models import Served
 from dbi.spec import PowerState
 from dbi.status import StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
@@ -54,6 +56,14 @@ class World:
     resize_needs_restart: bool = False
     # What the rotation activity raises, when the test wants it to fail.
     rotation_error: Exception | None = None
+    # The dbi.dev/*-requested-at annotations on the instance, and those the statuses
+    # written so far say were served (the load reports the difference, as the real one).
+    requested: Served = field(default_factory=Served)
+    served: Served = field(default_factory=Served)
+    # When set, a rotation before any pass found the instance Ready fails, as one on a
+    # new instance does (no password to rotate yet).
+    rotation_needs_ready: bool = False
+    ready_seen: bool = False
     clock: Callable[[], Awaitable[datetime]] | None = None
 
     def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
@@ -76,6 +86,22 @@ class World:
         if self.clock is None:
             raise RuntimeError("World.clock is set by tests.workflows.conftest.running")
         return await self.clock()
+
+    def check_rotation(self) -> None:
+        """Raise as the rotation activity would, when the test says it fails."""
+        if self.rotation_error is not None:
+            raise self.rotation_error
+        if self.rotation_needs_ready and not self.ready_seen:
+            raise ApplicationError(
+                "the instance is not running; start it to rotate",
+                type="NotRunning",
+                non_retryable=True,
+            )
+
+    def unserved(self) -> Served:
+        """The requested values not served yet."""
+        asked, done = self.requested.model_dump(), self.served.model_dump()
+        return Served.model_validate({k: v for k, v in asked.items() if v and v != done[k]})
 
     def then(self, step: str, *outcomes: Scripted) -> None:
         self.script[step].extend(outcomes)
@@ -126,11 +152,14 @@ def activities(world: World) -> list[Callable[..., Any]]:
             deleting=world.deleting,
             power_state=world.power_state,
             health_check_interval_seconds=world.interval_seconds,
+            unserved=world.unserved(),
         )
 
     @activity.defn(name=pipeline.WRITE_STATUS)
     async def write_status(status: StatusInput) -> None:
         world.reports.append(status)
+        world.served = (status.report.served or Served()).merged_over(world.served)
+        world.ready_seen = world.ready_seen or status.report.converged
 
     @activity.defn(name=pipeline.ROTATE_ADMIN_CREDENTIALS)
     async def rotate_admin_credentials(request: RotationRequest) -> RotationResult:
@@ -146,8 +175,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
     async def rotate_credentials(request: RotationRequest) -> RotationResult:
         started = time.monotonic()
         world.calls.append(("rotate_credentials", await world.now()))
-        if world.rotation_error is not None:
-            raise world.rotation_error
+        world.check_rotation()
         rotated = request.request_id not in world.rotated_ids
         world.rotated_ids.add(request.request_id)
         await asyncio.sleep(0.2)  # long enough that overlapping rotations would show

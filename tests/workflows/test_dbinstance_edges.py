@@ -14,6 +14,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
 
 from dbi.messages import RotationResult, Wake
+from dbi.models import Served
 from dbi.spec import PowerState
 from dbi.steps import Outcome
 from tests.workflows.conftest import running, settled, until
@@ -150,3 +151,20 @@ async def test_an_admin_rotation_is_served_like_an_app_rotation(
     assert app.rotated and app.secret_name.endswith("-credentials")
     served = [s for s, _ in world.calls if s.startswith("rotate_")]
     assert served == ["rotate_admin_credentials", "rotate_credentials"]
+
+
+async def test_a_rotation_annotated_on_a_new_instance_waits_until_it_is_ready(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """An instance applied with dbi.dev/rotate-requested-at already set: the rotation is
+    carried out once, as soon as a pass found the instance Ready, never tried (and
+    failed, with a traceback in the worker's log) while it was still being built."""
+    world = World(requested=Served(rotate_requested_at="t1"), rotation_needs_ready=True)
+    world.then("vm", Scripted(Outcome.PENDING, "VMCreated", requeue_after=5))
+    async with running(time_env, world) as handle:
+        await until(lambda: world.served.rotate_requested_at == "t1")
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+    assert [step for step, _ in world.calls].count("rotate_credentials") == 1
+    ready_at = next(i for i, r in enumerate(world.reports) if r.report.converged)
+    served_at = next(i for i, r in enumerate(world.reports) if r.report.served)
+    assert served_at == ready_at + 1  # the pass right after the first Ready one
