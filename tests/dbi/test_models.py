@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from dbi import crd
+from dbi import crd, markdown
 from dbi.spec import DBInstanceSpec, DeletionPolicy, PowerState, ResizePolicy, duration_seconds
 
 MINIMAL: dict[str, Any] = {
@@ -126,6 +126,14 @@ def test_invalid_specs_are_rejected_naming_the_field(path: str, value: Any, fiel
 def test_durations_read_as_go_reads_them(text: str, seconds: float) -> None:
     """healthCheckInterval uses Go's duration syntax, as the CRD's CEL rule does."""
     assert duration_seconds(text) == seconds
+
+
+def test_the_documented_rules_are_the_crds(repo_root: Path) -> None:
+    """docs/dbinstance.md lists every rule the CRD enforces, as rendered from it."""
+    text = (repo_root / "docs" / "dbinstance.md").read_text()
+    rendered = markdown.replace_between(text, crd.RULES_START, crd.RULES_END, crd.rules_table())
+    assert rendered == text, "run: python -m dbi.crd --rules (into docs/dbinstance.md)"
+    assert "must be a quantity from 512Mi to 1Ti" in crd.rules_table()
 
 
 def test_the_committed_crd_is_rendered_from_the_models(repo_root: Path) -> None:
