@@ -135,6 +135,41 @@ async def test_passes_keep_the_password_and_an_emptied_one_is_replaced(
     assert replaced, "the garbled password was replaced"
 
 
+async def test_keys_a_user_removed_or_garbled_are_put_back(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """A Secret edited by hand (keys removed, a key's bytes not text) gets every key
+    back with the same password; one emptied of every key gets a whole new one."""
+    await create(orchestrator, namespace)
+    first = await settled(orchestrator, namespace, kube_api)
+    core = k8s.CoreV1Api(kube_api)
+    garbled = base64.b64encode(b"\xff\xfe\x00").decode()
+    core.patch_namespaced_secret(
+        "db-credentials",
+        namespace,
+        {"data": {"uri": None, "username": None, "host": None, "port": garbled}},
+    )
+
+    def whole(before: dict[str, str]) -> dict[str, str] | None:
+        now = secret(kube_api, namespace, "db-credentials")
+        return now if set(before) <= set(now) and now["port"] == before["port"] else None
+
+    repaired = await orchestrator.until(lambda: whole(first), what="every key back")
+    same = repaired == first  # compared apart: a failing assert would print passwords
+    assert same, "the repaired Secret differs from the one before the edit"
+    assert app_works(kube_api, namespace, first["password"])
+
+    secret_now = core.read_namespaced_secret("db-credentials", namespace)
+    secret_now.data = {}
+    core.replace_namespaced_secret("db-credentials", namespace, secret_now)
+    emptied = await orchestrator.until(lambda: whole(first), what="an emptied Secret refilled")
+    assert set(emptied) == set(first)
+    await settled(orchestrator, namespace, kube_api)
+    renewed = secret(kube_api, namespace, "db-credentials")["password"] != first["password"]
+    assert renewed, "an emptied Secret got a new password"
+    assert app_works(kube_api, namespace, secret(kube_api, namespace, "db-credentials")["password"])
+
+
 async def test_deleting_the_app_secret_rotates_the_password(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
 ) -> None:
