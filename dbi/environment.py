@@ -149,7 +149,7 @@ POD_NAME = _var(
 METRICS_PORT = _var(
     "DBI_METRICS_PORT",
     None,
-    "Port of the Prometheus /metrics endpoint; unset: none.",
+    "Port of the Prometheus /metrics endpoint and the /livez and /readyz probes; unset: none.",
     WORKER,
     WATCHER,
 )

@@ -7,13 +7,15 @@
   ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` name the resource.
 - **Metrics**: one Prometheus endpoint (``DBI_METRICS_PORT``; none when unset) serving
   dbi's own metrics (``dbi.metrics``) and the Temporal SDK's runtime metrics, which
-  Temporal's contrib ``MetricsExporter`` hands to OpenTelemetry's Prometheus reader.
+  Temporal's contrib ``MetricsExporter`` hands to OpenTelemetry's Prometheus reader,
+  with the probes ``/livez`` and ``/readyz`` beside it (``dbi.health``).
 - **Logs**: one JSON object per line with the instance, step and trace id
   (``DBI_LOG_FORMAT=text`` for the classic format).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 from collections.abc import AsyncIterator
@@ -39,6 +41,8 @@ from temporalio.contrib.opentelemetry import MetricsExporter
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
 from dbi import environment, names
+from dbi import health as probes
+from dbi.health import Health, HealthCollector
 
 log = logging.getLogger("dbi.telemetry")
 
@@ -138,9 +142,10 @@ def metrics_port() -> int | None:
 
 
 @asynccontextmanager
-async def process_telemetry(service: str) -> AsyncIterator[Runtime]:
-    """Set up logs, traces and the metrics endpoint for one process; yield the Temporal
-    Runtime its client must use (its metrics reach the endpoint).
+async def process_telemetry(service: str, health: Health | None = None) -> AsyncIterator[Runtime]:
+    """Set up logs, traces and the metrics endpoint (with the probes of ``health``:
+    ``dbi.health``) for one process; yield the Temporal Runtime its client must use
+    (its metrics reach the endpoint).
 
     Spans still buffered are flushed on the way out.
     """
@@ -151,16 +156,23 @@ async def process_telemetry(service: str) -> AsyncIterator[Runtime]:
         yield Runtime(telemetry=TelemetryConfig())
         provider.shutdown()
         return
+    health = health or Health()
     buffer = MetricBuffer(10_000)
     runtime = Runtime(telemetry=TelemetryConfig(metrics=buffer))
     meters = MeterProvider(metric_readers=[PrometheusMetricReader()])
-    server, thread = prometheus_client.start_http_server(port, addr="0.0.0.0")  # noqa: S104
-    log.info("metrics at http://0.0.0.0:%d/metrics", server.server_port)
+    collector = HealthCollector(health)
+    prometheus_client.REGISTRY.register(collector)
+    server, thread = probes.serve(health, port)
+    beating = asyncio.create_task(health.heartbeat())
+    log.info("metrics at http://0.0.0.0:%d/metrics (probes: /livez, /readyz)", server.server_port)
     try:
         async with MetricsExporter(buffer, meters):
             yield runtime
     finally:
+        beating.cancel()
         server.shutdown()
+        server.server_close()
         thread.join(timeout=5)
+        prometheus_client.REGISTRY.unregister(collector)
         meters.shutdown()
         provider.shutdown()

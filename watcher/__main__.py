@@ -9,6 +9,8 @@ default 15); only the leader signals. ``DBI_METRICS_PORT``, ``DBI_LOG_FORMAT`` a
 ``OTEL_*`` variables are read by ``dbi.telemetry``. ``DBI_TASK_QUEUE`` (default ``dbi``) is the
 queue the workflows it starts run on; ``DBI_WATCH_SECONDS`` (default 240) is how long
 one watch request lasts before it is resumed from its last resourceVersion.
+``/readyz`` on the metrics port fails while Temporal does not answer, while a leader's
+watch has been down for 20 s, or while a standby cannot reach the Lease (``dbi.health``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from prometheus_client import REGISTRY
 from temporalio.runtime import Runtime
 
 from dbi import connect, environment, metrics, telemetry
+from dbi.health import Health, TemporalProbe
 from watcher.leader import LeaderElection
 from watcher.streams import WATCH_SECONDS
 from watcher.wakeups import Wakeups
@@ -32,15 +35,18 @@ log = logging.getLogger("dbi.watcher")
 
 
 async def main() -> None:
-    async with telemetry.process_telemetry("dbi-watcher") as runtime:
-        await serve(runtime)
+    health = Health()
+    async with telemetry.process_telemetry("dbi-watcher", health) as runtime:
+        await serve(runtime, health)
 
 
-async def serve(runtime: Runtime) -> None:
+async def serve(runtime: Runtime, health: Health) -> None:
     address = environment.TEMPORAL_ADDRESS.value()
     client = await connect.temporal(
         address, namespace=environment.TEMPORAL_NAMESPACE.value(), runtime=runtime
     )
+    temporal = TemporalProbe(client)
+    probing = asyncio.create_task(temporal.run())
     only = environment.WATCH_NAMESPACES.get()
     namespaces = frozenset(n.strip() for n in only.split(",") if n.strip()) if only else None
     api = connect.kubernetes()
@@ -62,6 +68,7 @@ async def serve(runtime: Runtime) -> None:
     REGISTRY.register(
         metrics.WatcherCollector(lambda: watcher.wakeups.counters, lambda: watcher.phases)
     )
+    health.checks.update(temporal=temporal.check, watches=watcher.problem)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, watcher.stop.set)
@@ -73,6 +80,7 @@ async def serve(runtime: Runtime) -> None:
     task = asyncio.create_task(watcher.run())
     await asyncio.get_running_loop().run_in_executor(None, watcher.stop.wait)
     task.cancel()
+    probing.cancel()
     await watcher.wakeups.drain()
     c = watcher.wakeups.counters
     log.info(

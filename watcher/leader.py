@@ -16,6 +16,9 @@ from datetime import UTC, datetime, timedelta
 from kubernetes import client as k8s
 
 log = logging.getLogger("dbi.watcher")
+# Every Lease request's (connect, read) timeout: a hung call must not hold the loop
+# that steps down a leader that cannot renew.
+TIMEOUT = (5.0, 5.0)
 
 
 def _now() -> datetime:
@@ -31,6 +34,9 @@ class LeaderElection:
     duration: float = 15.0
     leading: threading.Event = field(default_factory=threading.Event)
     stop: threading.Event = field(default_factory=threading.Event)
+    # When the API server last answered the Lease loop, and what it said last.
+    answered: datetime | None = None
+    error: str = "not tried yet"
 
     def run(self) -> None:
         """Try to acquire or renew the Lease until ``stop``; keep ``leading`` current."""
@@ -40,8 +46,13 @@ class LeaderElection:
             try:
                 if self._try(coordination):
                     renewed_at = _now()
+                self.answered, self.error = _now(), ""
             except k8s.ApiException as e:
                 log.info("lease %s/%s: %s", self.namespace, self.name, e.reason)
+                self.answered, self.error = _now(), str(e.reason)  # it answered, with a no
+            except Exception as e:  # the API server unreachable: try again next period
+                log.warning("lease %s/%s: %s", self.namespace, self.name, type(e).__name__)
+                self.error = type(e).__name__
             if self.leading.is_set() and _now() - renewed_at > timedelta(
                 seconds=self.duration * 2 / 3
             ):
@@ -50,14 +61,27 @@ class LeaderElection:
             self.stop.wait(self.duration / 3)
         self._release(coordination)
 
+    def problem(self) -> str | None:
+        """Why a standby is not ready: its Lease loop has not reached the API server
+        for two Lease durations (it could not take over)."""
+        if self.answered is not None and _now() - self.answered <= timedelta(
+            seconds=self.duration * 2
+        ):
+            return None
+        return f"standby, and the Lease loop cannot reach the API server ({self.error})"
+
     def _try(self, coordination: k8s.CoordinationV1Api) -> bool:
         """Acquire or renew; return True when this replica holds the Lease now."""
         try:
-            lease = coordination.read_namespaced_lease(self.name, self.namespace)
+            lease = coordination.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=TIMEOUT
+            )
         except k8s.ApiException as e:
             if e.status != 404:
                 raise
-            coordination.create_namespaced_lease(self.namespace, self._lease(transitions=0))
+            coordination.create_namespaced_lease(
+                self.namespace, self._lease(transitions=0), _request_timeout=TIMEOUT
+            )
             return self._lead()
         spec = lease.spec or k8s.V1LeaseSpec()
         mine = spec.holder_identity == self.identity
@@ -75,7 +99,10 @@ class LeaderElection:
             namespace=self.namespace,
             resource_version=lease.metadata.resource_version if lease.metadata else None,
         )
-        coordination.replace_namespaced_lease(self.name, self.namespace, body)  # 409 if another won
+        # 409 if another won
+        coordination.replace_namespaced_lease(
+            self.name, self.namespace, body, _request_timeout=TIMEOUT
+        )
         return self._lead()
 
     def _lead(self) -> bool:
@@ -103,9 +130,13 @@ class LeaderElection:
             return
         self.leading.clear()
         try:
-            lease = coordination.read_namespaced_lease(self.name, self.namespace)
+            lease = coordination.read_namespaced_lease(
+                self.name, self.namespace, _request_timeout=TIMEOUT
+            )
             if lease.spec is not None and lease.spec.holder_identity == self.identity:
                 lease.spec.holder_identity = None
-                coordination.replace_namespaced_lease(self.name, self.namespace, lease)
-        except k8s.ApiException as e:
-            log.info("could not release the lease: %s", e.reason)
+                coordination.replace_namespaced_lease(
+                    self.name, self.namespace, lease, _request_timeout=TIMEOUT
+                )
+        except Exception as e:  # the next leader takes over when the Lease expires
+            log.info("could not release the lease: %s", type(e).__name__)

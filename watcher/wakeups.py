@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
@@ -26,6 +27,10 @@ from dbi.messages import TASK_TIMEOUT, Wake, WorkflowInput
 log = logging.getLogger("dbi.watcher")
 tracer = trace.get_tracer("dbi.watcher")
 WINDOW_SECONDS = 0.25
+# A failed signal is sent again after 1 s, then 2, 4, ... up to this, per instance.
+MAX_RETRY_SECONDS = 30.0
+# How long one signal may wait for Temporal: a stopped server must fail it, not hang it.
+RPC_TIMEOUT = timedelta(seconds=10)
 
 
 @dataclass
@@ -48,6 +53,7 @@ class _Pending:
     events: int = 0  # since the last signal
     last_sent: float = 0.0
     scheduled: bool = False
+    failures: int = 0  # signals in a row that failed (Temporal unreachable, say)
 
 
 @dataclass
@@ -106,19 +112,23 @@ class Wakeups:
         retry, entry.retry = entry.retry, False
         try:
             await self._traced_signal(key, entry, events, gone=gone, retry=retry)
+            entry.failures = 0
         except Exception as e:
             self.counters.send_failures += 1
+            delay = min(2.0**entry.failures, MAX_RETRY_SECONDS)
+            entry.failures += 1
             log.warning(
-                "wake of %s/%s failed (%s); retrying in 1s",
+                "wake of %s/%s failed (%s); retrying in %.0fs",
                 *key,
                 type(e).__name__,
+                delay,
                 extra={"instance": "/".join(key)},
             )
             entry.events += events
             entry.gone = entry.gone or gone
             entry.retry = entry.retry or retry
             if not entry.scheduled:
-                self._schedule(key, 1.0)
+                self._schedule(key, delay)
 
     async def _traced_signal(
         self, key: tuple[str, str], entry: _Pending, events: int, *, gone: bool, retry: bool
@@ -159,6 +169,7 @@ class Wakeups:
             task_timeout=TASK_TIMEOUT,
             start_signal=names.WAKE,
             start_signal_args=[wake],
+            rpc_timeout=RPC_TIMEOUT,
             search_attributes=TypedSearchAttributes(
                 [
                     SearchAttributePair(names.NAMESPACE_ATTRIBUTE, namespace),
@@ -173,7 +184,7 @@ class Wakeups:
         deleted instance's workflow is not started only to find it gone)."""
         handle = self.client.get_workflow_handle(names.workflow_id(namespace, name))
         try:
-            await handle.signal(names.WAKE, wake)
+            await handle.signal(names.WAKE, wake, rpc_timeout=RPC_TIMEOUT)
         except RPCError as e:
             if e.status is not RPCStatusCode.NOT_FOUND:
                 raise

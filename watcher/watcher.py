@@ -28,11 +28,15 @@ from dbi import names
 from dbi.messages import Wake
 from watcher import relevance
 from watcher.leader import LeaderElection
-from watcher.streams import WATCH_SECONDS, Source, forever
-from watcher.wakeups import Wakeups
+from watcher.streams import WATCH_SECONDS, Listener, Source, WatchState, forever
+from watcher.wakeups import RPC_TIMEOUT, Wakeups
 
 log = logging.getLogger("dbi.watcher")
 RESYNC_SECONDS = 60.0
+# How long one resync may wait on Temporal: the loop that checks leadership runs it.
+RESYNC_TIMEOUT_SECONDS = 30.0
+# How long a watch may be down before the watcher reports itself not ready.
+WATCH_GRACE_SECONDS = 20.0
 
 
 def sources(api: k8s.ApiClient) -> list[Source]:
@@ -97,6 +101,8 @@ class Watcher:
     listed: threading.Event = field(default_factory=threading.Event)
     # The DBInstances the current (re)list has reported so far.
     listing: set[tuple[str, str]] = field(default_factory=set)
+    # Each watch of the current term, live or failing (readiness reads them).
+    watches: dict[str, WatchState] = field(default_factory=dict)
 
     def handle(self, loop: asyncio.AbstractEventLoop, kind: str, term: threading.Event) -> Any:
         """Return the handler that the watch thread of ``kind`` calls for each event."""
@@ -217,26 +223,58 @@ class Watcher:
             self.listed.clear()
             self.listing = set()
             try:
-                for s in sources(self.api):
-                    handler = self.handle(loop, s.kind, term)
-                    on_listed = self.listed_whole(loop, term) if s.kind == "DBInstance" else None
-                    threading.Thread(
-                        target=forever,
-                        args=(self.api, s, handler, term, self.watch_seconds, on_listed),
-                        name=f"watch-{s.kind}",
-                        daemon=True,
-                    ).start()
+                self._start_watches(loop, term)
                 next_resync = loop.time() + self.resync_seconds
                 while self._leading() and not self.stop.is_set():
                     await asyncio.sleep(0.2)
                     if loop.time() >= next_resync:
-                        await self.resync()
+                        await self._bounded_resync()
                         next_resync = loop.time() + self.resync_seconds
             finally:
                 term.set()  # also when cancelled: no watch thread outlives its term
+                self.watches = {}
         if self.election is not None:
             self.election.stop.set()
         await self.wakeups.drain()
+
+    def _start_watches(self, loop: asyncio.AbstractEventLoop, term: threading.Event) -> None:
+        """Start one thread per source for this term; each ends when ``term`` is set."""
+        watches: dict[str, WatchState] = {}
+        for s in sources(self.api):
+            listener = Listener(
+                self.handle(loop, s.kind, term),
+                self.listed_whole(loop, term) if s.kind == "DBInstance" else None,
+            )
+            watches[s.kind] = listener.state
+            threading.Thread(
+                target=forever,
+                args=(self.api, s, listener, term, self.watch_seconds),
+                name=f"watch-{s.kind}",
+                daemon=True,
+            ).start()
+        self.watches = watches
+
+    async def _bounded_resync(self) -> None:
+        """Resync, but never for longer than RESYNC_TIMEOUT_SECONDS: while Temporal does
+        not answer, this loop must still see leadership end."""
+        try:
+            await asyncio.wait_for(self.resync(), RESYNC_TIMEOUT_SECONDS)
+        except Exception as e:  # Temporal unreachable: the next resync tries again
+            log.warning(
+                "resync failed (%s); trying again in %.0fs", type(e).__name__, self.resync_seconds
+            )
+
+    def problem(self) -> str | None:
+        """Why this watcher is not ready (None: it is): a leader's watches must be live;
+        a standby's Lease loop must reach the API server."""
+        if not self._leading():
+            return self.election.problem() if self.election is not None else None
+        watches = dict(self.watches)
+        if not watches:
+            return "leading, the watches are starting"
+        found = [w.problem(kind, WATCH_GRACE_SECONDS) for kind, w in sorted(watches.items())]
+        problems = [p for p in found if p is not None]
+        return "; ".join(problems) if problems else None
 
     def _leading(self) -> bool:
         return self.election is None or self.election.leading.is_set()
@@ -270,7 +308,7 @@ class Watcher:
             quoted = ", ".join(f"'{n}'" for n in sorted(self.namespaces))
             query += f" AND {names.NAMESPACE_ATTRIBUTE.name} IN ({quoted})"
         found = set()
-        async for execution in self.client.list_workflows(query):
+        async for execution in self.client.list_workflows(query, rpc_timeout=RPC_TIMEOUT):
             instance = names.instance_of(execution.id)
             if instance is not None:
                 found.add(instance)

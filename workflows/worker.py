@@ -28,6 +28,7 @@ from activities.step import Context
 from activities.telemetry import StepTelemetry
 from dbi import connect, environment, names, telemetry
 from dbi.config import Config
+from dbi.health import Health, TemporalProbe
 from workflows.dbinstance import DBInstanceWorkflow
 
 log = logging.getLogger("dbi.worker")
@@ -75,15 +76,19 @@ def step_activities(kubeconfig: str | None = None) -> list[Callable[..., Any]]:
 
 
 async def main() -> None:
-    async with telemetry.process_telemetry("dbi-worker") as runtime:
-        await serve(runtime)
+    health = Health()
+    async with telemetry.process_telemetry("dbi-worker", health) as runtime:
+        await serve(runtime, health)
 
 
-async def serve(runtime: Runtime) -> None:
+async def serve(runtime: Runtime, health: Health) -> None:
     address = environment.TEMPORAL_ADDRESS.value()
     client = await connect.temporal(
         address, namespace=environment.TEMPORAL_NAMESPACE.value(), runtime=runtime
     )
+    temporal = TemporalProbe(client)
+    health.checks["temporal"] = temporal.check
+    probing = asyncio.create_task(temporal.run())
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
     task_queue = environment.TASK_QUEUE.value()
     worker = build_worker(client, step_activities(), task_queue=task_queue, executor=executor)
@@ -95,6 +100,7 @@ async def serve(runtime: Runtime) -> None:
     async with worker:
         await stop.wait()
         log.info("worker shutting down")
+    probing.cancel()
 
 
 if __name__ == "__main__":

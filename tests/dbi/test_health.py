@@ -1,0 +1,73 @@
+"""The probes' decisions (plain data): /livez, /readyz and dbi_check_ok."""
+
+from __future__ import annotations
+
+import time
+from io import BytesIO
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from dbi.health import Health, HealthCollector, TemporalProbe, app
+
+
+def _get(health: Health, path: str) -> tuple[str, str]:
+    """Call the probes' WSGI application as a server would; return (status, body)."""
+    seen: dict[str, str] = {}
+
+    def start_response(status: str, headers: list[tuple[str, str]]) -> None:
+        seen["status"] = status
+
+    environ: dict[str, Any] = {
+        "REQUEST_METHOD": "GET",
+        "PATH_INFO": path,
+        "QUERY_STRING": "",
+        "wsgi.input": BytesIO(),
+        "SERVER_NAME": "probe",
+        "SERVER_PORT": "0",
+        "wsgi.url_scheme": "http",
+    }
+    body = b"".join(app(health, CollectorRegistry())(environ, start_response))
+    return seen["status"], body.decode()
+
+
+def test_ready_only_when_every_check_passes_and_the_body_says_which_fails() -> None:
+    health = Health(checks={"temporal": lambda: None, "watches": lambda: "the Secret watch ..."})
+    status, body = _get(health, "/readyz")
+    assert status.startswith("503")
+    assert body == "ok temporal\nfail watches: the Secret watch ...\n"
+    health.checks["watches"] = lambda: None
+    assert _get(health, "/readyz") == ("200 OK", "ok temporal\nok watches\n")
+
+
+def test_a_check_that_raises_fails_readiness_instead_of_the_probe() -> None:
+    def broken() -> str | None:
+        raise RuntimeError("boom")
+
+    status, body = _get(Health(checks={"x": broken}), "/readyz")
+    assert status.startswith("503") and "fail x: the check raised RuntimeError" in body
+
+
+def test_liveness_fails_when_the_event_loop_stopped_beating() -> None:
+    health = Health(stale_after=30)
+    assert _get(health, "/livez")[0] == "200 OK"
+    health.beat = time.monotonic() - 31  # a loop wedged for 31 s
+    status, body = _get(health, "/livez")
+    assert status.startswith("503") and "no beat for 31s" in body
+
+
+def test_the_metric_follows_each_check() -> None:
+    health = Health(checks={"temporal": lambda: "silent", "watches": lambda: None})
+    registry = CollectorRegistry()
+    registry.register(HealthCollector(health))
+    assert registry.get_sample_value("dbi_check_ok", {"check": "temporal"}) == 0.0
+    assert registry.get_sample_value("dbi_check_ok", {"check": "watches"}) == 1.0
+
+
+def test_temporal_is_ready_while_it_answered_recently() -> None:
+    probe = TemporalProbe(client=None, silence=15)  # type: ignore[arg-type]
+    assert probe.check() == "Temporal has not answered yet (not asked yet)"
+    probe.answered, probe.error = time.monotonic() - 5, ""
+    assert probe.check() is None
+    probe.answered, probe.error = time.monotonic() - 40, "RPCError"
+    assert probe.check() == "Temporal has not answered for 40s (RPCError)"

@@ -1,0 +1,162 @@
+"""Outages the watcher rides out: Temporal stopped for 90 s, the API server for 40 s.
+
+The processes are stopped with SIGSTOP, as a hung VM or a long GC pause stops them: the
+TCP connections stay open and nothing answers. Each is continued in a ``finally``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from temporalio.client import Client
+
+from dbi import names
+from devstack import tools
+from devstack.stack import StackInfo
+from tests.activities.test_lifecycle import SPEC, ready
+from tests.orchestrator import Orchestrator
+from tests.watcher.test_replicas import watcher_process
+from tests.watcher.test_watcher import wakes
+from watcher.wakeups import Wakeups
+from watcher.watcher import Watcher
+
+pytestmark = [pytest.mark.stack, pytest.mark.usefixtures("dbinstance_crd")]
+
+TEMPORAL_OUTAGE_SECONDS = 90.0
+API_OUTAGE_SECONDS = 40.0
+
+
+@contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    """SIGSTOP a stack process's group; SIGCONT it on the way out, whatever happens."""
+    os.killpg(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.killpg(pid, signal.SIGCONT)
+
+
+def probe(port: int, path: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
+            return int(answer.status), answer.read().decode()
+    except urllib.error.HTTPError as e:
+        return int(e.code), e.read().decode()
+    except (urllib.error.URLError, OSError):  # not serving yet
+        return 0, ""
+
+
+async def until(check: Any, *, timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if found := await asyncio.to_thread(check):
+            return found
+        await asyncio.sleep(0.5)
+    raise AssertionError(f"{what} did not happen within {timeout:.0f}s")
+
+
+async def test_a_temporal_outage_of_90s_is_ridden_out_and_shown(
+    local_stack: StackInfo,
+    orchestrator: Orchestrator,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """Temporal stopped for 90 s: the watcher process lives on, /readyz fails naming
+    Temporal and dbi_check_ok{check="temporal"} is 0; an instance created meanwhile
+    is signaled once Temporal is back (the wake retried with back-off) and becomes
+    Ready; /readyz is 200 again."""
+    port = tools.free_port()
+    log = tmp_path / "watcher.log"
+    env = {"DBI_METRICS_PORT": str(port), "DBI_TASK_QUEUE": orchestrator.task_queue}
+    with watcher_process(local_stack, namespace, log, **env) as watcher:
+        await until(lambda: probe(port, "/readyz")[0] == 200, timeout=60, what="ready")
+        with stopped(local_stack.pids["temporal"]):
+            began = time.monotonic()
+            orchestrator.apply(namespace, "db", SPEC)
+            _, body = await until(
+                lambda: (found := probe(port, "/readyz"))[0] == 503 and found,
+                timeout=40,
+                what="/readyz failing",
+            )
+            assert "fail temporal: Temporal has not answered for" in body, body
+            assert "ok watches" in body, body  # the API server is fine meanwhile
+            metrics = probe(port, "/metrics")[1]
+            assert 'dbi_check_ok{check="temporal"} 0.0' in metrics
+            assert probe(port, "/livez")[0] == 200
+            await asyncio.sleep(max(0.0, TEMPORAL_OUTAGE_SECONDS - (time.monotonic() - began)))
+            assert watcher.poll() is None, "the watcher died during the outage"
+        await until(lambda: probe(port, "/readyz")[0] == 200, timeout=60, what="ready again")
+        await ready(orchestrator, namespace)
+        assert watcher.poll() is None
+    text = log.read_text()
+    assert "Temporal does not answer" in text
+    assert "wake of" in text and "failed" in text  # retried, and logged
+
+
+async def test_an_api_server_outage_is_ridden_out_and_shown(
+    local_stack: StackInfo, namespace: str, kube_api: Any, temporal_client: Client
+) -> None:
+    """The API server stopped for 40 s: the watcher's watches go silent, its readiness
+    says which and for how long; once the server answers again the watches resume and a
+    change made then is signaled."""
+    watcher = Watcher(
+        api=kube_api,
+        client=temporal_client,
+        wakeups=Wakeups(temporal_client, task_queue=f"outage-{namespace}"),
+        namespaces=frozenset({namespace}),
+        watch_seconds=3,
+    )
+    task = asyncio.create_task(watcher.run())
+    try:
+        await until(lambda: watcher.problem() is None, timeout=30, what="watches live")
+        with stopped(local_stack.pids["controlplane"]):
+            problem = await until(
+                watcher.problem, timeout=API_OUTAGE_SECONDS, what="a watch reported down"
+            )
+            assert "watch has not been live for" in problem, problem
+            await asyncio.sleep(max(0.0, API_OUTAGE_SECONDS - 30))
+        await until(lambda: watcher.problem() is None, timeout=90, what="watches live again")
+        body = {
+            "apiVersion": names.API_VERSION,
+            "kind": names.KIND,
+            "metadata": {"name": "db"},
+            "spec": SPEC,
+        }
+        k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, names.PLURAL, body
+        )
+        workflow_id = names.workflow_id(namespace, "db")
+
+        async def woken() -> bool:
+            try:
+                return bool(await wakes(temporal_client, workflow_id))
+            except Exception:
+                return False
+
+        deadline = time.monotonic() + 30
+        while not await woken():
+            assert time.monotonic() < deadline, "the change after the outage was not signaled"
+            await asyncio.sleep(0.5)
+    finally:
+        watcher.stop.set()
+        await asyncio.wait_for(task, 15)
+        await _terminate(temporal_client, names.workflow_id(namespace, "db"))
+
+
+async def _terminate(client: Client, workflow_id: str) -> None:
+    """End the workflow the watcher started (no worker polls its queue)."""
+    try:
+        await client.get_workflow_handle(workflow_id).terminate("test over")
+    except Exception:  # never started: nothing to end
+        return
