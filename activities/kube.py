@@ -13,10 +13,11 @@ from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 from kubernetes import client as k8s
+from pydantic import ValidationError
 
 from dbi import names
-from dbi.models import DBInstance
-from dbi.spec import DeletionPolicy
+from dbi.models import DBInstance, DBInstanceStatus
+from dbi.spec import SUPPORTED_VERSIONS, DBInstanceSpec, DeletionPolicy
 
 Manifest = dict[str, Any]
 T = TypeVar("T")
@@ -35,6 +36,9 @@ class Instance:
     generation: int
     deleting: bool
     finalizers: tuple[str, ...]
+    # Why this worker's models cannot read the stored spec (a CRD newer or older than
+    # the worker): the model then holds a stand-in spec that only a teardown may use.
+    unreadable: str | None = None
 
     @property
     def namespace(self) -> str:
@@ -89,6 +93,48 @@ class Instance:
         return metadata
 
 
+# What a teardown goes by when the stored spec cannot be read: its deletionPolicy if
+# that field alone reads, else Retain (never delete a disk on a guess).
+_STAND_IN_SPEC: dict[str, Any] = {
+    "version": SUPPORTED_VERSIONS[-1],
+    "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"},
+}
+
+
+def read(raw: Manifest) -> tuple[DBInstance, str | None]:
+    """The stored DBInstance as this worker's models read it, and None; or, when they
+    cannot read its spec, a model with a stand-in spec and why, naming each field. A
+    status they cannot read (a newer worker wrote it) reads as empty: the next status
+    write replaces it."""
+    try:
+        return DBInstance.model_validate(raw), None
+    except ValidationError:
+        pass
+    spec, why = raw.get("spec") or {}, None
+    try:
+        DBInstanceSpec.model_validate(spec)
+    except ValidationError as e:
+        why = _fields(e, "spec")
+        policy = spec.get("deletionPolicy") if isinstance(spec, dict) else None
+        kept = policy if policy in {p.value for p in DeletionPolicy} else DeletionPolicy.RETAIN
+        spec = {**_STAND_IN_SPEC, "deletionPolicy": kept}
+    status = raw.get("status") or {}
+    try:
+        DBInstanceStatus.model_validate(status)
+    except ValidationError:
+        status = {}
+    return DBInstance.model_validate({**raw, "spec": spec, "status": status}), why
+
+
+def _fields(error: ValidationError, root: str) -> str:
+    """The fields a validation error names, with what is wrong with each (no values)."""
+    errors = error.errors()
+    why = "; ".join(
+        ".".join([root, *(str(part) for part in e["loc"])]) + f": {e['msg']}" for e in errors[:3]
+    )
+    return why + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
+
+
 class Kube:
     """The API calls the steps make, with the names and options they always use."""
 
@@ -121,12 +167,14 @@ class Kube:
         if raw is None:
             return None
         meta = raw["metadata"]
+        model, unreadable = read(raw)
         return Instance(
-            model=DBInstance.model_validate(raw),
+            model=model,
             uid=meta["uid"],
             generation=int(meta.get("generation", 0)),
             deleting=bool(meta.get("deletionTimestamp")),
             finalizers=tuple(meta.get("finalizers", [])),
+            unreadable=unreadable,
         )
 
     def get_custom(

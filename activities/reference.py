@@ -37,6 +37,8 @@ def table() -> str:
     failed = (
         f"`{steps.STEP_FAILED}` (an activity kept raising), `{step.INSTANCE_GONE}`, "
         f"`{step.NAMESPACE_TERMINATING}` (may not create in a namespace being deleted), "
+        f"`{step.SPEC_UNREADABLE}` (Terminal: this worker's models cannot read the stored "
+        "spec, a CRD newer or older than the worker; the message names the fields), "
         f"`{steps.PAUSED}` (`dbi.dev/paused` holds an action), and the API server's "
         f"refusals: `{step.INVALID}` (422, Terminal), `{step.FORBIDDEN}` (403: RBAC, a quota, "
         f"an admission policy; Transient), `{step.THROTTLED}` (429, Transient, waits at "

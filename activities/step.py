@@ -99,6 +99,7 @@ LOOK_AGAIN = 6
 # The reasons any step may report (besides the pass's StepFailed, dbi.steps).
 INSTANCE_GONE = "InstanceGone"
 NAMESPACE_TERMINATING = "NamespaceTerminating"
+SPEC_UNREADABLE = "SpecUnreadable"
 # A step that may not create in a namespace being deleted waits this long; its next pass
 # finds the instance deleted too (the namespace's deletion deletes it) and tears it down.
 NAMESPACE_TERMINATING_WAIT_SECONDS = 1.0
@@ -119,6 +120,17 @@ def load(ctx: Context, step_input: StepInput) -> Instance | None:
 def gone(spec: StepSpec) -> StepResult:
     """The result of a step whose instance disappeared: the next load ends the workflow."""
     return spec.result(Outcome.PENDING, INSTANCE_GONE, "The instance is gone.")
+
+
+def unreadable(spec: StepSpec, why: str) -> StepResult:
+    """The result of a step whose instance's spec this worker cannot read: Terminal
+    until the spec changes (or a worker that reads it runs); deleting it still works."""
+    message = (
+        f"This worker cannot read the spec ({why}): the CRD may be newer or older than "
+        "the worker. Fix the field, or run a worker that knows it; deleting the "
+        "instance still tears it down."
+    )
+    return spec.result(Outcome.TERMINAL, SPEC_UNREADABLE, message[:512])
 
 
 def terminating(spec: StepSpec) -> StepResult:
@@ -289,7 +301,10 @@ def run(ctx: Context, step: Anatomy[Any, Any], step_input: StepInput) -> StepRes
 def _look(
     ctx: Context, step: Anatomy[Any, Any], instance: Instance, step_input: StepInput
 ) -> Decision[Any]:
-    """Observe, decide, and perform the decided action (a successful one is Pending)."""
+    """Observe, decide, and perform the decided action (a successful one is Pending).
+    Nothing converges a spec this worker cannot read: only a teardown runs on one."""
+    if instance.unreadable is not None and not instance.deleting:
+        return Decision(unreadable(step.spec, instance.unreadable))
     observation = step.observe(ctx, instance, step_input)
     children = step.children(observation) if step.children is not None else []
     refused = ownership.refusal_of(step.spec, instance, children)
