@@ -1,4 +1,5 @@
-"""Outages the watcher rides out: Temporal stopped for 90 s, the API server for 40 s.
+"""Outages the watcher rides out: Temporal stopped for 90 s, the API server for 40 s,
+and a Lease lost to another replica.
 
 The processes are stopped with SIGSTOP, as a hung VM or a long GC pause stops them: the
 TCP connections stay open and nothing answers. Each is continued in a ``finally``.
@@ -9,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +31,7 @@ from tests.activities.test_lifecycle import SPEC, ready
 from tests.orchestrator import Orchestrator
 from tests.watcher.test_replicas import watcher_process
 from tests.watcher.test_watcher import wakes
+from watcher.leader import LeaderElection
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
 
@@ -160,3 +164,62 @@ async def _terminate(client: Client, workflow_id: str) -> None:
         await client.get_workflow_handle(workflow_id).terminate("test over")
     except Exception:  # never started: nothing to end
         return
+
+
+async def test_a_replica_that_loses_its_lease_stops_watching_and_signaling(
+    namespace: str, kube_api: Any, temporal_client: Client
+) -> None:
+    """Another replica takes the Lease (this one's renewals were late, say): this one
+    steps down at its next renewal, ends its watches, reports itself standby, and
+    signals nothing more."""
+    election = LeaderElection(api=kube_api, namespace=namespace, identity="a", duration=3)
+    watcher = Watcher(
+        api=kube_api,
+        client=temporal_client,
+        wakeups=Wakeups(temporal_client, task_queue=f"lease-{namespace}"),
+        namespaces=frozenset({namespace}),
+        election=election,
+        watch_seconds=3,
+    )
+    task = asyncio.create_task(watcher.run())
+    coordination = k8s.CoordinationV1Api(kube_api)
+    try:
+        await until(lambda: watcher.problem() is None and watcher.watches, timeout=30, what="lead")
+        lease: Any = coordination.read_namespaced_lease("dbi-watcher", namespace)
+        lease.spec.holder_identity = "b"
+        lease.spec.lease_duration_seconds = 600
+        lease.spec.renew_time = datetime.now(UTC)
+        coordination.replace_namespaced_lease("dbi-watcher", namespace, lease)
+        await until(lambda: not election.leading.is_set(), timeout=10, what="stepping down")
+        await until(
+            lambda: not any(t.name.startswith("watch-") for t in threading.enumerate()),
+            timeout=15,
+            what="every watch thread ended",
+        )
+        assert watcher.watches == {}
+        assert watcher.problem() is None  # a standby that reaches the API server is ready
+
+        body = {
+            "apiVersion": names.API_VERSION,
+            "kind": names.KIND,
+            "metadata": {"name": "db"},
+            "spec": SPEC,
+        }
+        k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, names.PLURAL, body
+        )
+        await asyncio.sleep(5)
+        started = await _started(temporal_client, names.workflow_id(namespace, "db"))
+        assert not started, "a replica that lost its Lease signaled"
+    finally:
+        watcher.stop.set()
+        await asyncio.wait_for(task, 15)
+        await _terminate(temporal_client, names.workflow_id(namespace, "db"))
+
+
+async def _started(client: Client, workflow_id: str) -> bool:
+    try:
+        await client.get_workflow_handle(workflow_id).describe()
+    except Exception:
+        return False
+    return True
