@@ -1,7 +1,7 @@
 """A CRD newer than the worker (version skew), on the real stack.
 
-A platform team upgrades the CRD before the worker, and a user sets a field only the
-newer worker knows. This worker's models cannot read that spec: the instance stalls
+A platform team upgrades the CRD before the worker, and a user sets a field (or an enum
+value) only the newer worker knows. This worker's models cannot read that spec: the instance stalls
 naming the field, nothing of it is touched, and deleting it still tears it down.
 """
 
@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from tests.activities.test_lifecycle import create, custom, sql
+from tests.activities.test_lifecycle import SPEC, create, custom, sql
 from tests.orchestrator import Orchestrator
 from tests.stack import Kubectl
 from watcher.watcher import Watcher
@@ -39,6 +39,7 @@ def newer_crd(kubectl: Kubectl, repo_root: Path, dbinstance_crd: str) -> Iterato
     newer = copy.deepcopy(crd)
     schema = newer["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     schema["properties"]["spec"]["properties"]["backup"] = NEWER_FIELD
+    schema["properties"]["spec"]["properties"]["powerState"]["enum"].append("Hibernated")
     apply = ("apply", "--server-side", "--force-conflicts", "--field-manager=dbi-tests", "-f", "-")
     kubectl(*apply, stdin=json.dumps(newer))
     try:
@@ -86,3 +87,22 @@ async def test_a_spec_field_only_a_newer_worker_knows_stalls_and_deletion_still_
     assert custom(kube_api, namespace, "virtualmachines", "db") == {}
     claims = k8s.CoreV1Api(kube_api).list_namespaced_persistent_volume_claim(namespace).items
     assert claims == []  # deletionPolicy Delete was read, and followed
+
+
+@pytest.mark.usefixtures("newer_crd")
+async def test_an_enum_value_only_a_newer_worker_knows_stalls_a_new_instance(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """Created with powerState Hibernated (the newer CRD's enum): Stalled naming
+    spec.powerState, no VM made; deleted, it goes."""
+    orchestrator.apply(namespace, "db", {**SPEC, "powerState": "Hibernated"})
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "db", "Stalled") == ("True", "SpecUnreadable"),
+        what="Stalled SpecUnreadable",
+    )
+    assert "spec.powerState: Input should be 'Running' or 'Stopped'" in message(
+        orchestrator, namespace, "Ready"
+    )
+    assert custom(kube_api, namespace, "virtualmachines", "db") == {}
+    orchestrator.kubectl("delete", "dbinstance", "db", "-n", namespace, "--timeout=60s")
+    assert not orchestrator.kubectl("get", "dbinstance", "-n", namespace, "-o", "name").stdout
