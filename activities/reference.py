@@ -43,7 +43,8 @@ def table() -> str:
         f"refusals: `{step.INVALID}` (422, Terminal), `{step.FORBIDDEN}` (403: RBAC, a quota, "
         f"an admission policy; Transient), `{step.THROTTLED}` (429, Transient, waits at "
         f"least its Retry-After), `{step.CONFLICT}` (a 409 through every fresh read, "
-        f"Transient); `{step.LOCKED}` (Pending: a database session holds a lock the step "
+        f"Transient), `{step.UNAVAILABLE}` (a 5xx with Retry-After, Transient, waits it); "
+        f"`{step.LOCKED}` (Pending: a database session holds a lock the step "
         "needs, past lock_timeout)"
     )
     rows.append(f"| (any step) | its own | {failed} |")

@@ -150,6 +150,7 @@ FORBIDDEN = "Forbidden"  # 403: RBAC, a quota, an admission policy
 INVALID = "Invalid"  # 422: an object the step wrote was rejected
 THROTTLED = "Throttled"  # 429: the API server asks to come back later
 CONFLICT = "Conflict"  # 409 after LOOK_AGAIN fresh reads
+UNAVAILABLE = "Unavailable"  # a 5xx that says when to come back (Retry-After)
 THROTTLED_WAIT_SECONDS = 5.0  # a 429 without Retry-After
 LOCKED = "Locked"  # a statement waited lock_timeout for another session's lock
 LOCKED_WAIT_SECONDS = 10.0
@@ -181,8 +182,10 @@ def refusal(spec: StepSpec, error: k8s.ApiException) -> StepResult | None:
 
     A 422 is Terminal: the same request would be refused again until the spec changes.
     403, 429 and a lasting 409 are Transient: they pass (a quota raised, RBAC fixed, the
-    load gone), and 429 waits at least the server's Retry-After. The detail (which quota,
-    which field) is in the worker's log, not the condition: it may quote what was written.
+    load gone), and 429 waits at least the server's Retry-After, as does a 5xx that
+    sends one (a 5xx without it is raised: the activity's retries absorb a blip). The
+    detail (which quota, which field) is in the worker's log, not the condition: it may
+    quote what was written.
     """
     if error.status == 422:
         return spec.result(
@@ -211,6 +214,13 @@ def refusal(spec: StepSpec, error: k8s.ApiException) -> StepResult | None:
             CONFLICT,
             "The objects kept changing under this step (409); retrying with back-off.",
         )
+    if error.status is not None and error.status >= 500 and _says_when(error):
+        return spec.result(
+            Outcome.TRANSIENT,
+            UNAVAILABLE,
+            f"The API server is unavailable ({error.status}); waiting as it said.",
+            requeue_after_seconds=_retry_after(error),
+        )
     return None
 
 
@@ -234,6 +244,11 @@ def _record_refusal(spec: StepSpec, error: k8s.ApiException) -> None:
     span.record_exception(error)
     span.set_status(Status(StatusCode.ERROR, type(error).__name__))
     activity.logger.warning("%s: the API server refused: %s", spec.name, api_error(error))
+
+
+def _says_when(error: k8s.ApiException) -> bool:
+    headers = error.headers or {}
+    return "Retry-After" in headers or "retry-after" in headers
 
 
 def _retry_after(error: k8s.ApiException) -> float:

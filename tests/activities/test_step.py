@@ -34,6 +34,8 @@ class _Instance:
     uid: str = "uid-1"
     name: str = "db"
     namespace: str = "team-a"
+    deleting: bool = False
+    unreadable: str | None = None
 
 
 class _Reads:
@@ -224,6 +226,9 @@ def test_a_step_refused_by_a_terminating_namespace_waits(
         pytest.param(429, {"Retry-After": "7"}, (Outcome.TRANSIENT, "Throttled", 7.0), id="429"),
         pytest.param(429, {}, (Outcome.TRANSIENT, "Throttled", 5.0), id="429-no-retry-after"),
         pytest.param(409, {}, (Outcome.TRANSIENT, "Conflict", None), id="lasting-conflict"),
+        pytest.param(
+            503, {"Retry-After": "12"}, (Outcome.TRANSIENT, "Unavailable", 12.0), id="503-says-when"
+        ),
     ],
 )
 def test_the_api_servers_refusals_each_have_their_outcome(
@@ -311,3 +316,22 @@ def test_a_statement_that_waited_out_its_lock_timeout_leaves_the_step_pending() 
     got = step.on(INPUT, pipeline.CREDENTIALS)
     assert (got.outcome, got.reason) == (Outcome.PENDING, "Locked")
     assert got.requeue_after_seconds is not None and got.requeue_after_seconds > AT_ONCE
+
+
+def test_no_step_converges_a_spec_the_worker_cannot_read() -> None:
+    """An instance whose stored spec the models cannot read (a newer CRD): the step
+    neither observes nor acts, and says why, Terminal."""
+    step = Scripted((Outcome.SATISFIED, None))
+    unreadable = _Instance()
+    unreadable.unreadable = "spec.backup: Extra inputs are not permitted"
+    step.ctx.passes.remember(INPUT.pass_id or "run-1/7", cast(Instance, unreadable))
+    observed: list[str] = []
+
+    def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Instance:
+        observed.append("looked")
+        return instance
+
+    step.observe = observe  # type: ignore[method-assign]
+    got = step.on(INPUT.model_copy(update={"pass_id": "run-1/7"}), pipeline.CREDENTIALS)
+    assert (got.outcome, got.reason) == (Outcome.TERMINAL, "SpecUnreadable")
+    assert "spec.backup" in got.message and observed == []
