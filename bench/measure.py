@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
 from dbi import names
-from watcher.streams import Source, forever
+from watcher.streams import Listener, Source, forever
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -39,7 +39,7 @@ class Tracker:
         self._check = check
         self._lock = threading.Lock()
         threading.Thread(
-            target=forever, args=(api, source, self._on, self.stop), daemon=True
+            target=forever, args=(api, source, Listener(self._on), self.stop), daemon=True
         ).start()
 
     def __enter__(self) -> Tracker:

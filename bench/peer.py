@@ -36,7 +36,7 @@ from dbi.config import Config
 from dbi.status import PassReport, StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
 from watcher import relevance
-from watcher.streams import Source, forever
+from watcher.streams import Listener, Source, forever
 from watcher.watcher import sources
 from workflows.runner import failed
 from workflows.waiting import PendingStreak, next_wait
@@ -242,7 +242,7 @@ class Peer:
         for source in watched:
             threading.Thread(
                 target=forever,
-                args=(self.api, source, self.handler(source.kind), self.stop),
+                args=(self.api, source, Listener(self.handler(source.kind)), self.stop),
                 daemon=True,
             ).start()
         workers = [threading.Thread(target=self.work, daemon=True) for _ in range(self.threads)]
