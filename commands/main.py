@@ -118,7 +118,41 @@ def build_parser() -> argparse.ArgumentParser:
     _namespace_option(retry)
     retry.set_defaults(run=_operate(lambda a: operate.retry(a.namespace, a.name)))
 
+    temporal = commands.add_parser(
+        "temporal",
+        help="the Temporal side of an install (setup)",
+        description="Prepare a Temporal namespace for dbi.",
+    )
+    temporal_commands = temporal.add_subparsers(title="commands")
+    setup = temporal_commands.add_parser(
+        "setup",
+        help="register dbi's search attributes and check its task queue (idempotent)",
+        description="Register the search attributes dbi's workflows carry on the Temporal "
+        "namespace (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, or a profile: docs/configuration.md), "
+        "leaving those already there, and "
+        "say whether a worker polls the task queue (DBI_TASK_QUEUE). The worker and the "
+        "watcher refuse to start without the attributes. Exit 0 when the namespace is "
+        "ready, 1 when it is not (a conflicting attribute, Temporal unreachable).",
+    )
+    setup.set_defaults(run=_temporal_setup, process=environment.CLI)
+
     return parser
+
+
+def _temporal_setup(args: argparse.Namespace) -> int:
+    from dbi import connect, temporal_setup  # noqa: PLC0415
+
+    async def run() -> bool:
+        client = await connect.temporal()
+        return await temporal_setup.setup(
+            client, environment.TASK_QUEUE.value(), lambda line: print(line, flush=True)
+        )
+
+    try:
+        return 0 if asyncio.run(run()) else 1
+    except RuntimeError as e:  # the SDK reports a failed connection this way
+        print(f"dbi: Temporal: {e}", file=sys.stderr)
+        return 1
 
 
 def _reads(process: environment.Process) -> str:
@@ -141,7 +175,7 @@ def _watcher(args: argparse.Namespace) -> int:
 def _serve(what: str, main: Callable[[], Coroutine[Any, Any, None]]) -> int:
     try:
         asyncio.run(main())
-    except ValueError as e:  # a malformed setting; the message names the variable
+    except ValueError as e:  # a malformed setting, or Temporal not set up: the message says
         print(f"dbi: the {what} cannot start: {e}", file=sys.stderr)
         return 2
     except RuntimeError as e:  # the SDK reports a failed connection this way

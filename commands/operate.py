@@ -42,15 +42,12 @@ def _objects() -> k8s.CustomObjectsApi:
 
 
 def _client() -> Any:
-    return connect.temporal(
-        environment.TEMPORAL_ADDRESS.value(),
-        namespace=environment.TEMPORAL_NAMESPACE.value(),
-    )
+    return connect.temporal()
 
 
 def ui_link(namespace: str, name: str) -> str:
     base = (environment.TEMPORAL_UI.value()).rstrip("/")
-    temporal_namespace = environment.TEMPORAL_NAMESPACE.value()
+    temporal_namespace = connect.temporal_settings()["namespace"]
     workflow = urllib.parse.quote(names.workflow_id(namespace, name), safe="")
     return f"{base}/namespaces/{temporal_namespace}/workflows/{workflow}"
 

@@ -15,6 +15,7 @@ from kubernetes import config as k8s_config
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 
 from dbi import environment, names
@@ -69,13 +70,31 @@ def kubernetes(
     return api
 
 
+def temporal_settings(
+    address: str | None = None, namespace: str | None = None
+) -> ClientConnectConfig:
+    """How to reach Temporal: the SDK's environment configuration (``envconfig``: the
+    ``TEMPORAL_*`` variables, and the profile ``TEMPORAL_PROFILE`` names in the file
+    ``TEMPORAL_CONFIG_FILE`` or the default one: address, namespace, TLS and mTLS, API
+    key, gRPC metadata), with ``address`` and ``namespace`` over it when given, and
+    dbi's defaults (127.0.0.1:7233, ``default``) under it."""
+    settings = ClientConfig.load_client_connect_config(profile=environment.TEMPORAL_PROFILE.get())
+    settings["target_host"] = (
+        address or settings.get("target_host") or str(environment.TEMPORAL_ADDRESS.default)
+    )
+    settings["namespace"] = (
+        namespace or settings.get("namespace") or str(environment.TEMPORAL_NAMESPACE.default)
+    )
+    return settings
+
+
 async def temporal(
-    address: str, *, namespace: str = "default", runtime: Runtime | None = None
+    address: str | None = None, *, namespace: str | None = None, runtime: Runtime | None = None
 ) -> Client:
-    """Return a client with the data converter and interceptors every dbi process uses."""
+    """Return a client with the data converter and interceptors every dbi process uses,
+    connected as ``temporal_settings`` says."""
     return await Client.connect(
-        address,
-        namespace=namespace,
+        **temporal_settings(address, namespace),
         data_converter=pydantic_data_converter,
         interceptors=[TracingInterceptor()],
         runtime=runtime,

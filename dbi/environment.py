@@ -85,6 +85,17 @@ TEMPORAL_ADDRESS = _var(
 TEMPORAL_NAMESPACE = _var(
     "TEMPORAL_NAMESPACE", "default", "Temporal namespace of the workflows.", WORKER, WATCHER, CLI
 )
+TEMPORAL_PROFILE = _var(
+    "TEMPORAL_PROFILE",
+    None,
+    "Profile of the Temporal client configuration file (TEMPORAL_CONFIG_FILE, else "
+    "~/.config/temporalio/temporal.toml) to connect with: address, namespace, TLS, mTLS, API "
+    "key. Unset: the file's default profile, if any. TEMPORAL_* variables override it "
+    "(docs/configuration.md).",
+    WORKER,
+    WATCHER,
+    CLI,
+)
 KUBECONFIG = _var(
     "KUBECONFIG",
     None,
@@ -96,9 +107,11 @@ KUBECONFIG = _var(
 TASK_QUEUE = _var(
     "DBI_TASK_QUEUE",
     "dbi",
-    "Task queue the worker polls and the watcher starts workflows on.",
+    "Task queue the worker polls and the watcher starts workflows on (`dbi temporal "
+    "setup` reports its pollers).",
     WORKER,
     WATCHER,
+    CLI,
 )
 IMAGES = _var(
     "DBI_IMAGES",

@@ -30,6 +30,7 @@ class TemporalDevServer:
         port: int,
         ui_port: int | None,
         die_with_parent: bool,
+        search_attributes: bool = True,
     ) -> None:
         self.port = port
         self.ui_port = ui_port
@@ -47,7 +48,8 @@ class TemporalDevServer:
             "warn",
         ]
         argv += ["--ui-port", str(ui_port)] if ui_port is not None else ["--headless"]
-        for key, kind in names.SEARCH_ATTRIBUTES.items():
+        # As `dbi temporal setup` would: a server without them is a test's, of that command.
+        for key, kind in names.SEARCH_ATTRIBUTES.items() if search_attributes else ():
             argv += ["--search-attribute", f"{key}={kind}"]
         self.process = ManagedProcess(
             "temporal dev server",

@@ -108,6 +108,7 @@ def test_every_object_is_accepted_by_the_api_server_in_a_server_side_dry_run(
         "role.rbac.authorization.k8s.io/dbi-watcher-lease",
         "deployment.apps/dbi-worker",
         "deployment.apps/dbi-watcher",
+        "job.batch/dbi-temporal-setup",
     ):
         assert any(line.startswith(kind_name + " ") for line in applied), (kind_name, applied)
 
@@ -159,3 +160,23 @@ def test_the_deployments_run_the_image_the_code_and_the_settings_it_reads(
     assert lease["fieldPath"] == "metadata.namespace"
     pod_name = watcher_env[environment.POD_NAME.name]["valueFrom"]["fieldRef"]
     assert pod_name["fieldPath"] == "metadata.name"
+
+
+def test_the_setup_job_runs_temporal_setup_with_the_temporal_settings(
+    repo_root: Path, deploy_manifests: list[dict[str, Any]]
+) -> None:
+    """The Job runs `dbi temporal setup` of this version's image with the dbi-temporal
+    settings, which that command reads, and no Kubernetes credentials (it needs none)."""
+    configs = {
+        m["metadata"]["name"]: set(m.get("data", {}))
+        for m in deploy_manifests
+        if m["kind"] == "ConfigMap"
+    }
+    (job,) = [m for m in deploy_manifests if m["kind"] == "Job"]
+    pod = job["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    (container,) = pod["containers"]
+    assert container["args"] == ["temporal", "setup"]
+    env = set().union(*(configs[s["configMapRef"]["name"]] for s in container["envFrom"]))
+    assert container_problems(repo_root, container["image"], container["args"], env) == []
+    assert {environment.TEMPORAL_ADDRESS.name, environment.TASK_QUEUE.name} <= env

@@ -24,7 +24,7 @@ import socket
 from prometheus_client import REGISTRY
 from temporalio.runtime import Runtime
 
-from dbi import connect, environment, metrics, telemetry
+from dbi import connect, environment, metrics, telemetry, temporal_setup
 from dbi.health import Health, TemporalProbe
 from watcher.leader import LeaderElection
 from watcher.streams import WATCH_SECONDS
@@ -41,10 +41,9 @@ async def main() -> None:
 
 
 async def serve(runtime: Runtime, health: Health) -> None:
-    address = environment.TEMPORAL_ADDRESS.value()
-    client = await connect.temporal(
-        address, namespace=environment.TEMPORAL_NAMESPACE.value(), runtime=runtime
-    )
+    client = await connect.temporal(runtime=runtime)
+    address = client.service_client.config.target_host
+    await temporal_setup.require(client)
     temporal = TemporalProbe(client)
     probing = asyncio.create_task(temporal.run())
     only = environment.WATCH_NAMESPACES.get()

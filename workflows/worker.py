@@ -26,7 +26,7 @@ from activities import registry
 from activities.kube import Kube
 from activities.step import Context
 from activities.telemetry import StepTelemetry
-from dbi import connect, environment, names, telemetry
+from dbi import connect, environment, names, telemetry, temporal_setup
 from dbi.config import Config
 from dbi.health import Health, TemporalProbe
 from workflows.dbinstance import DBInstanceWorkflow
@@ -82,10 +82,9 @@ async def main() -> None:
 
 
 async def serve(runtime: Runtime, health: Health) -> None:
-    address = environment.TEMPORAL_ADDRESS.value()
-    client = await connect.temporal(
-        address, namespace=environment.TEMPORAL_NAMESPACE.value(), runtime=runtime
-    )
+    client = await connect.temporal(runtime=runtime)
+    address = client.service_client.config.target_host
+    await temporal_setup.require(client)
     temporal = TemporalProbe(client)
     health.checks["temporal"] = temporal.check
     probing = asyncio.create_task(temporal.run())
