@@ -8,15 +8,29 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
+import os
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, NoReturn
 
 import urllib3
 from kubernetes import client as k8s
 
 from commands import dev, operate
 from dbi import environment
+
+
+def run() -> NoReturn:
+    """The ``dbi`` console script: ``main``, then an exit that skips the interpreter's
+    teardown, where the Temporal SDK's core threads can abort the process
+    (temporalio/sdk-python#300: "PyGILState_Release ... Python runtime state:
+    finalizing", SIGABRT). Seen once here: a finished `dbi temporal setup` exited -6."""
+    code = main()
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,8 @@ from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
 
 log = logging.getLogger("dbi.watcher")
+# How long a stopping watcher may take to end its watches and give its Lease up.
+STOP_SECONDS = 15.0
 
 
 async def main() -> None:
@@ -78,7 +80,10 @@ async def serve(runtime: Runtime, health: Health) -> None:
     )
     task = asyncio.create_task(watcher.run())
     await asyncio.get_running_loop().run_in_executor(None, watcher.stop.wait)
-    task.cancel()
+    try:  # it sees the stop within a tick, and gives its Lease up
+        await asyncio.wait_for(task, STOP_SECONDS)
+    except TimeoutError:
+        task.cancel()
     probing.cancel()
     await watcher.wakeups.drain()
     c = watcher.wakeups.counters

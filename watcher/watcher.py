@@ -35,6 +35,8 @@ log = logging.getLogger("dbi.watcher")
 RESYNC_SECONDS = 60.0
 # How long one resync may wait on Temporal: the loop that checks leadership runs it.
 RESYNC_TIMEOUT_SECONDS = 30.0
+# How long a stopping watcher waits for its Lease to be given up.
+RELEASE_SECONDS = 10.0
 # How long a watch may be down before the watcher reports itself not ready.
 WATCH_GRACE_SECONDS = 20.0
 
@@ -211,10 +213,23 @@ class Watcher:
         Without an election the watcher always leads. Each term of leadership starts
         its own watches (their first list wakes every instance, so a new leader misses
         nothing its predecessor did not send) and ends them when leadership is lost.
+        Once stopped, it gives its Lease up before it returns (also when cancelled),
+        so another replica takes over at once rather than after the Lease expires.
         """
         loop = asyncio.get_running_loop()
+        lease = None
         if self.election is not None:
-            threading.Thread(target=self.election.run, name="lease", daemon=True).start()
+            lease = threading.Thread(target=self.election.run, name="lease", daemon=True)
+            lease.start()
+        try:
+            await self._lead_while_elected(loop)
+        finally:
+            if self.election is not None and lease is not None:
+                self.election.stop.set()
+                await asyncio.shield(asyncio.to_thread(lease.join, RELEASE_SECONDS))
+        await self.wakeups.drain()
+
+    async def _lead_while_elected(self, loop: asyncio.AbstractEventLoop) -> None:
         while not self.stop.is_set():
             if not self._leading():
                 await asyncio.sleep(0.2)
@@ -233,9 +248,6 @@ class Watcher:
             finally:
                 term.set()  # also when cancelled: no watch thread outlives its term
                 self.watches = {}
-        if self.election is not None:
-            self.election.stop.set()
-        await self.wakeups.drain()
 
     def _start_watches(self, loop: asyncio.AbstractEventLoop, term: threading.Event) -> None:
         """Start one thread per source for this term; each ends when ``term`` is set."""

@@ -150,3 +150,35 @@ async def test_two_watchers_elect_one_leader_and_the_other_takes_over(
             await asyncio.sleep(0.2)
         log = (tmp_path / f"{survivor}.log").read_text()
         assert f"leading as {survivor}" in log
+
+
+async def test_a_leader_stopped_cleanly_gives_its_lease_up_at_once(
+    local_stack: StackInfo, namespace: str, kube_api: Any, tmp_path: Path
+) -> None:
+    """SIGTERM (a rollout, a drain): the leader gives the Lease up as it stops, so the
+    other replica takes over at its next try (a third of the Lease), not after the
+    Lease expires (its whole duration after the last renewal)."""
+    coordination = k8s.CoordinationV1Api(kube_api)
+
+    def holder() -> str | None:
+        try:
+            lease = coordination.read_namespaced_lease("dbi-watcher", namespace)
+        except k8s.ApiException:
+            return None
+        return lease.spec.holder_identity if lease.spec else None
+
+    env = {"DBI_LEASE_NAMESPACE": namespace, "DBI_LEASE_SECONDS": "30"}
+    with (
+        watcher_process(local_stack, namespace, tmp_path / "a.log", POD_NAME="a", **env) as a,
+        watcher_process(local_stack, namespace, tmp_path / "b.log", POD_NAME="b", **env) as b,
+    ):
+        leader = await asyncio.to_thread(eventually, holder, what="a leader")
+        stopped, survivor = (a, "b") if leader == "a" else (b, "a")
+        stopped.send_signal(signal.SIGTERM)
+        started = time.monotonic()
+        assert await asyncio.to_thread(stopped.wait, 20) == 0
+        await asyncio.to_thread(
+            eventually, lambda: holder() == survivor, timeout=25, what="a takeover"
+        )
+        took = time.monotonic() - started
+        assert took < 30 / 3 + 3, f"the takeover took {took:.0f}s: the Lease was not given up"
