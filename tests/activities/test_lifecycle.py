@@ -51,10 +51,15 @@ async def ready(orchestrator: Orchestrator, namespace: str, name: str = "db") ->
     """Wait until Ready is True for the current generation; return the object."""
 
     def check() -> dict[str, Any] | None:
+        # One read for both: a second read could see Ready while the object returned
+        # is the older one (an earlier pass's status, without what Ready brings).
         db = orchestrator.get(namespace, name)
-        fresh = db.get("status", {}).get("observedGeneration") == db["metadata"]["generation"]
-        converged = orchestrator.condition(namespace, name, "Ready") == ("True", "Converged")
-        return db if fresh and converged else None
+        status = db.get("status", {})
+        fresh = status.get("observedGeneration") == db["metadata"]["generation"]
+        ready = [
+            (c["status"], c["reason"]) for c in status.get("conditions", []) if c["type"] == "Ready"
+        ]
+        return db if fresh and ready == [("True", "Converged")] else None
 
     try:
         found: dict[str, Any] = await orchestrator.until(
