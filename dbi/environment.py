@@ -156,6 +156,13 @@ LEASE_NAMESPACE = _var(
     WATCHER,
 )
 LEASE_SECONDS = _var("DBI_LEASE_SECONDS", "15", "Leader lease duration, s.", WATCHER)
+SHUTDOWN_SECONDS = _var(
+    "DBI_SHUTDOWN_SECONDS",
+    "45",
+    "How long a stopping worker lets running activities finish before it cancels them, s; "
+    "keep it below the pod's terminationGracePeriodSeconds (60 in deploy/).",
+    WORKER,
+)
 POD_NAME = _var(
     "POD_NAME", None, "Identity in the leader election; unset: host name and pid.", WATCHER
 )

@@ -11,6 +11,7 @@ import pytest
 from dbi import environment
 from tests.deployment import SYSTEM_NAMESPACE, container_problems, permission_errors
 from tests.stack import Kubectl
+from watcher import __main__ as watcher_main
 
 pytestmark = pytest.mark.stack
 
@@ -109,6 +110,8 @@ def test_every_object_is_accepted_by_the_api_server_in_a_server_side_dry_run(
         "deployment.apps/dbi-worker",
         "deployment.apps/dbi-watcher",
         "job.batch/dbi-temporal-setup",
+        "poddisruptionbudget.policy/dbi-worker",
+        "poddisruptionbudget.policy/dbi-watcher",
     ):
         assert any(line.startswith(kind_name + " ") for line in applied), (kind_name, applied)
 
@@ -180,3 +183,28 @@ def test_the_setup_job_runs_temporal_setup_with_the_temporal_settings(
     env = set().union(*(configs[s["configMapRef"]["name"]] for s in container["envFrom"]))
     assert container_problems(repo_root, container["image"], container["args"], env) == []
     assert {environment.TEMPORAL_ADDRESS.name, environment.TASK_QUEUE.name} <= env
+
+
+def test_pods_get_the_time_their_process_takes_to_stop(
+    deploy_manifests: list[dict[str, Any]],
+) -> None:
+    """The kubelet waits longer than a stopping worker lets its activities finish
+    (DBI_SHUTDOWN_SECONDS) and longer than a watcher takes to give its Lease up; a
+    drain takes one replica of each at a time."""
+    deployments = {m["metadata"]["name"]: m for m in deploy_manifests if m["kind"] == "Deployment"}
+
+    def grace(name: str) -> int:
+        return int(
+            deployments[name]["spec"]["template"]["spec"].get("terminationGracePeriodSeconds", 30)
+        )
+
+    assert grace("dbi-worker") >= float(environment.SHUTDOWN_SECONDS.default or 0) + 10
+    assert grace("dbi-watcher") >= watcher_main.STOP_SECONDS + 10
+    budgets = {
+        m["metadata"]["name"]: m for m in deploy_manifests if m["kind"] == "PodDisruptionBudget"
+    }
+    for name, deployment in deployments.items():
+        assert budgets[name]["spec"]["maxUnavailable"] == 1
+        assert deployment["spec"]["replicas"] > 1
+        selector = budgets[name]["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()

@@ -16,6 +16,7 @@ import logging
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
@@ -40,11 +41,14 @@ def build_worker(
     *,
     task_queue: str = names.TASK_QUEUE,
     executor: ThreadPoolExecutor | None = None,
+    graceful_shutdown: timedelta = timedelta(0),
 ) -> Worker:
     """Return a worker for the DBInstance workflow and the given activities.
 
     The step activities are synchronous (the Kubernetes client and psycopg block), so
-    they run in ``executor``; stub activities in tests are async and need none.
+    they run in ``executor``; stub activities in tests are async and need none. On
+    shutdown, running activities get ``graceful_shutdown`` to finish before they are
+    cancelled (Temporal retries a cancelled one on another worker).
     """
     return Worker(
         client,
@@ -54,10 +58,12 @@ def build_worker(
         activity_executor=executor,
         max_concurrent_activities=ACTIVITY_THREADS,
         interceptors=[StepTelemetry()],
+        graceful_shutdown_timeout=graceful_shutdown,
     )
 
 
 ACTIVITY_THREADS = 32
+SHUTDOWN_DEFAULT = environment.SHUTDOWN_SECONDS.default or "45"
 
 
 def step_activities(kubeconfig: str | None = None) -> list[Callable[..., Any]]:
@@ -90,7 +96,14 @@ async def serve(runtime: Runtime, health: Health) -> None:
     probing = asyncio.create_task(temporal.run())
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
     task_queue = environment.TASK_QUEUE.value()
-    worker = build_worker(client, step_activities(), task_queue=task_queue, executor=executor)
+    grace = environment.SHUTDOWN_SECONDS.seconds() or float(SHUTDOWN_DEFAULT)
+    worker = build_worker(
+        client,
+        step_activities(),
+        task_queue=task_queue,
+        executor=executor,
+        graceful_shutdown=timedelta(seconds=grace),
+    )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
