@@ -103,19 +103,17 @@ def decide(obs: Observation) -> Decision[Action]:
 
 def _disk(obs: Observation) -> Decision[Action] | None:
     """The data disk's part of the decision: None once it has the spec's size."""
-    expanding = "The data disk is being expanded."
-    if obs.claim_request is not None and obs.claim_request < obs.storage:
-        if not obs.expandable:
-            return _not_expandable(obs.storage_class)
+    grow = obs.claim_request is not None and obs.claim_request < obs.storage
+    if grow and not obs.expandable:
+        return _not_expandable(obs.storage_class)
+    if grow or obs.claim_capacity is None or obs.claim_capacity < obs.storage:
         result = SPEC.result(
-            Outcome.PENDING, Reason.EXPANDING, expanding, requeue_after_seconds=CHECK_SECONDS
+            Outcome.PENDING,
+            Reason.EXPANDING,
+            "The data disk is being expanded.",
+            requeue_after_seconds=CHECK_SECONDS,
         )
-        return Decision(result, Action.GROW_CLAIM)
-    if obs.claim_capacity is None or obs.claim_capacity < obs.storage:
-        result = SPEC.result(
-            Outcome.PENDING, Reason.EXPANDING, expanding, requeue_after_seconds=CHECK_SECONDS
-        )
-        return Decision(result)
+        return Decision(result, Action.GROW_CLAIM if grow else None)
     return None
 
 

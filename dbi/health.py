@@ -33,6 +33,9 @@ from prometheus_client import REGISTRY, make_wsgi_app
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from temporalio.client import Client
+from temporalio.runtime import Runtime
+
+from dbi import connect, temporal_setup
 
 log = logging.getLogger("dbi.health")
 
@@ -131,6 +134,18 @@ class TemporalProbe:
                     log.warning("Temporal does not answer (%s)", type(e).__name__)
                 self.error = type(e).__name__
             await asyncio.sleep(self.every)
+
+
+async def connect_temporal(runtime: Runtime, health: Health) -> tuple[Client, asyncio.Task[None]]:
+    """Connect to Temporal as the worker and the watcher do: refuse a namespace without
+    dbi's search attributes (``temporal_setup.require``, a SetupNeeded naming them),
+    then probe it for ``/readyz``. Return the client and the probe's task (cancel it on
+    the way out)."""
+    client = await connect.temporal(runtime=runtime)
+    await temporal_setup.require(client)
+    probe = TemporalProbe(client)
+    health.checks["temporal"] = probe.check
+    return client, asyncio.create_task(probe.run())
 
 
 def app(health: Health, registry: Any = REGISTRY) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ from dbi.config import Config
 from dbi.messages import WorkflowInput
 from dbi.spec import SUPPORTED_VERSIONS
 from devstack.stack import StackInfo
+from tests import polling
 from tests.stack import Kubectl
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
@@ -111,12 +111,7 @@ class Orchestrator:
 
     async def until(self, check: Any, *, timeout: float = 120, what: str = "it") -> Any:
         """Wait (without blocking the worker's event loop) until ``check()`` is truthy."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if value := await asyncio.to_thread(check):
-                return value
-            await asyncio.sleep(0.3)
-        raise AssertionError(f"{what} did not happen within {timeout}s")
+        return await polling.until(check, timeout=timeout, what=what)
 
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         out = self.kubectl("get", "dbinstance", name, "-n", namespace, "-o", "json").stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any
@@ -14,4 +15,17 @@ def eventually(check: Callable[[], Any], *, timeout: float = 60, what: str = "it
         if value := check():
             return value
         time.sleep(0.1)
+    raise AssertionError(f"{what} did not happen within {timeout}s")
+
+
+async def until(
+    check: Callable[[], Any], *, timeout: float = 60, what: str = "it", every: float = 0.3
+) -> Any:
+    """``eventually`` for async tests: ``check`` runs in a thread, so the event loop (an
+    in-process worker's, a watcher's) goes on meanwhile."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := await asyncio.to_thread(check):
+            return value
+        await asyncio.sleep(every)
     raise AssertionError(f"{what} did not happen within {timeout}s")

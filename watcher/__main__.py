@@ -24,8 +24,8 @@ import socket
 from prometheus_client import REGISTRY
 from temporalio.runtime import Runtime
 
-from dbi import connect, environment, metrics, telemetry, temporal_setup
-from dbi.health import Health, TemporalProbe
+from dbi import connect, environment, metrics, telemetry
+from dbi.health import Health, connect_temporal
 from watcher.leader import LeaderElection
 from watcher.streams import WATCH_SECONDS
 from watcher.wakeups import Wakeups
@@ -43,11 +43,8 @@ async def main() -> None:
 
 
 async def serve(runtime: Runtime, health: Health) -> None:
-    client = await connect.temporal(runtime=runtime)
+    client, probing = await connect_temporal(runtime, health)
     address = client.service_client.config.target_host
-    await temporal_setup.require(client)
-    temporal = TemporalProbe(client)
-    probing = asyncio.create_task(temporal.run())
     only = environment.WATCH_NAMESPACES.get()
     namespaces = frozenset(n.strip() for n in only.split(",") if n.strip()) if only else None
     api = connect.kubernetes()
@@ -69,7 +66,7 @@ async def serve(runtime: Runtime, health: Health) -> None:
     REGISTRY.register(
         metrics.WatcherCollector(lambda: watcher.wakeups.counters, lambda: watcher.phases)
     )
-    health.checks.update(temporal=temporal.check, watches=watcher.problem)
+    health.checks["watches"] = watcher.problem
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, watcher.stop.set)

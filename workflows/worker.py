@@ -27,9 +27,9 @@ from activities import registry
 from activities.kube import Kube
 from activities.step import Context
 from activities.telemetry import StepTelemetry
-from dbi import connect, environment, names, telemetry, temporal_setup
+from dbi import connect, environment, names, telemetry
 from dbi.config import Config
-from dbi.health import Health, TemporalProbe
+from dbi.health import Health, connect_temporal
 from workflows.dbinstance import DBInstanceWorkflow
 
 log = logging.getLogger("dbi.worker")
@@ -88,12 +88,8 @@ async def main() -> None:
 
 
 async def serve(runtime: Runtime, health: Health) -> None:
-    client = await connect.temporal(runtime=runtime)
+    client, probing = await connect_temporal(runtime, health)
     address = client.service_client.config.target_host
-    await temporal_setup.require(client)
-    temporal = TemporalProbe(client)
-    health.checks["temporal"] = temporal.check
-    probing = asyncio.create_task(temporal.run())
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
     task_queue = environment.TASK_QUEUE.value()
     grace = environment.SHUTDOWN_SECONDS.seconds() or float(SHUTDOWN_DEFAULT)

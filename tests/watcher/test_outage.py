@@ -29,8 +29,8 @@ from devstack import tools
 from devstack.stack import StackInfo
 from tests.activities.test_lifecycle import SPEC, ready
 from tests.orchestrator import Orchestrator
+from tests.polling import until
 from tests.watcher.test_replicas import watcher_process
-from tests.watcher.test_watcher import wakes
 from watcher.leader import LeaderElection
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
@@ -59,15 +59,6 @@ def probe(port: int, path: str) -> tuple[int, str]:
         return int(e.code), e.read().decode()
     except (urllib.error.URLError, OSError):  # not serving yet
         return 0, ""
-
-
-async def until(check: Any, *, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if found := await asyncio.to_thread(check):
-            return found
-        await asyncio.sleep(0.5)
-    raise AssertionError(f"{what} did not happen within {timeout:.0f}s")
 
 
 async def test_a_temporal_outage_of_90s_is_ridden_out_and_shown(
@@ -131,31 +122,29 @@ async def test_an_api_server_outage_is_ridden_out_and_shown(
             assert "watch has not been live for" in problem, problem
             await asyncio.sleep(max(0.0, API_OUTAGE_SECONDS - 30))
         await until(lambda: watcher.problem() is None, timeout=90, what="watches live again")
-        body = {
-            "apiVersion": names.API_VERSION,
-            "kind": names.KIND,
-            "metadata": {"name": "db"},
-            "spec": SPEC,
-        }
-        k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
-            names.GROUP, names.VERSION, namespace, names.PLURAL, body
-        )
+        create_db(kube_api, namespace)
         workflow_id = names.workflow_id(namespace, "db")
-
-        async def woken() -> bool:
-            try:
-                return bool(await wakes(temporal_client, workflow_id))
-            except Exception:
-                return False
-
         deadline = time.monotonic() + 30
-        while not await woken():
+        while not await _started(temporal_client, workflow_id):  # signal-with-start
             assert time.monotonic() < deadline, "the change after the outage was not signaled"
             await asyncio.sleep(0.5)
     finally:
         watcher.stop.set()
         await asyncio.wait_for(task, 15)
         await _terminate(temporal_client, names.workflow_id(namespace, "db"))
+
+
+def create_db(kube_api: Any, namespace: str) -> None:
+    """Create the DBInstance ``db`` (for a watcher to see; no worker converges it)."""
+    body = {
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
+        "metadata": {"name": "db"},
+        "spec": SPEC,
+    }
+    k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        names.GROUP, names.VERSION, namespace, names.PLURAL, body
+    )
 
 
 async def _terminate(client: Client, workflow_id: str) -> None:
@@ -199,15 +188,7 @@ async def test_a_replica_that_loses_its_lease_stops_watching_and_signaling(
         assert watcher.watches == {}
         assert watcher.problem() is None  # a standby that reaches the API server is ready
 
-        body = {
-            "apiVersion": names.API_VERSION,
-            "kind": names.KIND,
-            "metadata": {"name": "db"},
-            "spec": SPEC,
-        }
-        k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
-            names.GROUP, names.VERSION, namespace, names.PLURAL, body
-        )
+        create_db(kube_api, namespace)
         await asyncio.sleep(5)
         started = await _started(temporal_client, names.workflow_id(namespace, "db"))
         assert not started, "a replica that lost its Lease signaled"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import signal
 import subprocess
@@ -49,6 +50,15 @@ def watcher_process(
         if process.poll() is None:
             process.kill()
         process.wait()
+
+
+def lease_holder(kube_api: Any, namespace: str) -> str | None:
+    """Who holds the watchers' Lease in ``namespace``; None when no one (or no Lease)."""
+    try:
+        lease = k8s.CoordinationV1Api(kube_api).read_namespaced_lease("dbi-watcher", namespace)
+    except k8s.ApiException:
+        return None
+    return lease.spec.holder_identity if lease.spec else None
 
 
 def patch(objects: Any, namespace: str, name: str, n: int) -> None:
@@ -109,15 +119,7 @@ async def test_two_watchers_elect_one_leader_and_the_other_takes_over(
 ) -> None:
     """Of two replicas one holds the Lease; killed, the other takes over within its duration
     and signals the next change."""
-    coordination = k8s.CoordinationV1Api(kube_api)
-
-    def holder() -> str | None:
-        try:
-            lease = coordination.read_namespaced_lease("dbi-watcher", namespace)
-        except k8s.ApiException:
-            return None
-        return lease.spec.holder_identity if lease.spec else None
-
+    holder = functools.partial(lease_holder, kube_api, namespace)
     env = {"DBI_LEASE_NAMESPACE": namespace, "DBI_LEASE_SECONDS": "3"}
     with (
         watcher_process(local_stack, namespace, tmp_path / "a.log", POD_NAME="a", **env) as a,
@@ -158,15 +160,7 @@ async def test_a_leader_stopped_cleanly_gives_its_lease_up_at_once(
     """SIGTERM (a rollout, a drain): the leader gives the Lease up as it stops, so the
     other replica takes over at its next try (a third of the Lease), not after the
     Lease expires (its whole duration after the last renewal)."""
-    coordination = k8s.CoordinationV1Api(kube_api)
-
-    def holder() -> str | None:
-        try:
-            lease = coordination.read_namespaced_lease("dbi-watcher", namespace)
-        except k8s.ApiException:
-            return None
-        return lease.spec.holder_identity if lease.spec else None
-
+    holder = functools.partial(lease_holder, kube_api, namespace)
     env = {"DBI_LEASE_NAMESPACE": namespace, "DBI_LEASE_SECONDS": "30"}
     with (
         watcher_process(local_stack, namespace, tmp_path / "a.log", POD_NAME="a", **env) as a,
