@@ -1,19 +1,28 @@
-# The dbi image: `dbi worker` and `dbi watcher` (deploy/, docker-compose.yml).
+# The dbi image: `dbi worker`, `dbi watcher` and `dbi temporal setup` (deploy/,
+# docker-compose.yml).
 #   docker build -t dbi:0.1.0 .
 # Not built here (the development machine has no Docker engine); tests/test_deploy.py
-# checks that what deploy/ and docker-compose.yml run is what this image provides.
-FROM python:3.12-slim
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+# builds the first stage's wheel from exactly what it copies, checks that it holds
+# production code only, and that what deploy/ and docker-compose.yml run is what this
+# image provides.
+
+# 1. A wheel of dbi and wheels of its dependencies, from the production packages only:
+#    devstack/ and bench/ are dev-only, and nothing copied here imports them.
+FROM python:3.12-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
-# Production code only: devstack/ and bench/ are dev-only, and nothing here imports them.
 COPY dbi dbi
 COPY activities activities
 COPY workflows workflows
 COPY watcher watcher
 COPY commands commands
-RUN pip install --no-cache-dir . && rm -rf /src
-WORKDIR /
+RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+
+# 2. The image: those wheels installed, no sources, no build or dev tools, not root.
+FROM python:3.12-slim
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
+    pip install --no-cache-dir --no-index --find-links /wheels dbi
 USER 10001:10001
 ENTRYPOINT ["dbi"]
 CMD ["--help"]

@@ -238,7 +238,7 @@ class Peer:
         return on_event
 
     def run(self) -> None:
-        watched: list[Source] = sources(self.api)
+        watched: list[Source] = sources(self.api, self.namespaces)
         for source in watched:
             threading.Thread(
                 target=forever,

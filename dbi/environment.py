@@ -140,7 +140,8 @@ EXPORTER_PORT = _var(
 WATCH_NAMESPACES = _var(
     "DBI_WATCH_NAMESPACES",
     None,
-    "Comma-separated namespaces to watch; unset: all.",
+    "Comma-separated namespaces to list and watch, each on its own (RoleBindings there "
+    "suffice: deploy/namespaced); unset: every namespace, cluster-wide.",
     WATCHER,
 )
 WATCH_SECONDS = _var(

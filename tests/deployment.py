@@ -1,6 +1,6 @@
 """Fixtures and checks for what deploy/ and docker-compose.yml run.
 
-``deploy_manifests`` is deploy/ as kustomize renders it; ``deployed_rbac`` applies its
+``deploy_manifests`` is deploy/cluster-wide as kustomize renders it; ``deployed_rbac`` applies its
 namespace, ServiceAccounts and RBAC to the local control plane for real (and deletes
 them at the end); ``service_account_kubeconfig`` writes a kubeconfig that
 authenticates as one of those ServiceAccounts, with a token from the TokenRequest API.
@@ -29,8 +29,8 @@ Manifest = dict[str, Any]
 
 @pytest.fixture(scope="session")
 def deploy_manifests(kubectl: Kubectl, repo_root: Path) -> list[Manifest]:
-    """deploy/ rendered by kubectl's kustomize."""
-    out = kubectl("kustomize", str(repo_root / "deploy")).stdout
+    """deploy/cluster-wide rendered by kubectl's kustomize."""
+    out = kubectl("kustomize", str(repo_root / "deploy" / "cluster-wide")).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
 
 
@@ -49,12 +49,15 @@ def deployed_rbac(
 
 
 def service_account_kubeconfig(
-    kubectl: Kubectl, local_stack: StackInfo, account: str, path: Path
+    kubectl: Kubectl,
+    local_stack: StackInfo,
+    account: str,
+    path: Path,
+    *,
+    namespace: str = SYSTEM_NAMESPACE,
 ) -> Path:
-    """Write a kubeconfig at ``path`` that authenticates as ``dbi-system/<account>``."""
-    token = kubectl(
-        "create", "token", account, "-n", SYSTEM_NAMESPACE, "--duration=2h"
-    ).stdout.strip()
+    """Write a kubeconfig at ``path`` that authenticates as ``<namespace>/<account>``."""
+    token = kubectl("create", "token", account, "-n", namespace, "--duration=2h").stdout.strip()
     config = yaml.safe_load(Path(local_stack.kubeconfig).read_text())
     for user in config["users"]:
         user["user"] = {"token": token}

@@ -36,10 +36,14 @@ IMAGES_NAMESPACE = "dbi-images"
 def images(kube_api: Any, dbinstance_crd: str, local_stack: StackInfo) -> dict[int, str]:
     """Create the VirtualMachineImages the default configuration names, once."""
     core = k8s.CoreV1Api(kube_api)
-    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=IMAGES_NAMESPACE)))
-    # The orchestrator's own namespace: it keeps each instance's admin credential there.
-    home = k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=Config().namespace))
-    core.create_namespace(home)
+    # The orchestrator's own namespace (it keeps each instance's admin credential there)
+    # may exist already: deploy/'s tests apply it.
+    for namespace in (IMAGES_NAMESPACE, Config().namespace):
+        try:
+            core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
+        except k8s.ApiException as e:
+            if e.status != 409:
+                raise
     objects = k8s.CustomObjectsApi(kube_api)
     for version in SUPPORTED_VERSIONS:
         image = {

@@ -1,12 +1,19 @@
-"""deploy/ (kustomize): it applies to a real API server, its RBAC allows what the worker
-and the watcher do and nothing else, and it runs what the image and the code provide."""
+"""deploy/cluster-wide (kustomize: deploy/base with its roles bound cluster-wide): it
+applies to a real API server, its RBAC allows what the worker and the watcher do and
+nothing else, and it runs what the image and the code provide. deploy/namespaced is
+installed for real in tests/journeys/test_namespaced.py."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from dbi import environment
 from tests.deployment import SYSTEM_NAMESPACE, container_problems, permission_errors
@@ -25,6 +32,7 @@ WORKER_ALLOWED = [
     *[(v, "virtualmachineinstances.kubevirt.io", NS) for v in ("get", "delete")],
     ("get", "virtualmachineimages.harvesterhci.io", "dbi-images"),
     *[(v, "secrets", NS) for v in ("get", "patch", "delete")],
+    *[(v, "secrets", SYSTEM_NAMESPACE) for v in ("get", "create", "patch", "delete")],
     *[(v, "persistentvolumes", NS) for v in ("get", "patch")],
     *[
         (v, r, NS)
@@ -88,7 +96,7 @@ WATCHER_DENIED = [
 def test_every_object_is_accepted_by_the_api_server_in_a_server_side_dry_run(
     kubectl: Kubectl, repo_root: Path, deployed_rbac: list[dict[str, Any]]
 ) -> None:
-    """`kubectl apply --server-side --dry-run=server -k deploy/` accepts every object
+    """`kubectl apply --server-side --dry-run=server -k deploy/cluster-wide` accepts every object
     (its namespace exists: the API server cannot dry-run objects into a new one)."""
     result = kubectl(
         "apply",
@@ -96,7 +104,7 @@ def test_every_object_is_accepted_by_the_api_server_in_a_server_side_dry_run(
         "--dry-run=server",
         "--field-manager=dbi-deploy-test",
         "-k",
-        str(repo_root / "deploy"),
+        str(repo_root / "deploy" / "cluster-wide"),
     )
     applied = [line for line in result.stdout.splitlines() if "(server dry run)" in line]
     for kind_name in (
@@ -105,6 +113,10 @@ def test_every_object_is_accepted_by_the_api_server_in_a_server_side_dry_run(
         "serviceaccount/dbi-worker",
         "serviceaccount/dbi-watcher",
         "clusterrole.rbac.authorization.k8s.io/dbi-worker",
+        "clusterrole.rbac.authorization.k8s.io/dbi-worker-images",
+        "clusterrole.rbac.authorization.k8s.io/dbi-worker-volumes",
+        "clusterrolebinding.rbac.authorization.k8s.io/dbi-worker-volumes",
+        "role.rbac.authorization.k8s.io/dbi-worker-home",
         "clusterrolebinding.rbac.authorization.k8s.io/dbi-watcher",
         "role.rbac.authorization.k8s.io/dbi-watcher-lease",
         "deployment.apps/dbi-worker",
@@ -114,6 +126,34 @@ def test_every_object_is_accepted_by_the_api_server_in_a_server_side_dry_run(
         "poddisruptionbudget.policy/dbi-watcher",
     ):
         assert any(line.startswith(kind_name + " ") for line in applied), (kind_name, applied)
+
+
+@pytest.mark.usefixtures("images")  # its namespace, dbi-images, holds a RoleBinding
+def test_the_namespaced_overlay_is_accepted_by_the_api_server(
+    kubectl: Kubectl, repo_root: Path, deployed_rbac: list[dict[str, Any]]
+) -> None:
+    """`kubectl apply --server-side --dry-run=server -k deploy/namespaced` accepts every
+    object, once the namespaces it serves exist (as its comment asks)."""
+    served = ("team-a", "team-b")
+    for namespace in served:
+        kubectl("create", "namespace", namespace)
+    try:
+        result = kubectl(
+            "apply",
+            "--server-side",
+            "--dry-run=server",
+            "--force-conflicts",  # the RBAC the cluster-wide tests applied for real
+            "--field-manager=dbi-deploy-test",
+            "-k",
+            str(repo_root / "deploy" / "namespaced"),
+        )
+    finally:
+        kubectl("delete", "namespace", "--wait=false", *served)
+    applied = [line for line in result.stdout.splitlines() if "(server dry run)" in line]
+    rendered = kubectl("kustomize", str(repo_root / "deploy" / "namespaced")).stdout
+    assert len(applied) == len([d for d in yaml.safe_load_all(rendered) if d]), applied
+    bindings = [line for line in applied if line.startswith("rolebinding.")]
+    assert len(bindings) == 7, bindings  # 2 per served namespace, images, home, lease
 
 
 def test_the_worker_may_do_what_the_steps_do_and_nothing_more(
@@ -153,6 +193,10 @@ def test_the_deployments_run_the_image_the_code_and_the_settings_it_reads(
         assert environment.KUBECONFIG.name not in env
         assert {environment.TEMPORAL_ADDRESS.name, environment.TASK_QUEUE.name} <= env
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+        assert pod_labels["app.kubernetes.io/name"] == name
+        assert pod_labels["app.kubernetes.io/part-of"] == "dbi"
+        assert "app.kubernetes.io/part-of" not in deployment["spec"]["selector"]["matchLabels"]
     watcher_env = {
         e["name"]: e
         for e in deployments["dbi-watcher"]["spec"]["template"]["spec"]["containers"][0]["env"]
@@ -208,3 +252,67 @@ def test_pods_get_the_time_their_process_takes_to_stop(
         assert deployment["spec"]["replicas"] > 1
         selector = budgets[name]["spec"]["selector"]["matchLabels"]
         assert selector.items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
+
+
+def dockerfile_stages(repo_root: Path) -> list[list[str]]:
+    """The Dockerfile's instructions, stage by stage (continuation lines joined)."""
+    text = (repo_root / "Dockerfile").read_text().replace("\\\n", " ")
+    stages: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("FROM "):
+            stages.append([])
+        if line and not line.startswith("#") and stages:
+            stages[-1].append(line)
+    return stages
+
+
+def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_path: Path) -> None:
+    """The build stage's wheel, built here from exactly what that stage copies, holds the
+    production packages and both console scripts (`dbi`, `kubectl-dbi`), and neither
+    devstack/, bench/ nor tests/; the final stage copies no source, only installs it."""
+    build, final = dockerfile_stages(repo_root)
+    assert "COPY pyproject.toml README.md ./" in build, build
+    copied = [line.split()[1] for line in build if line.startswith("COPY ")][1:]
+    source = tmp_path / "src"
+    source.mkdir()
+    for path in copied:
+        shutil.copytree(
+            repo_root / path, source / path, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(repo_root / name, source / name)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-w",
+            str(tmp_path / "out"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = (tmp_path / "out").glob("dbi-*.whl")
+    with zipfile.ZipFile(wheel) as built:
+        tops = {name.split("/")[0] for name in built.namelist()}
+        scripts = next(n for n in built.namelist() if n.endswith("entry_points.txt"))
+        entry_points = built.read(scripts).decode()
+    assert tops - {next(t for t in tops if t.endswith(".dist-info"))} == {
+        "dbi",
+        "activities",
+        "workflows",
+        "watcher",
+        "commands",
+    }
+    assert "dbi = commands.main:run" in entry_points
+    assert "kubectl-dbi = commands.main:run" in entry_points
+    assert not any(line.startswith(("COPY ", "ADD ")) for line in final), final
+    assert any("from=build" in line and "pip install" in line for line in final), final
+    assert final[-2:] == ['ENTRYPOINT ["dbi"]', 'CMD ["--help"]']
+    assert any(line.startswith("USER ") and not line.startswith("USER 0") for line in final)

@@ -2,7 +2,8 @@
 
 Environment: ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233), ``TEMPORAL_NAMESPACE``
 (default ``default``), ``KUBECONFIG`` (or in-cluster credentials), and
-``DBI_WATCH_NAMESPACES`` (comma-separated; all namespaces when unset), and
+``DBI_WATCH_NAMESPACES`` (comma-separated, each listed and watched on its own; all
+namespaces, cluster-wide, when unset), and
 ``DBI_LEASE_NAMESPACE``: when set, replicas elect a leader on the Lease
 ``dbi-watcher`` there (identity ``POD_NAME``, or host and pid; ``DBI_LEASE_SECONDS``,
 default 15); only the leader signals. ``DBI_METRICS_PORT``, ``DBI_LOG_FORMAT`` and the

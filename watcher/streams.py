@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -80,12 +81,48 @@ class WatchState:
 
 @dataclass(frozen=True)
 class Source:
-    """One kind of object to watch: how to list it, and with which label selector."""
+    """One kind of object to watch: how to list it, and with which label selector;
+    ``namespace`` is the one namespace ``list_fn`` lists (None: all)."""
 
     kind: str
     list_fn: Callable[..., Any]
     args: tuple[Any, ...] = ()
     label_selector: str | None = None
+    namespace: str | None = None
+
+    @property
+    def name(self) -> str:
+        """What logs and readiness call this watch: its kind, and its namespace if one."""
+        return self.kind if self.namespace is None else f"{self.kind} in {self.namespace}"
+
+
+# PartialObjectMetadata: the API server sends each object's metadata alone.
+_METADATA = "application/json;as=PartialObjectMetadata{};g=meta.k8s.io;v=v1"
+
+
+def metadata_only(list_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a generated list function so that the API server sends each object's
+    metadata alone, for lists and watches (as client-go's metadata informers ask):
+    what a watch of Secrets must never receive is their data."""
+
+    def list_metadata(*args: Any, watch: bool = False, **kwargs: Any) -> Any:
+        """List or watch metadata only; ``kubernetes.watch`` reads the return type below
+        and so hands each event's object on as a dict, resourceVersion kept.
+
+        :return: object
+        """
+        if watch:
+            return list_fn(*args, watch=True, _headers={"Accept": _METADATA.format("")}, **kwargs)
+        # Parsed here, not by the client's model of the full list: the server sends an
+        # empty PartialObjectMetadataList with ``items: null``. Errors raise as usual.
+        response = list_fn(
+            *args, _headers={"Accept": _METADATA.format("List")}, _preload_content=False, **kwargs
+        )
+        listed = json.loads(response.data)
+        listed["items"] = listed.get("items") or []
+        return listed
+
+    return list_metadata
 
 
 @dataclass(frozen=True)
@@ -153,11 +190,11 @@ def list_then_watch(
             listener.state.listed()  # the server ended the watch at its timeout: live
         except k8s.ApiException as e:
             if e.status == 410:
-                log.info("watch of %s expired (410 Gone): relisting", source.kind)
+                log.info("watch of %s expired (410 Gone): relisting", source.name)
                 return
             raise
         except ReadTimeoutError as e:
-            log.warning("watch of %s went silent; resuming it", source.kind)
+            log.warning("watch of %s went silent; resuming it", source.name)
             listener.state.failed(e)
         finally:
             stream.stop()
@@ -180,7 +217,7 @@ def forever(
         except Exception as e:  # a network error, or the API server going away
             listener.state.failed(e)
             log.warning(
-                "watch of %s failed (%s); retrying in %.1fs", source.kind, type(e).__name__, backoff
+                "watch of %s failed (%s); retrying in %.1fs", source.name, type(e).__name__, backoff
             )
             stop.wait(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)

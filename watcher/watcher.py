@@ -1,9 +1,10 @@
 """The watcher: Kubernetes changes become wake-ups of each instance's workflow.
 
 It watches DBInstances and the children they own (selected by the ``dbi.dev/instance``
-label: Secrets, VirtualMachines, VirtualMachineInstances, PVCs, Services), and hands
-every event to ``Wakeups``; a (re)list of DBInstances wakes each one, since events may
-have been missed before it. It holds no state of its own but what its watches give it:
+label: Secrets as metadata only, VirtualMachines, VirtualMachineInstances, PVCs,
+Services), cluster-wide or namespace by namespace, and hands every event to
+``Wakeups``; a (re)list of DBInstances wakes each one, since events may have been
+missed before it. It holds no state of its own but what its watches give it:
 the instances that exist, each as last seen (so a child's event after its instance is
 gone does not start a workflow, and a status-only change is told from a new spec).
 A deletion tells the instance's workflow it is gone (a wake that ends every wait,
@@ -28,7 +29,7 @@ from dbi import names
 from dbi.messages import Wake
 from watcher import relevance
 from watcher.leader import LeaderElection
-from watcher.streams import WATCH_SECONDS, Listener, Source, WatchState, forever
+from watcher.streams import WATCH_SECONDS, Listener, Source, WatchState, forever, metadata_only
 from watcher.wakeups import RPC_TIMEOUT, Wakeups
 
 log = logging.getLogger("dbi.watcher")
@@ -41,36 +42,65 @@ RELEASE_SECONDS = 10.0
 WATCH_GRACE_SECONDS = 20.0
 
 
-def sources(api: k8s.ApiClient) -> list[Source]:
-    """Return the DBInstance source and the children's, selected by the instance label."""
+def sources(api: k8s.ApiClient, namespaces: frozenset[str] | None = None) -> list[Source]:
+    """Return the DBInstance source and the children's, selected by the instance label:
+    cluster-wide lists and watches, or, given ``namespaces``, one of each per namespace
+    (what RoleBindings in those namespaces allow). Secrets come as metadata only."""
     core, objects = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
     child = names.INSTANCE_LABEL
-    return [
-        Source(
-            "DBInstance",
-            objects.list_cluster_custom_object,
-            (names.GROUP, names.VERSION, names.PLURAL),
-        ),
-        Source("Secret", core.list_secret_for_all_namespaces, label_selector=child),
-        Source(
-            "PersistentVolumeClaim",
-            core.list_persistent_volume_claim_for_all_namespaces,
-            label_selector=child,
-        ),
-        Source("Service", core.list_service_for_all_namespaces, label_selector=child),
-        Source(
-            "VirtualMachine",
-            objects.list_cluster_custom_object,
-            ("kubevirt.io", "v1", "virtualmachines"),
-            child,
-        ),
-        Source(
-            "VirtualMachineInstance",
-            objects.list_cluster_custom_object,
-            ("kubevirt.io", "v1", "virtualmachineinstances"),
-            child,
-        ),
-    ]
+    instances = (names.GROUP, names.VERSION, names.PLURAL)
+    vms, vmis = (
+        ("kubevirt.io", "v1", "virtualmachines"),
+        ("kubevirt.io", "v1", "virtualmachineinstances"),
+    )
+    if namespaces is None:
+        return [
+            Source("DBInstance", objects.list_cluster_custom_object, instances),
+            Source("Secret", metadata_only(core.list_secret_for_all_namespaces), (), child),
+            Source(
+                "PersistentVolumeClaim",
+                core.list_persistent_volume_claim_for_all_namespaces,
+                (),
+                child,
+            ),
+            Source("Service", core.list_service_for_all_namespaces, (), child),
+            Source("VirtualMachine", objects.list_cluster_custom_object, vms, child),
+            Source("VirtualMachineInstance", objects.list_cluster_custom_object, vmis, child),
+        ]
+
+    def custom(group: str, version: str, plural: str, ns: str) -> tuple[str, ...]:
+        return (group, version, ns, plural)
+
+    found = []
+    for ns in sorted(namespaces):
+        found += [
+            Source(
+                "DBInstance",
+                objects.list_namespaced_custom_object,
+                custom(*instances, ns),
+                namespace=ns,
+            ),
+            Source("Secret", metadata_only(core.list_namespaced_secret), (ns,), child, ns),
+            Source(
+                "PersistentVolumeClaim",
+                core.list_namespaced_persistent_volume_claim,
+                (ns,),
+                child,
+                ns,
+            ),
+            Source("Service", core.list_namespaced_service, (ns,), child, ns),
+            Source(
+                "VirtualMachine", objects.list_namespaced_custom_object, custom(*vms, ns), child, ns
+            ),
+            Source(
+                "VirtualMachineInstance",
+                objects.list_namespaced_custom_object,
+                custom(*vmis, ns),
+                child,
+                ns,
+            ),
+        ]
+    return found
 
 
 @dataclass(frozen=True)
@@ -101,13 +131,22 @@ class Watcher:
     election: LeaderElection | None = None
     # Set once the DBInstances were listed whole in this term (the resync waits for it).
     listed: threading.Event = field(default_factory=threading.Event)
-    # The DBInstances the current (re)list has reported so far.
-    listing: set[tuple[str, str]] = field(default_factory=set)
+    # The DBInstances each current (re)list has reported so far, by the namespace it
+    # lists (None: all), and the namespaces not yet listed whole in this term.
+    listing: dict[str | None, set[tuple[str, str]]] = field(default_factory=dict)
+    unlisted: set[str | None] = field(default_factory=set)
     # Each watch of the current term, live or failing (readiness reads them).
     watches: dict[str, WatchState] = field(default_factory=dict)
 
-    def handle(self, loop: asyncio.AbstractEventLoop, kind: str, term: threading.Event) -> Any:
-        """Return the handler that the watch thread of ``kind`` calls for each event."""
+    def handle(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        kind: str,
+        term: threading.Event,
+        scope: str | None = None,
+    ) -> Any:
+        """Return the handler that the watch thread of ``kind`` in namespace ``scope``
+        (None: all) calls for each event."""
 
         def on_event(event: str, obj: dict[str, Any]) -> None:
             if term.is_set():
@@ -119,7 +158,7 @@ class Watcher:
             wake: _Wake | None
             if kind == "DBInstance":
                 if event == "SYNC":
-                    self.listing.add((namespace, meta["name"]))
+                    self.listing.setdefault(scope, set()).add((namespace, meta["name"]))
                 wake = self._instance_event(event, obj)
             else:
                 wake = self._child_event(kind, event, obj)
@@ -181,24 +220,33 @@ class Watcher:
             matters=self.children.event_matters(kind, event, obj),
         )
 
-    def listed_whole(self, loop: asyncio.AbstractEventLoop, term: threading.Event) -> Any:
-        """Return what the DBInstance watch calls once a (re)list is whole: forget the
-        instances it no longer reports (deleted while no watch ran), tell their workflows
-        they are gone, and let the resync run."""
+    def listed_whole(
+        self, loop: asyncio.AbstractEventLoop, term: threading.Event, scope: str | None = None
+    ) -> Any:
+        """Return what the DBInstance watch of namespace ``scope`` (None: all) calls once
+        a (re)list is whole: forget the instances of its scope it no longer reports
+        (deleted while no watch ran), tell their workflows they are gone, and, once every
+        scope was listed in this term, let the resync run."""
 
         def on_listed() -> None:
             if term.is_set():
                 return
-            listed, self.listing = self.listing, set()
-            self._forget_unlisted(loop, listed)
-            self.listed.set()
+            listed = self.listing.pop(scope, set())
+            self._forget_unlisted(loop, scope, listed)
+            self.unlisted.discard(scope)
+            if not self.unlisted:
+                self.listed.set()
 
         return on_listed
 
     def _forget_unlisted(
-        self, loop: asyncio.AbstractEventLoop, listed: set[tuple[str, str]]
+        self,
+        loop: asyncio.AbstractEventLoop,
+        scope: str | None,
+        listed: set[tuple[str, str]],
     ) -> None:
-        for key in set(self.instances) - listed:
+        known = {key for key in self.instances if scope is None or key[0] == scope}
+        for key in known - listed:
             self.instances.pop(key, None)
             self.phases.pop(key, None)
             loop.call_soon_threadsafe(
@@ -236,7 +284,7 @@ class Watcher:
                 continue
             term = threading.Event()
             self.listed.clear()
-            self.listing = set()
+            self.listing = {}
             try:
                 self._start_watches(loop, term)
                 next_resync = loop.time() + self.resync_seconds
@@ -252,16 +300,18 @@ class Watcher:
     def _start_watches(self, loop: asyncio.AbstractEventLoop, term: threading.Event) -> None:
         """Start one thread per source for this term; each ends when ``term`` is set."""
         watches: dict[str, WatchState] = {}
-        for s in sources(self.api):
+        watched = sources(self.api, self.namespaces)
+        self.unlisted = {s.namespace for s in watched if s.kind == "DBInstance"}
+        for s in watched:
             listener = Listener(
-                self.handle(loop, s.kind, term),
-                self.listed_whole(loop, term) if s.kind == "DBInstance" else None,
+                self.handle(loop, s.kind, term, s.namespace),
+                self.listed_whole(loop, term, s.namespace) if s.kind == "DBInstance" else None,
             )
-            watches[s.kind] = listener.state
+            watches[s.name] = listener.state
             threading.Thread(
                 target=forever,
                 args=(self.api, s, listener, term, self.watch_seconds),
-                name=f"watch-{s.kind}",
+                name=f"watch-{s.name}",
                 daemon=True,
             ).start()
         self.watches = watches

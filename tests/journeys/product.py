@@ -40,6 +40,7 @@ class Product:
     namespaces: dict[str, str]  # journey -> its namespace (the watcher watches these)
     sample: Path
     logs: list[Path]
+    metrics: dict[str, str]  # process -> its /metrics URL
 
     def temporal(self, *args: str) -> str:
         """Run the temporal CLI against the stack's Temporal; return its stdout."""
@@ -172,6 +173,7 @@ def product(
             namespaces=namespaces,
             sample=repo_root / "deploy" / "samples" / "dbinstance.yaml",
             logs=[home / "worker.log", home / "watcher.log"],
+            metrics=orchestrator.metrics,
         )
     finally:
         orchestrator.stop()

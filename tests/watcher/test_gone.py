@@ -133,7 +133,8 @@ async def test_a_410_gone_relists_without_losing_a_change(
 
             await eventually(woken_after_change, what="a wake after the change")
         text = log.read_text()
-        assert "watch of DBInstance expired (410 Gone): relisting" in text, text[-2000:]
+        expired = f"watch of DBInstance in {namespace} expired (410 Gone): relisting"
+        assert expired in text, text[-2000:]
         reasons = [reason for when, reason in await _wakes(temporal_client, workflow_id)]
         assert reasons[-1] == "relisted"
     finally:

@@ -50,3 +50,35 @@ async def test_a_relist_forgets_the_instances_it_no_longer_reports_and_ends_them
     assert set(watcher.instances) == {("ns", "kept")}
     assert sorted(wakeups.notes) == [("ns", "deleted", True), ("ns", "kept", False)]
     assert watcher.listed.is_set()
+
+
+async def test_a_relist_of_one_namespace_forgets_only_that_namespace() -> None:
+    """Watching namespaces one by one, a relist of ``a`` is whole for ``a`` alone: it
+    forgets what ``a`` no longer holds and never touches ``b``; the resync waits until
+    every watched namespace was listed."""
+    wakeups = Recording()
+    watcher = Watcher(
+        api=cast(Any, None),
+        client=cast(Any, None),
+        wakeups=wakeups,
+        namespaces=frozenset({"a", "b"}),
+    )
+    watcher.instances[("a", "kept")] = Seen(1, False)
+    watcher.instances[("a", "deleted")] = Seen(1, False)
+    watcher.instances[("b", "other")] = Seen(1, False)
+    watcher.unlisted = {"a", "b"}
+    loop, term = asyncio.get_running_loop(), threading.Event()
+
+    watcher.handle(loop, "DBInstance", term, "a")(
+        "SYNC", {"metadata": {"name": "kept", "namespace": "a", "generation": 1}}
+    )
+    watcher.listed_whole(loop, term, "a")()
+    await asyncio.sleep(0.05)
+
+    assert set(watcher.instances) == {("a", "kept"), ("b", "other")}
+    assert sorted(wakeups.notes) == [("a", "deleted", True), ("a", "kept", False)]
+    assert not watcher.listed.is_set()  # b was not listed yet: no resync
+    watcher.listed_whole(loop, term, "b")()
+    await asyncio.sleep(0.05)
+    assert ("b", "other") not in watcher.instances  # b's list did not report it
+    assert watcher.listed.is_set()

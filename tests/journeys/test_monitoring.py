@@ -1,0 +1,85 @@
+"""deploy/monitoring: the PodMonitor scrapes what the Deployments serve, and every alert
+of the PrometheusRule parses as PromQL and names only metrics the running worker and
+watcher serve (read from their /metrics, not from a list kept by hand)."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import promql_parser
+import pytest
+import yaml
+
+from tests.journeys.product import Product
+from tests.stack import Kubectl
+
+pytestmark = pytest.mark.stack
+
+SUFFIXES = re.compile(r"_(total|bucket|count|sum|created)$")
+
+
+def rendered(kubectl: Kubectl, repo_root: Path) -> dict[str, Any]:
+    out = kubectl("kustomize", str(repo_root / "deploy" / "monitoring")).stdout
+    return {doc["kind"]: doc for doc in yaml.safe_load_all(out) if doc}
+
+
+def served(urls: list[str]) -> set[str]:
+    """The metric families the processes serve (each with its suffixes taken off)."""
+    names = set()
+    for url in urls:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 (localhost)
+            text = response.read().decode()
+        for line in text.splitlines():
+            if line.startswith("# TYPE "):
+                names.add(SUFFIXES.sub("", line.split()[2]))
+    return names
+
+
+def test_every_alert_parses_and_names_only_metrics_the_processes_serve(
+    product: Product, kubectl: Kubectl, repo_root: Path
+) -> None:
+    rules = [
+        rule
+        for group in rendered(kubectl, repo_root)["PrometheusRule"]["spec"]["groups"]
+        for rule in group["rules"]
+    ]
+    assert len(rules) >= 5
+    families = served(list(product.metrics.values()))
+    assert "dbi_check_ok" in families and "dbi_watcher_signals" in families, families
+    guide = (repo_root / "docs" / "observability.md").read_text()
+    for rule in rules:
+        promql_parser.parse(rule["expr"])  # ValueError names what is wrong
+        named = set(re.findall(r"\bdbi_\w+", rule["expr"]))
+        assert named, rule
+        assert {SUFFIXES.sub("", n) for n in named} <= families, (rule["alert"], named)
+        assert rule["labels"]["severity"] in ("warning", "critical"), rule
+        assert rule["annotations"]["summary"], rule
+        assert f"`{rule['alert']}`" in guide, f"docs/observability.md lacks {rule['alert']}"
+
+
+def test_the_podmonitor_scrapes_the_worker_and_the_watcher_and_applies(
+    kubectl: Kubectl, repo_root: Path, deploy_manifests: list[dict[str, Any]], deployed_rbac: Any
+) -> None:
+    """Its selector picks both Deployments' pods, on a port they name; the API server
+    (with the Prometheus Operator's CRDs, dev copies here) accepts both objects."""
+    monitor = rendered(kubectl, repo_root)["PodMonitor"]
+    (expression,) = monitor["spec"]["selector"]["matchExpressions"]
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    for deployment in (m for m in deploy_manifests if m["kind"] == "Deployment"):
+        pod = deployment["spec"]["template"]
+        assert pod["metadata"]["labels"][expression["key"]] in expression["values"]
+        (container,) = pod["spec"]["containers"]
+        assert endpoint["port"] in {p["name"] for p in container["ports"]}
+    result = kubectl(
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        "--field-manager=dbi-deploy-test",
+        "-k",
+        str(repo_root / "deploy" / "monitoring"),
+    )
+    assert "podmonitor.monitoring.coreos.com/dbi serverside-applied" in result.stdout
+    assert "prometheusrule.monitoring.coreos.com/dbi serverside-applied" in result.stdout
