@@ -1,24 +1,31 @@
 """The ``dbi`` command-line tool.
 
 Exit codes: 0 success, 1 the command failed, 2 bad usage, 3 no such instance,
-4 the workflow refused or could not do it (status, describe, rotate, resize).
+4 the workflow refused or could not do it (status, describe, rotate, resize), 5 not
+done within --timeout. Installed also as ``kubectl-dbi``: ``kubectl dbi status``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
+import json
 import logging
 import os
 import sys
 from collections.abc import Callable, Coroutine
+from pathlib import Path
 from typing import Any, NoReturn
 
 import urllib3
+import yaml
 from kubernetes import client as k8s
+from kubernetes.config import ConfigException
 
 from commands import dev, operate
 from dbi import environment
+from dbi.spec import duration_seconds
 
 
 def run() -> NoReturn:
@@ -46,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The `dbi` command line's parser (its subcommands are what images and manifests run)."""
     parser = argparse.ArgumentParser(
-        prog="dbi", description="Managed PostgreSQL instances in KubeVirt VMs, run by Temporal."
+        prog=_prog(),
+        description="Managed PostgreSQL instances in KubeVirt VMs, run by Temporal.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"dbi {importlib.metadata.version('dbi')}"
     )
     commands = parser.add_subparsers(title="commands")
 
@@ -75,12 +86,14 @@ def build_parser() -> argparse.ArgumentParser:
         "phase, Ready, the step holding them and their workflow's progress.",
     )
     status.add_argument("name", nargs="?", help="one instance (default: all in the namespace)")
-    _namespace_option(status)
+    _cluster_options(status, output=True)
     status.add_argument(
         "-A", "--all-namespaces", action="store_true", help="instances of every namespace"
     )
     status.set_defaults(
-        run=_operate(lambda a: operate.status(None if a.all_namespaces else a.namespace, a.name))
+        run=_operate(
+            lambda a: operate.status(a.kube, None if a.all_namespaces else a.namespace, a.name)
+        )
     )
 
     describe = commands.add_parser(
@@ -90,8 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
         "endpoint, its workflow's progress and the link to it in the Temporal UI.",
     )
     describe.add_argument("name", help="the DBInstance")
-    _namespace_option(describe)
-    describe.set_defaults(run=_operate(lambda a: operate.describe(a.namespace, a.name)))
+    _cluster_options(describe, output=True)
+    describe.set_defaults(run=_operate(lambda a: operate.describe(a.kube, a.namespace, a.name)))
 
     rotate = commands.add_parser(
         "rotate",
@@ -101,11 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
         "admin password instead (kept in dbi's namespace; the app notices nothing).",
     )
     rotate.add_argument("name", help="the DBInstance")
-    _namespace_option(rotate)
+    _cluster_options(rotate, timeout=True)
     rotate.add_argument(
         "--admin", action="store_true", help="rotate dbi's admin password, not the app's"
     )
-    rotate.set_defaults(run=_operate(lambda a: operate.rotate(a.namespace, a.name, admin=a.admin)))
+    rotate.set_defaults(
+        run=_operate(
+            lambda a: operate.rotate(a.kube, a.namespace, a.name, admin=a.admin, timeout=a.timeout)
+        )
+    )
 
     resize = commands.add_parser(
         "resize",
@@ -114,11 +131,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--force asks the workflow to restart the VM now and waits until the size is synced.",
     )
     resize.add_argument("name", help="the DBInstance")
-    _namespace_option(resize)
+    _cluster_options(resize, timeout=True)
     resize.add_argument(
         "--force", action="store_true", required=True, help="allow the restart now (required)"
     )
-    resize.set_defaults(run=_operate(lambda a: operate.resize(a.namespace, a.name)))
+    resize.set_defaults(
+        run=_operate(lambda a: operate.resize(a.kube, a.namespace, a.name, timeout=a.timeout))
+    )
 
     retry = commands.add_parser(
         "retry",
@@ -129,8 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
         "annotation dbi.dev/reconcile-requested-at.",
     )
     retry.add_argument("name", help="the DBInstance")
-    _namespace_option(retry)
-    retry.set_defaults(run=_operate(lambda a: operate.retry(a.namespace, a.name)))
+    _cluster_options(retry)
+    retry.set_defaults(run=_operate(lambda a: operate.retry(a.kube, a.namespace, a.name)))
 
     temporal = commands.add_parser(
         "temporal",
@@ -198,27 +217,73 @@ def _serve(what: str, main: Callable[[], Coroutine[Any, Any, None]]) -> int:
     return 0
 
 
-def _namespace_option(parser: argparse.ArgumentParser) -> None:
+def _prog() -> str:
+    """``dbi``, or ``kubectl dbi`` when run as kubectl's plugin (``kubectl-dbi``)."""
+    name = Path(sys.argv[0]).name
+    return "kubectl dbi" if name.startswith("kubectl-dbi") else "dbi"
+
+
+def _cluster_options(
+    parser: argparse.ArgumentParser, *, output: bool = False, timeout: bool = False
+) -> None:
+    """kubectl's options for the cluster and the namespace (and, where asked, -o and
+    --timeout), after the subcommand as kubectl users write them."""
     parser.add_argument(
-        "-n", "--namespace", default="default", help="the Kubernetes namespace (default: default)"
+        "-n", "--namespace", help="the Kubernetes namespace (default: the context's, else default)"
     )
+    parser.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG)")
+    parser.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    if output:
+        parser.add_argument(
+            "-o", "--output", choices=("json", "yaml"), help="print the answer as JSON or YAML"
+        )
+    if timeout:
+        parser.add_argument(
+            "--timeout",
+            type=_duration,
+            help="stop waiting after this long, such as 30s or 5m (exit 5; the workflow "
+            "goes on with it); default: wait until done",
+        )
+
+
+def _duration(value: str) -> float:
+    try:
+        return duration_seconds(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _operate(
     command: Callable[[argparse.Namespace], Coroutine[Any, Any, operate.Answer]],
 ) -> Callable[[argparse.Namespace], int]:
-    """Return what runs an operator command: its answer printed, its code returned."""
+    """Return what runs an operator command: its answer printed (as text, or as JSON or
+    YAML with -o), its code returned."""
 
     def run(args: argparse.Namespace) -> int:
+        args.kube = operate.Kube(args.kubeconfig, args.context)
         try:
+            args.namespace = args.namespace or args.kube.namespace()
             answer = asyncio.run(command(args))
+        except ConfigException as e:
+            print(f"dbi: kubeconfig: {e}", file=sys.stderr)
+            return operate.USAGE
         except RuntimeError as e:  # the SDK reports a failed connection this way
             print(f"dbi: Temporal: {e}", file=sys.stderr)
             return operate.FAILED
         except (k8s.ApiException, urllib3.exceptions.HTTPError, OSError) as e:
             print(f"dbi: Kubernetes: {type(e).__name__}: {e}", file=sys.stderr)
             return operate.FAILED
-        print(answer.text, file=sys.stdout if answer.code == operate.OK else sys.stderr)
+        output = getattr(args, "output", None)
+        if answer.data is not None and output == "json":
+            text = json.dumps(answer.data, indent=2)
+        elif answer.data is not None and output == "yaml":
+            text = yaml.safe_dump(answer.data, sort_keys=False).rstrip()
+        else:
+            text = answer.text
+        shown = answer.code == operate.OK or answer.data is not None
+        print(text, file=sys.stdout if shown else sys.stderr)
+        if answer.warning:
+            print(answer.warning, file=sys.stderr)
         return answer.code
 
     return run

@@ -1,22 +1,37 @@
-"""The operator commands of the ``dbi`` CLI: status, describe, rotate, resize --force.
+"""The operator commands of the ``dbi`` CLI: status, describe, rotate, resize --force,
+retry.
 
-They read DBInstances from Kubernetes (``KUBECONFIG``) and talk to each instance's
-workflow in Temporal (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``); the Temporal UI
-link uses ``DBI_TEMPORAL_UI`` (default http://127.0.0.1:8233).
+They read DBInstances from Kubernetes as kubectl does (``--kubeconfig``, else
+``KUBECONFIG``, else ``~/.kube/config``, else the pod's ServiceAccount; ``--context``;
+the namespace from ``-n``, else the context's) and talk to each instance's workflow in
+Temporal (``TEMPORAL_ADDRESS``, ``TEMPORAL_NAMESPACE``, or a profile); the Temporal UI
+link uses ``DBI_TEMPORAL_UI`` (default http://127.0.0.1:8233). ``status`` and
+``describe`` show the Kubernetes side when Temporal does not answer, and say so.
 
-Exit codes a script can rely on: 0 done, 1 failed (an API or Temporal error),
-2 bad usage, 3 no such instance, 4 the workflow refused or could not do it.
+Exit codes a script can rely on: 0 done, 1 failed (an API or Temporal error; status
+and describe still print what Kubernetes holds), 2 bad usage, 3 no such instance,
+4 the workflow refused or could not do it, 5 not finished within ``--timeout`` (the
+workflow goes on with it).
 """
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 from kubernetes import client as k8s
-from temporalio.client import Client, WorkflowUpdateFailedError
-from temporalio.service import RPCError
+from kubernetes import config as k8s_config
+from temporalio.client import (
+    Client,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
+from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import connect, environment, names
 from dbi.messages import (
@@ -25,24 +40,76 @@ from dbi.messages import (
     RotationResult,
 )
 
-OK, FAILED, USAGE, NOT_FOUND, REFUSED = 0, 1, 2, 3, 4
+OK, FAILED, USAGE, NOT_FOUND, REFUSED, TIMED_OUT = 0, 1, 2, 3, 4, 5
 T = TypeVar("T")
+# How long status and describe wait for Temporal before showing Kubernetes alone, and
+# for a workflow's progress (a worker answers the query).
+TEMPORAL_CONNECT_SECONDS = 10.0
+QUERY_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
 class Answer:
-    """What a command prints, and the exit code it ends with."""
+    """What a command prints (``text``, or ``data`` for ``-o json|yaml``), the exit code
+    it ends with, and a ``warning`` for stderr when the answer is partial."""
 
     code: int
     text: str
+    data: Any = None
+    warning: str | None = None
 
 
-def _objects() -> k8s.CustomObjectsApi:
-    return k8s.CustomObjectsApi(connect.kubernetes())
+@dataclass(frozen=True)
+class Kube:
+    """The cluster a command talks to, chosen as kubectl chooses it."""
+
+    kubeconfig: str | None = None  # --kubeconfig
+    context: str | None = None  # --context
+
+    def config_file(self) -> str | None:
+        """``--kubeconfig``, else ``KUBECONFIG``, else ``~/.kube/config`` if it exists;
+        None: the pod's ServiceAccount."""
+        default = Path.home() / ".kube" / "config"
+        return (
+            self.kubeconfig
+            or environment.KUBECONFIG.get()
+            or (str(default) if default.exists() else None)
+        )
+
+    def objects(self) -> k8s.CustomObjectsApi:
+        return k8s.CustomObjectsApi(connect.kubernetes(self.config_file(), context=self.context))
+
+    def namespace(self) -> str:
+        """The namespace of the chosen context, as kubectl takes it; ``default`` without
+        one (and in a pod, the pod's own namespace, as kubectl there)."""
+        path = self.config_file()
+        if path is None:
+            mounted = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            return mounted.read_text().strip() if mounted.exists() else "default"
+        contexts, active = k8s_config.list_kube_config_contexts(config_file=path)
+        chosen = active
+        if self.context is not None:
+            chosen = next((c for c in contexts if c["name"] == self.context), None)
+            if chosen is None:
+                raise k8s_config.ConfigException(f"context {self.context!r} not in {path}")
+        return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
 
 
-def _client() -> Any:
-    return connect.temporal()
+async def _client() -> Client:
+    return await connect.temporal()
+
+
+async def _client_or_why() -> tuple[Client | None, str | None]:
+    """A Temporal client, or None and why not (for commands that can do without)."""
+    try:
+        return await asyncio.wait_for(_client(), TEMPORAL_CONNECT_SECONDS), None
+    except (RuntimeError, TimeoutError) as e:
+        address = connect.temporal_settings()["target_host"]
+        why = str(e) or f"no answer within {TEMPORAL_CONNECT_SECONDS:.0f}s"
+        return None, (
+            f"dbi: Temporal at {address} did not answer ({why}); "
+            "shown: what Kubernetes holds, the workflow's side unknown"
+        )
 
 
 def ui_link(namespace: str, name: str) -> str:
@@ -52,11 +119,11 @@ def ui_link(namespace: str, name: str) -> str:
     return f"{base}/namespaces/{temporal_namespace}/workflows/{workflow}"
 
 
-def _get(namespace: str, name: str) -> dict[str, Any] | None:
+def _get(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     try:
         return cast(
             dict[str, Any],
-            _objects().get_namespaced_custom_object(
+            kube.objects().get_namespaced_custom_object(
                 names.GROUP, names.VERSION, namespace, names.PLURAL, name
             ),
         )
@@ -73,60 +140,129 @@ def _condition(obj: dict[str, Any], kind: str) -> dict[str, Any]:
     return {}
 
 
-async def _progress(client: Client, namespace: str, name: str) -> Progress | None:
+@dataclass(frozen=True)
+class _Seen:
+    """What the workflow's progress query gave: its answer, or why there is none."""
+
+    progress: Progress | None = None
+    unanswered: str | None = None  # it runs (or may), but no answer came
+
+
+async def _progress(client: Client, namespace: str, name: str) -> _Seen:
+    """The workflow's progress; a query no worker answers in QUERY_SECONDS (the workers
+    are down) is said so rather than waited on."""
     handle = client.get_workflow_handle(names.workflow_id(namespace, name))
     try:
-        progress: Progress = await handle.query(names.PROGRESS, result_type=Progress)
-    except RPCError:
-        return None
-    return progress
+        progress: Progress = await handle.query(
+            names.PROGRESS, result_type=Progress, rpc_timeout=timedelta(seconds=QUERY_SECONDS)
+        )
+    except RPCError as e:
+        if e.status is RPCStatusCode.NOT_FOUND:
+            return _Seen()
+        return _Seen(unanswered=f"no answer to the progress query ({e.message})")
+    return _Seen(progress)
 
 
-async def status(namespace: str | None, name: str | None) -> Answer:
-    """One line per instance: phase, Ready, the step holding it, the workflow's progress."""
+def _table(rows: Sequence[tuple[str, ...]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+async def status(kube: Kube, namespace: str | None, name: str | None) -> Answer:
+    """One line per instance: phase, Ready, the step holding it, the workflow's progress
+    (``namespace`` None: every namespace)."""
     if name is not None:
-        found = _get(namespace or "default", name)
-        if found is None:
+        one = _get(kube, namespace or "default", name)
+        if one is None:
             return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace or 'default'}/{name}")
-        items = [found]
+        items = [one]
     elif namespace is None:
-        listed = _objects().list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL)
+        listed = kube.objects().list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL)
         items = cast(dict[str, Any], listed)["items"]
     else:
-        listed = _objects().list_namespaced_custom_object(
+        listed = kube.objects().list_namespaced_custom_object(
             names.GROUP, names.VERSION, namespace, names.PLURAL
         )
         items = cast(dict[str, Any], listed)["items"]
-    client = await _client()
-    rows = [("NAMESPACE", "NAME", "PHASE", "READY", "STEP", "PASSES", "WORKFLOW")]
+    client, unreachable = await _client_or_why()
+    found: list[dict[str, Any]] = []
     for obj in items:
         meta = obj["metadata"]
-        ready = _condition(obj, "Ready")
-        progress = await _progress(client, meta["namespace"], meta["name"])
-        step = progress.summary.step if progress and progress.summary else "-"
+        seen = await _progress(client, meta["namespace"], meta["name"]) if client else _Seen()
+        progress = seen.progress
+        found.append(
+            {
+                "namespace": meta["namespace"],
+                "name": meta["name"],
+                "phase": (obj.get("status") or {}).get("phase"),
+                "ready": _condition(obj, "Ready").get("status", "Unknown"),
+                "step": (progress.summary.step if progress and progress.summary else None),
+                "workflow": _workflow(meta["namespace"], meta["name"], client, seen),
+            }
+        )
+    rows = [("NAMESPACE", "NAME", "PHASE", "READY", "STEP", "PASSES", "WORKFLOW")]
+    for i in found:
+        workflow = i["workflow"]
         rows.append(
             (
-                meta["namespace"],
-                meta["name"],
-                (obj.get("status") or {}).get("phase", "-"),
-                ready.get("status", "Unknown"),
-                step or "-",
-                str(progress.passes) if progress else "-",
-                progress.waiting_for if progress else "no workflow",
+                i["namespace"],
+                i["name"],
+                i["phase"] or "-",
+                i["ready"],
+                i["step"] or "-",
+                "-" if workflow["passes"] is None else str(workflow["passes"]),
+                _workflow_text(workflow),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
-    return Answer(OK, "\n".join(line.rstrip() for line in lines))
+    code = FAILED if unreachable else OK
+    return Answer(code, _table(rows), {"items": found}, unreachable)
 
 
-async def describe(namespace: str, name: str) -> Answer:
+def _workflow(namespace: str, name: str, client: Client | None, seen: _Seen) -> dict[str, Any]:
+    """The workflow's side, as data: ``running`` None when unknown (Temporal or its
+    workers did not answer; ``unanswered`` says which)."""
+    progress = seen.progress
+    unknown = client is None or seen.unanswered is not None
+    return {
+        "id": names.workflow_id(namespace, name),
+        "running": None if unknown else progress is not None,
+        "passes": progress.passes if progress else None,
+        "waitingFor": progress.waiting_for if progress else None,
+        "unanswered": "Temporal did not answer" if client is None else seen.unanswered,
+    }
+
+
+def _workflow_text(workflow: dict[str, Any]) -> str:
+    if workflow["running"] is None:
+        return f"unknown ({workflow['unanswered']})"
+    if not workflow["running"]:
+        return "no workflow"
+    return str(workflow["waitingFor"] or "in a pass")
+
+
+async def describe(kube: Kube, namespace: str, name: str) -> Answer:
     """Every condition with its reason and message, the endpoint and the workflow."""
-    obj = _get(namespace, name)
+    obj = _get(kube, namespace, name)
     if obj is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     status_ = obj.get("status") or {}
     endpoint = status_.get("endpoint") or {}
+    client, unreachable = await _client_or_why()
+    seen = await _progress(client, namespace, name) if client else _Seen()
+    workflow = _workflow(namespace, name, client, seen)
+    data = {
+        "namespace": namespace,
+        "name": name,
+        "phase": status_.get("phase"),
+        "generation": obj["metadata"].get("generation"),
+        "observedGeneration": status_.get("observedGeneration"),
+        "endpoint": endpoint or None,
+        "credentialsSecretName": status_.get("credentialsSecretName"),
+        "conditions": status_.get("conditions", []),
+        "workflow": workflow,
+        "temporalUI": ui_link(namespace, name),
+    }
     lines = [
         f"DBInstance {namespace}/{name}",
         f"  phase        {status_.get('phase', '-')}",
@@ -138,25 +274,44 @@ async def describe(namespace: str, name: str) -> Answer:
     ]
     for c in status_.get("conditions", []):
         lines.append(f"    {c['type']:<16} {c['status']:<7} {c['reason']}: {c['message']}")
-    progress = await _progress(await _client(), namespace, name)
-    if progress is not None:
-        lines += [
-            f"  workflow     {names.workflow_id(namespace, name)}: {progress.passes} passes, "
-            f"{progress.waiting_for or 'in a pass'}",
-        ]
+    if workflow["running"]:
+        lines.append(
+            f"  workflow     {workflow['id']}: {workflow['passes']} passes, "
+            f"{workflow['waitingFor'] or 'in a pass'}"
+        )
+    elif workflow["running"] is None:
+        lines.append(f"  workflow     {workflow['id']}: {_workflow_text(workflow)}")
     else:
-        lines.append(f"  workflow     {names.workflow_id(namespace, name)}: not running")
-    lines.append(f"  Temporal UI  {ui_link(namespace, name)}")
-    return Answer(OK, "\n".join(lines))
+        lines.append(f"  workflow     {workflow['id']}: not running")
+    lines.append(f"  Temporal UI  {data['temporalUI']}")
+    return Answer(FAILED if unreachable else OK, "\n".join(lines), data, unreachable)
 
 
-async def _update(namespace: str, name: str, update: str, result_type: type[T]) -> T | Answer:
-    """Run a workflow update and wait for its result; an Answer when it cannot."""
-    if _get(namespace, name) is None:
+async def _update(
+    kube: Kube,
+    namespace: str,
+    name: str,
+    update: str,
+    result_type: type[T],
+    timeout: float | None = None,
+) -> T | Answer:
+    """Run a workflow update and wait for its result (at most ``timeout`` seconds); an
+    Answer when it cannot."""
+    if _get(kube, namespace, name) is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     handle = (await _client()).get_workflow_handle(names.workflow_id(namespace, name))
     try:
-        result: T = await handle.execute_update(update, result_type=result_type)
+        result: T = await asyncio.wait_for(
+            handle.execute_update(update, result_type=result_type), timeout
+        )
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        # Cancelled at the timeout, the SDK raises its own error, not TimeoutError.
+        within = f"within {timeout:g}s" if timeout is not None else "in time"
+        return Answer(
+            TIMED_OUT,
+            f"dbi: {update} did not finish {within}; the workflow goes on with it "
+            f"(dbi describe {name} -n {namespace})",
+        )
     except WorkflowUpdateFailedError as e:
         return Answer(REFUSED, f"dbi: {update} refused: {e.cause}")
     except RPCError as e:
@@ -164,11 +319,13 @@ async def _update(namespace: str, name: str, update: str, result_type: type[T]) 
     return result
 
 
-async def rotate(namespace: str, name: str, *, admin: bool = False) -> Answer:
+async def rotate(
+    kube: Kube, namespace: str, name: str, *, admin: bool = False, timeout: float | None = None
+) -> Answer:
     """Rotate the app password (``admin``: dbi's admin password) through the workflow's
-    update; wait for the result."""
+    update; wait for the result (at most ``timeout`` seconds)."""
     update = names.ROTATE_ADMIN_CREDENTIALS if admin else names.ROTATE_CREDENTIALS
-    result = await _update(namespace, name, update, RotationResult)
+    result = await _update(kube, namespace, name, update, RotationResult, timeout)
     if isinstance(result, Answer):
         return result
     if admin:
@@ -176,18 +333,19 @@ async def rotate(namespace: str, name: str, *, admin: bool = False) -> Answer:
     return Answer(OK, f"rotated: Secret {result.secret_name} holds the new password")
 
 
-async def resize(namespace: str, name: str) -> Answer:
-    """Allow a resize that needs a restart now; wait until the size is synced or refused."""
-    result = await _update(namespace, name, names.FORCE_RESIZE, ResizeResult)
+async def resize(kube: Kube, namespace: str, name: str, *, timeout: float | None = None) -> Answer:
+    """Allow a resize that needs a restart now; wait until the size is synced or refused
+    (at most ``timeout`` seconds)."""
+    result = await _update(kube, namespace, name, names.FORCE_RESIZE, ResizeResult, timeout)
     if isinstance(result, Answer):
         return result
     text = f"{'resized' if result.resized else 'not resized'}: {result.reason}: {result.message}"
     return Answer(OK if result.resized else REFUSED, text)
 
 
-async def retry(namespace: str, name: str) -> Answer:
+async def retry(kube: Kube, namespace: str, name: str) -> Answer:
     """Signal the workflow to run a pass now, out of any wait (a Terminal one too)."""
-    if _get(namespace, name) is None:
+    if _get(kube, namespace, name) is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     handle = (await _client()).get_workflow_handle(names.workflow_id(namespace, name))
     try:

@@ -44,17 +44,21 @@ class _TimedApiClient(k8s.ApiClient):
 def kubernetes(
     kubeconfig: str | None = None,
     *,
+    context: str | None = None,
     connections: int = 10,
     request_timeout: tuple[float, float] | None = None,
 ) -> k8s.ApiClient:
-    """Return an API client from ``kubeconfig``, $KUBECONFIG, or the pod's service account,
+    """Return an API client from ``kubeconfig`` (its ``context``, else its current one),
+    $KUBECONFIG, or the pod's service account,
     keeping up to ``connections`` connections open (give one per thread that uses it).
     With ``request_timeout`` (connect, read seconds), every request without a timeout of
     its own gets it: for a client that makes no watches (a watch waits for events)."""
     configuration = k8s.Configuration()
     path = kubeconfig or environment.KUBECONFIG.get()
     if path:
-        k8s_config.load_kube_config(config_file=path, client_configuration=configuration)
+        k8s_config.load_kube_config(
+            config_file=path, context=context, client_configuration=configuration
+        )
     else:
         k8s_config.load_incluster_config(client_configuration=configuration)
     configuration.connection_pool_maxsize = connections

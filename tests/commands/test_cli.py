@@ -1,0 +1,188 @@
+"""The dbi CLI as kubectl users expect it: the cluster and namespace chosen as kubectl
+chooses them, -o json|yaml, --timeout, --version, `kubectl dbi`, and the Kubernetes side
+shown when Temporal does not answer. Real API server and Temporal; instances without a
+worker (what the commands show does not need one)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+from temporalio.client import Client
+
+from dbi import connect, names
+from dbi.messages import Wake
+from devstack import tools
+from devstack.stack import StackInfo
+from tests import dbi_command
+from watcher.wakeups import Wakeups
+
+pytestmark = pytest.mark.stack
+
+SPEC = {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}}
+VERSION = connect.VERSION
+
+
+def dbi(local_stack: StackInfo, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return dbi_command.dbi(local_stack, *args, **env)
+
+
+@pytest.fixture
+def instance(kube_api: Any, namespace: str, dbinstance_crd: str) -> str:
+    """A DBInstance ``db`` in the test's namespace (no worker acts on it)."""
+    k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        names.GROUP,
+        names.VERSION,
+        namespace,
+        names.PLURAL,
+        {
+            "apiVersion": f"{names.GROUP}/{names.VERSION}",
+            "kind": "DBInstance",
+            "metadata": {"name": "db"},
+            "spec": SPEC,
+        },
+    )
+    return "db"
+
+
+def kubeconfig_with_namespaces(local_stack: StackInfo, path: Path, namespace: str) -> Path:
+    """The admin's kubeconfig, its current context set to ``namespace``, and a second
+    context ``elsewhere`` on the same cluster with no namespace."""
+    config = yaml.safe_load(Path(local_stack.kubeconfig).read_text())
+    current = next(c for c in config["contexts"] if c["name"] == config["current-context"])
+    current["context"]["namespace"] = namespace
+    elsewhere = {**current["context"]}
+    elsewhere.pop("namespace")
+    config["contexts"].append({"name": "elsewhere", "context": elsewhere})
+    path.touch(mode=0o600)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def rows(stdout: str) -> list[list[str]]:
+    return [line.split() for line in stdout.splitlines()[1:]]
+
+
+def test_version_and_the_kubectl_plugin(local_stack: StackInfo) -> None:
+    """`dbi --version` names the version; kubectl finds `kubectl-dbi` on PATH, so
+    `kubectl dbi ...` is the same command, naming itself so."""
+    shown = dbi(local_stack, "--version")
+    assert shown.returncode == 0 and shown.stdout.strip() == f"dbi {VERSION}", shown
+    bin_dir = str(tools.venv_tool("dbi").parent)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    kubectl = str(tools.venv_tool("kubectl"))
+
+    def plugin(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [kubectl, "dbi", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    version = plugin("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"dbi {VERSION}", version
+    usage = plugin("status", "--help")
+    assert usage.returncode == 0 and usage.stdout.startswith("usage: kubectl dbi status"), usage
+
+
+def test_the_namespace_and_cluster_come_as_kubectl_takes_them(
+    local_stack: StackInfo, namespace: str, instance: str, tmp_path: Path
+) -> None:
+    """No -n: the context's namespace; --kubeconfig over KUBECONFIG; --context picks
+    another context (and its namespace); an unknown context is bad usage, named."""
+    config = kubeconfig_with_namespaces(local_stack, tmp_path / "kubeconfig", namespace)
+    by_env = dbi(local_stack, "status", KUBECONFIG=str(config))
+    assert by_env.returncode == 0, by_env.stderr
+    assert rows(by_env.stdout)[0][:2] == [namespace, instance]
+    by_flag = dbi(local_stack, "status", "--kubeconfig", str(config))  # KUBECONFIG: admin's
+    assert by_flag.returncode == 0 and rows(by_flag.stdout)[0][:2] == [namespace, instance]
+    elsewhere = dbi(local_stack, "status", "--context", "elsewhere", KUBECONFIG=str(config))
+    assert elsewhere.returncode == 0, elsewhere.stderr
+    assert [namespace, instance] not in [r[:2] for r in rows(elsewhere.stdout)]
+    described = dbi(local_stack, "describe", instance, KUBECONFIG=str(config))
+    assert described.returncode == 0 and f"DBInstance {namespace}/db" in described.stdout
+    unknown = dbi(local_stack, "status", "--context", "nope", KUBECONFIG=str(config))
+    assert unknown.returncode == 2 and "context 'nope'" in unknown.stderr, unknown
+
+
+def test_status_and_describe_print_json_and_yaml(
+    local_stack: StackInfo, namespace: str, instance: str
+) -> None:
+    status = dbi(local_stack, "status", "-n", namespace, "-o", "json")
+    assert status.returncode == 0, status.stderr
+    (item,) = json.loads(status.stdout)["items"]
+    assert (item["namespace"], item["name"], item["ready"]) == (namespace, instance, "Unknown")
+    assert item["workflow"]["id"] == names.workflow_id(namespace, instance)
+    assert item["workflow"]["running"] is False
+    described = dbi(local_stack, "describe", instance, "-n", namespace, "-o", "yaml")
+    assert described.returncode == 0, described.stderr
+    data = yaml.safe_load(described.stdout)
+    assert (data["namespace"], data["name"], data["generation"]) == (namespace, instance, 1)
+    assert data["temporalUI"].endswith(f"dbinstance%2F{namespace}%2Fdb")
+    bad = dbi(local_stack, "status", "-n", namespace, "-o", "wide")
+    assert bad.returncode == 2 and "invalid choice: 'wide'" in bad.stderr
+
+
+def test_status_and_describe_show_kubernetes_when_temporal_does_not_answer(
+    local_stack: StackInfo, namespace: str, instance: str
+) -> None:
+    """Temporal down: what Kubernetes holds is printed, the workflow's side is unknown,
+    stderr says why, and the exit code is 1."""
+    down = f"127.0.0.1:{tools.free_port()}"
+    status = dbi(local_stack, "status", "-n", namespace, TEMPORAL_ADDRESS=down)
+    assert status.returncode == 1, status
+    assert rows(status.stdout)[0][:4] == [namespace, instance, "-", "Unknown"]
+    assert "unknown (Temporal did not answer)" in status.stdout
+    assert f"Temporal at {down} did not answer" in status.stderr
+    described = dbi(local_stack, "describe", instance, "-n", namespace, TEMPORAL_ADDRESS=down)
+    assert described.returncode == 1, described
+    assert f"DBInstance {namespace}/db" in described.stdout
+    assert "unknown (Temporal did not answer)" in described.stdout
+    as_json = dbi(local_stack, "status", "-n", namespace, "-o", "json", TEMPORAL_ADDRESS=down)
+    assert json.loads(as_json.stdout)["items"][0]["workflow"]["running"] is None
+
+
+@pytest.fixture
+async def workerless(temporal_client: Client, namespace: str, instance: str) -> AsyncIterator[str]:
+    """The instance's workflow, started on a task queue no worker polls."""
+    queue = f"nobody-{secrets.token_hex(3)}"
+    await Wakeups(temporal_client, task_queue=queue).signal(namespace, instance, Wake(reason="t"))
+    yield instance
+    await temporal_client.get_workflow_handle(names.workflow_id(namespace, instance)).terminate()
+
+
+async def test_rotate_and_resize_stop_waiting_at_their_timeout(
+    local_stack: StackInfo, namespace: str, workerless: str
+) -> None:
+    """No worker answers: rotate and resize --force give up at --timeout with exit 5 and
+    say the workflow goes on; status says the workflow did not answer; a bad duration
+    is bad usage."""
+    rotate = await _dbi(local_stack, "rotate", workerless, "-n", namespace, "--timeout", "2s")
+    assert rotate.returncode == 5, rotate
+    assert "did not finish within 2s; the workflow goes on with it" in rotate.stderr
+    resize = await _dbi(
+        local_stack, "resize", workerless, "-n", namespace, "--force", "--timeout", "1s"
+    )
+    assert resize.returncode == 5, resize
+    status = await _dbi(local_stack, "status", "-n", namespace)
+    assert status.returncode == 0, status
+    assert "unknown (no answer to the progress query" in status.stdout
+    bad = await _dbi(local_stack, "rotate", workerless, "-n", namespace, "--timeout", "soon")
+    assert bad.returncode == 2 and "'soon' is not a duration" in bad.stderr
+
+
+async def _dbi(local_stack: StackInfo, *args: str) -> subprocess.CompletedProcess[str]:
+    """``dbi`` off the event loop (the session's Temporal client lives on it)."""
+    return await asyncio.to_thread(dbi, local_stack, *args)
