@@ -58,15 +58,24 @@ def vms(kubectl: Kubectl, namespace: str) -> list[dict[str, Any]]:
     return cast(list[dict[str, Any]], json.loads(out.stdout)["items"])
 
 
+@pytest.mark.usefixtures("images")
+@pytest.mark.parametrize(
+    "standby",
+    [False, True],
+    ids=["restarted", "two-workers-one-killed"],
+)
 async def test_a_worker_killed_during_the_vm_step_leaves_exactly_one_vm(
     local_stack: StackInfo,
     namespace: str,
     kubectl: Kubectl,
     temporal_client: Client,
-    images: dict[int, str],
     tmp_path: Path,
+    standby: bool,
 ) -> None:
-    """The worker dies right as the VM is created; a new worker finishes, with one VM."""
+    """The worker dies right as the VM is created; another worker finishes, with one VM:
+    one started after the kill, or (``standby``, as deploy/'s two replicas) one already
+    polling the task queue, which takes over the workflow (its sticky queue on the dead
+    worker times out) and the step's retry."""
     queue = f"crash-{uuid.uuid4().hex[:8]}"
     manifest = {
         "apiVersion": names.API_VERSION,
@@ -87,11 +96,15 @@ async def test_a_worker_killed_during_the_vm_step_leaves_exactly_one_vm(
         while not vms(kubectl, namespace):
             assert time.monotonic() < deadline, "no VM was created"
             await asyncio.sleep(0.02)
+        if standby:
+            first.send_signal(signal.SIGSTOP)  # no further step while the other starts
+            second = await asyncio.to_thread(worker, local_stack, queue, tmp_path / "second.log")
         first.send_signal(signal.SIGKILL)
     finally:
         first.kill()
         first.wait()
-    second = await asyncio.to_thread(worker, local_stack, queue, tmp_path / "second.log")
+    if not standby:
+        second = await asyncio.to_thread(worker, local_stack, queue, tmp_path / "second.log")
     try:
         await asyncio.to_thread(
             kubectl,
