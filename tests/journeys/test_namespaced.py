@@ -30,6 +30,7 @@ from tests.stack import Kubectl
 pytestmark = pytest.mark.stack
 
 CLUSTER_SCOPED = ("ClusterRole", "ClusterRoleBinding")
+ROLES_AND_BINDINGS = (*CLUSTER_SCOPED, "Role", "RoleBinding")
 
 
 @dataclass
@@ -44,16 +45,18 @@ class Scoped:
 
 def overlay(kubectl: Kubectl, repo_root: Path, renames: dict[str, str], suffix: str) -> list[Any]:
     """deploy/namespaced as kustomize renders it, with its namespaces renamed (whole
-    words, also inside DBI_WATCH_NAMESPACES) and a suffix on cluster-scoped names, so
-    that it cannot borrow the rights of the cluster-wide install other tests apply."""
+    words, also inside DBI_WATCH_NAMESPACES) and a suffix on the names of its roles and
+    bindings, so that it neither borrows the rights of the cluster-wide install other
+    tests apply nor leaves a binding behind that another test's apply would collide
+    with (one lives in dbi-images, which outlives this test)."""
     text = kubectl("kustomize", str(repo_root / "deploy" / "namespaced")).stdout
     for before, after in renames.items():
         text = re.sub(rf"(?<![\w-]){re.escape(before)}(?![\w-])", after, text)
     docs = [d for d in yaml.safe_load_all(text) if d]
     for doc in docs:
-        if doc["kind"] in CLUSTER_SCOPED:
+        if doc["kind"] in ROLES_AND_BINDINGS:
             doc["metadata"]["name"] += suffix
-        if doc.get("roleRef", {}).get("kind") == "ClusterRole":
+        if "roleRef" in doc:
             doc["roleRef"]["name"] += suffix
     return docs
 
@@ -133,8 +136,8 @@ def scoped(
     finally:
         orchestrator.stop()
         kubectl("delete", "namespace", "--wait=false", home, *served, other)
-        cluster = yaml.safe_dump_all([d for d in docs if d["kind"] in CLUSTER_SCOPED])
-        kubectl("delete", "--ignore-not-found", "-f", "-", stdin=cluster)
+        bindings = yaml.safe_dump_all([d for d in docs if d["kind"] in ROLES_AND_BINDINGS])
+        kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=bindings)
 
 
 def test_the_overlay_watches_two_namespaces_and_binds_no_tenant_role_cluster_wide(
