@@ -1,8 +1,16 @@
-"""access (AccessReady): the app role and database, a password that works, a full Secret.
+"""access (AccessReady): the Service, the app role and database, a password that works,
+a full Secret.
+
+The Service ``<name>`` (port 5432, selecting the VM's pods by the instance label) is
+the instance's stable endpoint: the Secret's ``host`` and ``status.endpoint`` name it
+(``<name>.<namespace>.svc``), so a VM restart, which changes the VM's address, changes
+nothing for clients. A Service of that name that is not the instance's stops the step
+(``activities.ownership``).
 
 As the admin: the app role and its database exist (created if not); the app password
 from the Secret authenticates (observed by logging in as the app user; if not,
-``ALTER ROLE ... PASSWORD`` from the Secret); the app Secret has host, port and uri.
+``ALTER ROLE ... PASSWORD`` from the Secret); the app Secret has the connection keys
+(``connection``: CloudNativePG's).
 One change per look, then Pending: the loop observes it at once. A stopped instance
 is skipped (Satisfied, reason Stopped). Idempotency key: the role and database names
 (created only when absent) and the Secret's password (the one ALTER ROLE sets, as its
@@ -13,16 +21,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import psycopg
 from kubernetes import client as k8s
 from psycopg import sql
 
-from activities import admin_credential, postgres, secrets
-from activities.kube import KUBEVIRT, Instance
+from activities import admin_credential, manifests, ownership, postgres, secrets
+from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.step import Anatomy, Context
-from dbi import scram
+from dbi import names, scram
 from dbi.pipeline import ACCESS as SPEC
 from dbi.spec import PowerState
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
@@ -31,6 +39,7 @@ from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 class Reason(StrEnum):
     READY = SPEC.condition_type
     STOPPED = "Stopped"
+    SERVICE_APPLIED = "ServiceApplied"
     ROLE_CREATED = "RoleCreated"
     DATABASE_CREATED = "DatabaseCreated"
     LOGIN_FIXED = "PasswordSet"
@@ -40,6 +49,7 @@ class Reason(StrEnum):
 
 
 class Action(StrEnum):
+    APPLY_SERVICE = "apply-service"
     CREATE_ROLE = "create-role"
     CREATE_DATABASE = "create-database"
     ALTER_LOGIN = "alter-login"
@@ -55,14 +65,22 @@ class Observation:
     database_exists: bool
     app_login_works: bool
     secret_complete: bool
+    service_ok: bool = True
     # What the action needs (None in pure tests): the VM's address, the admin password,
     # the app Secret as read. Passwords never leave the activity.
     host: str | None = None
     admin_password: str = field(default="", repr=False)
     app: secrets.Read | None = field(default=None, repr=False)
+    children: tuple[ownership.Child, ...] = ()
 
 
 _STEPS = [
+    (
+        "service_ok",
+        Action.APPLY_SERVICE,
+        Reason.SERVICE_APPLIED,
+        "The instance's Service was applied.",
+    ),
     ("role_exists", Action.CREATE_ROLE, Reason.ROLE_CREATED, "The app role was created."),
     (
         "database_exists",
@@ -80,7 +98,7 @@ _STEPS = [
         "secret_complete",
         Action.WRITE_CONNECTION_INFO,
         Reason.CONNECTION_INFO_WRITTEN,
-        "The Secret got host, port and uri.",
+        "The Secret got its connection keys (host, port, uri, jdbc-uri, pgpass).",
     ),
 ]
 
@@ -114,6 +132,77 @@ def uri(user: str, password: str, host: str, database: str) -> str:
     return f"postgresql://{credentials}@{host}:{postgres.PORT}/{quote(database, safe='')}"
 
 
+def _pgpass_field(value: str) -> str:
+    """A .pgpass field: ``\\`` and ``:`` escaped with a backslash (libpq's rule)."""
+    return value.replace("\\", "\\\\").replace(":", "\\:")
+
+
+def connection(
+    user: str, password: str, database: str, host: str, hostaddr: str | None = None
+) -> dict[str, str]:
+    """The connection keys of the credentials Secret besides ``username``, ``database``
+    and ``password``: those CloudNativePG's app Secret has, so that apps, tools and
+    Helm charts made for it read this one as is. Several hold the password. With
+    ``hostaddr`` (DBI_CONNECT_HOSTADDR), ``uri`` tells libpq to connect there while
+    ``host`` stays the name a certificate is checked against."""
+    port = str(postgres.PORT)
+    jdbc_query = urlencode({"user": user, "password": password})
+    pgpass = ":".join(_pgpass_field(v) for v in (host, port, database, user, password))
+    keys = {
+        "host": host,
+        "port": port,
+        "user": user,
+        "dbname": database,
+        "uri": uri(user, password, host, database),
+        "jdbc-uri": f"jdbc:postgresql://{host}:{port}/{quote(database, safe='')}?{jdbc_query}",
+        "pgpass": pgpass + "\n",
+    }
+    if hostaddr:
+        keys["uri"] += f"?{urlencode({'hostaddr': hostaddr})}"
+        keys["hostaddr"] = hostaddr
+    return keys
+
+
+def service(instance: Instance) -> Manifest:
+    """The Service ``<name>``: PostgreSQL's port on the VM's pods (the instance label)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": instance.child_metadata(instance.name),
+        "spec": {
+            "selector": {names.INSTANCE_LABEL: instance.name},
+            "ports": [
+                {
+                    "name": "postgresql",
+                    "port": postgres.PORT,
+                    "targetPort": postgres.PORT,
+                    "protocol": "TCP",
+                }
+            ],
+        },
+    }
+
+
+def _read_service(ctx: Context, instance: Instance) -> Manifest | None:
+    try:
+        found = ctx.kube.core.read_namespaced_service(instance.name, instance.namespace)
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
+    return dict(ctx.kube.api.sanitize_for_serialization(found))
+
+
+def endpoint(ctx: Context, instance: Instance) -> tuple[str, str | None]:
+    """The Secret's ``host`` (the Service's DNS name) and, where configured
+    (DBI_CONNECT_HOSTADDR), the Service's ClusterIP for ``hostaddr``."""
+    host = names.service_host(instance.namespace, instance.name)
+    if not ctx.config.connect_hostaddr:
+        return host, None
+    found = _read_service(ctx, instance)
+    return host, ((found or {}).get("spec") or {}).get("clusterIP")
+
+
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     if instance.model.spec.power_state is PowerState.STOPPED:
         return Observation(True, False, False, False, False, False, False)
@@ -123,17 +212,39 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     host = interfaces[0].get("ipAddress") if interfaces else None
     admin_password = admin_credential.read(kube, ctx.config.namespace, instance.uid).password
     app = secrets.read(kube, instance.namespace, secrets.app_name(instance))
-    looked = _look(instance, host, admin_password, app)
-    return replace(looked, host=host, admin_password=admin_password, app=app)
+    svc = _read_service(ctx, instance)
+    cluster_ip = ((svc or {}).get("spec") or {}).get("clusterIP")
+    service_host = names.service_host(instance.namespace, instance.name)
+    looked = _look(
+        instance,
+        host,
+        admin_password,
+        app,
+        (service_host, cluster_ip if ctx.config.connect_hostaddr else None),
+    )
+    return replace(
+        looked,
+        service_ok=svc is not None and manifests.covers(service(instance)["spec"], svc.get("spec")),
+        host=host,
+        admin_password=admin_password,
+        app=app,
+        children=(ownership.Child("Service", instance.name, ownership.meta_of(svc, ctx.kube)),),
+    )
 
 
 def _look(
-    instance: Instance, host: str | None, admin_password: str, app: secrets.Read
+    instance: Instance,
+    host: str | None,
+    admin_password: str,
+    app: secrets.Read,
+    published: tuple[str, str | None],
 ) -> Observation:
+    """``host`` is the VM's address (dbi connects there); ``published`` the Secret's
+    host and hostaddr."""
     creds = instance.model.spec.credentials
-    wanted = {"host": host, "port": str(postgres.PORT)}
-    if host and app.password:
-        wanted["uri"] = uri(creds.username, app.password, host, creds.database)
+    wanted: dict[str, str | None] = {"host": published[0], "port": str(postgres.PORT)}
+    if app.password:
+        wanted = {**connection(creds.username, app.password, creds.database, *published)}
     complete = all(app.data.get(k) == v for k, v in wanted.items())
     if host is None or not app.password:
         return Observation(False, False, bool(app.password), False, False, False, complete)
@@ -162,13 +273,20 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
     assert host is not None and app is not None
     creds = instance.model.spec.credentials
     role, database = sql.Identifier(creds.username), sql.Identifier(creds.database)
+    if action is Action.APPLY_SERVICE:
+        svc = service(instance)
+        ctx.kube.core.patch_namespaced_service(
+            instance.name,
+            instance.namespace,
+            svc,
+            field_manager=names.FIELD_MANAGER,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+        return
     if action is Action.WRITE_CONNECTION_INFO:
-        data = {
-            **app.data,
-            "host": host,
-            "port": str(postgres.PORT),
-            "uri": uri(creds.username, app.password, host, creds.database),
-        }
+        keys = connection(creds.username, app.password, creds.database, *endpoint(ctx, instance))
+        data = {**app.data, **keys}
         try:
             secrets.apply(
                 ctx.kube,
@@ -193,4 +311,4 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         conn.execute(statements[action])
 
 
-STEP = Anatomy(SPEC, observe, decide, act)
+STEP = Anatomy(SPEC, observe, decide, act, lambda obs: list(obs.children))

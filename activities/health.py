@@ -17,6 +17,7 @@ from temporalio import activity
 from activities import admin_credential, postgres
 from activities.kube import KUBEVIRT, Instance
 from activities.step import Anatomy, Context
+from dbi import names
 from dbi.pipeline import HEALTH as SPEC
 from dbi.spec import PowerState
 from dbi.steps import Decision, Outcome, StepInput
@@ -41,6 +42,8 @@ class Observation:
     version: str | None = None
     in_recovery: bool = False
     admin_refused: bool = False
+    # The endpoint clients use: the instance's Service (access.service_host).
+    service_host: str | None = None
 
 
 def decide(obs: Observation) -> Decision[None]:
@@ -68,9 +71,10 @@ def decide(obs: Observation) -> Decision[None]:
             Outcome.SATISFIED,
             Reason.HEALTHY,
             "PostgreSQL answers.",
-            endpoint_host=obs.address,
+            endpoint_host=obs.service_host,
             endpoint_port=postgres.PORT,
             postgres_version=obs.version,
+            address=obs.address,
         )
     )
 
@@ -111,6 +115,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         version=version,
         in_recovery=recovery,
         admin_refused=refused,
+        service_host=names.service_host(instance.namespace, instance.name),
     )
 
 

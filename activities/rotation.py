@@ -14,8 +14,8 @@ from psycopg import sql
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import admin, admin_credential, postgres, secrets
-from activities.access import uri
+from activities import access, admin, admin_credential, postgres, secrets
+from activities.access import connection
 from activities.kube import KUBEVIRT, Instance
 from activities.step import Activity, Context, load
 from dbi import pipeline, scram
@@ -63,9 +63,9 @@ class RotateCredentials(Activity):
             "username": creds.username,
             "database": creds.database,
             "password": password,
-            "host": host,
-            "port": str(postgres.PORT),
-            "uri": uri(creds.username, password, host, creds.database),
+            **connection(
+                creds.username, password, creds.database, *access.endpoint(self.ctx, instance)
+            ),
         }
         marker = {secrets.ROTATION_ANNOTATION: request.request_id}
         try:

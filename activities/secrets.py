@@ -25,7 +25,9 @@ def admin_name(instance: Instance) -> str:
 
 
 def app_name(instance: Instance) -> str:
-    return f"{instance.name}-credentials"
+    """The credentials Secret apps read: spec.credentials.secretName, else
+    <name>-credentials."""
+    return instance.model.spec.credentials.secret_name or f"{instance.name}-credentials"
 
 
 def cloudinit_name(instance: Instance) -> str:

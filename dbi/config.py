@@ -7,6 +7,8 @@
   admin credential (default ``dbi-system``).
 - ``DBI_ADMIN_ROTATION_INTERVAL``: how often the admin password is rotated (default
   ``720h``; ``0``: never on a schedule).
+- ``DBI_CONNECT_HOSTADDR``: ``1`` adds the Service's ClusterIP to the credentials
+  Secret's uri as ``hostaddr`` (the local stack, whose host has no cluster DNS).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class Config:
     namespace: str = "dbi-system"
     # None: the admin password is rotated on demand only.
     admin_rotation_seconds: float | None = DEFAULT_ADMIN_ROTATION_SECONDS
+    # The credentials Secret's uri also names the Service's ClusterIP (dev stacks).
+    connect_hostaddr: bool = False
 
     @classmethod
     def from_env(cls) -> Config:
@@ -59,4 +63,5 @@ class Config:
             exporter_port=port or cls.exporter_port,
             namespace=environment.NAMESPACE.value(),
             admin_rotation_seconds=seconds or None,
+            connect_hostaddr=environment.CONNECT_HOSTADDR.get() == "1",
         )

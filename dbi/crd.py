@@ -73,6 +73,16 @@ NAME_RULES = [
         f"that <name>{names.LONGEST_CHILD_SUFFIX} stays within 63",
         "reason": "FieldValueInvalid",
     },
+    {
+        "rule": "!has(self.spec) || !has(self.spec.credentials)"
+        " || !has(self.spec.credentials.secretName)"
+        " || !(self.spec.credentials.secretName in"
+        " [self.metadata.name + '-admin', self.metadata.name + '-cloudinit'])",
+        "message": "spec.credentials.secretName must not be <name>-admin or <name>-cloudinit: "
+        "those are the instance's own Secrets",
+        "fieldPath": ".spec.credentials.secretName",
+        "reason": "FieldValueInvalid",
+    },
 ]
 
 
@@ -191,7 +201,10 @@ def rules_table() -> str:
     rendered from the CRD (docs/dbinstance.md holds it between markers)."""
     root = render()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     lines = ["| field | the API server refuses it unless |", "|---|---|"]
-    lines += [f"| `metadata.name` | {rule['message']} (CEL) |" for rule in NAME_RULES]
+    lines += [
+        f"| `{rule.get('fieldPath', '.metadata.name').lstrip('.')}` | {rule['message']} (CEL) |"
+        for rule in NAME_RULES
+    ]
     for path, checks in _walk(root["properties"]["spec"], "spec", required=True):
         cell = "; ".join(checks).replace("|", "\\|")  # a pattern's | would end the cell
         lines.append(f"| `{path}` | {cell} |")

@@ -134,6 +134,14 @@ ADMIN_ROTATION_INTERVAL = _var(
     " `0` turns scheduled rotation off.",
     WORKER,
 )
+CONNECT_HOSTADDR = _var(
+    "DBI_CONNECT_HOSTADDR",
+    None,
+    "`1`: the credentials Secret's `uri` also carries `hostaddr=<the Service's ClusterIP>` "
+    "(and a `hostaddr` key), for clients that cannot resolve cluster DNS, such as the local "
+    "stack's host (`./dev up` sets it). Unset in clusters: clients resolve `host`.",
+    WORKER,
+)
 EXPORTER_PORT = _var(
     "DBI_EXPORTER_PORT", "9187", "Port of the PostgreSQL exporter inside the VM.", WORKER
 )

@@ -67,7 +67,10 @@ class Phase(StrEnum):
 class Endpoint(_Model):
     """Where clients connect."""
 
-    host: str = Field(description="Address of the VM running PostgreSQL.")
+    host: str = Field(
+        description="The instance's Service, <name>.<namespace>.svc: stable across VM "
+        "restarts, which change the VM's address (status.observed.address)."
+    )
     port: int = Field(ge=1, le=65535, description="PostgreSQL's port.")
 
 
@@ -80,6 +83,11 @@ class Observed(_Model):
     power_state: PowerState | None = Field(default=None, description="Running or Stopped.")
     postgres_version: str | None = Field(
         default=None, description="Server version PostgreSQL reports."
+    )
+    address: str | None = Field(
+        default=None,
+        description="The VM's address now (it changes when the VM restarts; clients use "
+        "status.endpoint).",
     )
 
 

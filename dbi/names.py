@@ -53,6 +53,12 @@ WORKFLOW_TYPE = "DBInstanceWorkflow"
 _WORKFLOW_ID_PREFIX = "dbinstance/"
 
 
+def service_host(namespace: str, name: str) -> str:
+    """The DNS name of an instance's Service ``<name>``: its stable endpoint, which
+    clients connect to and its TLS certificate names."""
+    return f"{name}.{namespace}.svc"
+
+
 def workflow_id(namespace: str, name: str) -> str:
     """Return the id of the workflow that converges one DBInstance."""
     return f"{_WORKFLOW_ID_PREFIX}{namespace}/{name}"

@@ -227,8 +227,22 @@ Identifier = Annotated[
 ]
 
 
+# A Secret's name: a DNS-1123 subdomain.
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
 class Credentials(_Model):
     """The application role and database users connect with."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "has(self.secretName) == has(oldSelf.secretName)"
+                " && (!has(self.secretName) || self.secretName == oldSelf.secretName)",
+                "secretName is immutable once the instance exists",
+            )
+        )
+    )
 
     username: Identifier = Field(
         default="app",
@@ -238,6 +252,15 @@ class Credentials(_Model):
     database: Identifier = Field(
         default="app",
         description="Name of the database the application role owns. Immutable.",
+    )
+    secret_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=_DNS_SUBDOMAIN,
+        description="Name of the credentials Secret apps read (username, password, host, "
+        "port, dbname, uri, jdbc-uri, pgpass: CloudNativePG's keys). Default: "
+        "<name>-credentials. Immutable.",
     )
 
 

@@ -6,6 +6,7 @@ The binary is built from the ``k8s.io/kubernetes`` module pinned in
 
 from __future__ import annotations
 
+import secrets
 import ssl
 import urllib.error
 import urllib.request
@@ -39,6 +40,23 @@ class ControlPlanePorts:
         return cls(tools.free_port(), tools.free_port(), tools.free_port())
 
 
+def service_cidr(data_dir: Path) -> str:
+    """The range ClusterIPs come from: a /16 inside 127.0.0.0/8, so that the VM stand-in
+    can answer each Service on its ClusterIP on this host (kube-proxy's part,
+    ``devstack.vmstandin.services``). Picked at random once per stack, so two stacks on
+    one machine rarely share it (the VMs' own addresses are in 127.10.0.0/16), and kept
+    in ``data_dir`` (a stack's Services keep their ClusterIPs across restarts; a data
+    directory made before this keeps the range it was made with, 10.0.0.0/24)."""
+    path = data_dir / "service-cidr"
+    if path.exists():
+        return path.read_text().strip()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    made_before = (data_dir / "pki").exists()
+    cidr = "10.0.0.0/24" if made_before else f"127.{secrets.choice(range(32, 250))}.0.0/16"
+    path.write_text(cidr + "\n")
+    return cidr
+
+
 class ControlPlane:
     """Run the control plane with its state in ``data_dir``, which survives restarts."""
 
@@ -54,6 +72,7 @@ class ControlPlane:
         """``apiserver_args`` are extra kube-apiserver flags, e.g. ``--watch-cache=false``."""
         self.data_dir = data_dir
         self.ports = ports
+        self.service_cidr = service_cidr(data_dir)
         self.process = ManagedProcess(
             "control plane",
             [
@@ -62,6 +81,7 @@ class ControlPlane:
                 f"--apiserver-port={ports.apiserver}",
                 f"--etcd-port={ports.etcd}",
                 f"--etcd-peer-port={ports.etcd_peer}",
+                f"--apiserver-arg=--service-cluster-ip-range={self.service_cidr}",
                 *(f"--apiserver-arg={arg}" for arg in apiserver_args),
             ],
             log_path=data_dir / "controlplane.log",

@@ -146,6 +146,8 @@ class OrchestratorProcesses:
             "KUBECONFIG": str(self.kubeconfig),
             "TEMPORAL_ADDRESS": self.temporal_address,
             "DBI_METRICS_PORT": str(self.metrics_ports[name]),
+            # This host resolves no cluster DNS: the Secret's uri names the ClusterIP too.
+            "DBI_CONNECT_HOSTADDR": "1",
         }
         if not any(key.startswith("OTEL_") for key in os.environ):
             env["OTEL_TRACES_EXPORTER"] = "console"

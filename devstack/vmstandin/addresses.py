@@ -1,9 +1,10 @@
-"""Give each stand-in VM its own loopback address, stable for the VM's life.
+"""Give each stand-in VM its own loopback address, a new one at each restart.
 
 Linux routes all of 127.0.0.0/8 to the loopback interface, so every VM's PostgreSQL
 can listen on port 5432 of an address of its own, as on a real network. Addresses
 are kept in a JSON file by VM UID, so a restarted stand-in hands out the same ones; an
-address another stack's VM already listens on is skipped.
+address another stack's VM already listens on is skipped. A VM that restarts gets a
+new one (``renew``), as a KubeVirt VM's new virt-launcher pod gets a new IP.
 """
 
 from __future__ import annotations
@@ -40,13 +41,24 @@ class Addresses:
         """Return the VM's address, allocating the lowest free one on first use."""
         with self._lock:
             if uid not in self._by_uid:
-                taken = set(self._by_uid.values())
-                index = 0
-                while _address(index) in taken or _in_use(_address(index)):
-                    index += 1
-                self._by_uid[uid] = _address(index)
+                self._by_uid[uid] = self._free()
                 self._save()
             return self._by_uid[uid]
+
+    def renew(self, uid: str) -> str:
+        """Give the VM a new address, never its last one (a restarted VM's pod gets a
+        new IP on KubeVirt): clients must reach it through its Service."""
+        with self._lock:
+            self._by_uid[uid] = self._free()  # its current one is still taken
+            self._save()
+            return self._by_uid[uid]
+
+    def _free(self) -> str:
+        taken = set(self._by_uid.values())
+        index = 0
+        while _address(index) in taken or _in_use(_address(index)):
+            index += 1
+        return _address(index)
 
     def release(self, uid: str) -> None:
         """Free the address of a VM that is gone."""

@@ -2,8 +2,10 @@
 
 Dev and test infrastructure, never used in production. It watches VirtualMachines,
 their VMIs and all PVCs on the local control plane, and for each VM that should run
-boots a real PostgreSQL (``guest.Guest``) on the VM's own loopback address, writing
-VMI and VM status as KubeVirt does. It plays the storage provisioner too
+boots a real PostgreSQL (``guest.Guest``) on the VM's own loopback address (a new one
+at each restart, as a new virt-launcher pod gets), writing VMI and VM status as
+KubeVirt does, and forwards each Service's ClusterIP to the guest it selects
+(``services.py``: kube-proxy's part). It plays the storage provisioner too
 (``storage.py``): volumes for claims, bound, expanded and reclaimed. Work is
 level-driven: every VM is reconciled on each event of it or its VMI, and a short resync
 reconciles each VM that may need it (``needs_look``): one not yet reconciled as it is
@@ -34,6 +36,7 @@ from devstack.vmstandin import kubevirt
 from devstack.vmstandin.addresses import Addresses
 from devstack.vmstandin.guest import Guest, make_traversable
 from devstack.vmstandin.kubevirt import Manifest
+from devstack.vmstandin.services import Forwarders
 from devstack.vmstandin.storage import Storage
 
 log = logging.getLogger("devstack.vmstandin")
@@ -56,6 +59,11 @@ class VM:
     ready_seen: bool = False
     # The VMI waits for a node that can hold it (see ``StandIn._unschedulable``).
     unschedulable: bool = False
+    # Where the VM is and what its pods are labelled (Services select by them), and how
+    # often this stand-in booted it: each boot after the first takes a new address.
+    namespace: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    boots: int = 0
 
 
 def needs_look(vm: Manifest, state: VM | None) -> bool:
@@ -84,6 +92,7 @@ class StandIn:
         self.storage = Storage(self.core, k8s.StorageV1Api(api), self.disks)
         self.addresses = Addresses(data_dir / "addresses.json")
         self.vms: dict[str, VM] = {}
+        self.forwarders = Forwarders(self.backend)
         self.queue: queue.Queue[tuple[str, str]] = queue.Queue()
         self._queued: set[tuple[str, str]] = set()
         self._busy: set[tuple[str, str]] = set()
@@ -96,7 +105,7 @@ class StandIn:
         """Watch and reconcile until ``stopping`` is set, then stop every guest."""
         threads = [
             threading.Thread(target=self._watch_forever, args=(kind,), daemon=True)
-            for kind in ("virtualmachines", "virtualmachineinstances", "pvcs")
+            for kind in ("virtualmachines", "virtualmachineinstances", "pvcs", "services")
         ]
         threads += [threading.Thread(target=self._work, daemon=True) for _ in range(workers)]
         for t in threads:
@@ -104,8 +113,18 @@ class StandIn:
         ready()
         while not self.stopping.wait(RESYNC_SECONDS):
             self._resync()
+        self.forwarders.close()
         for vm in list(self.vms.values()):
             vm.guest.stop()
+
+    def backend(self, namespace: str, selector: dict[str, str]) -> str | None:
+        """The address of a running guest whose pods a Service's selector picks (what
+        kube-proxy finds in the Service's ready endpoints), or None."""
+        for vm in list(self.vms.values()):
+            picked = vm.namespace == namespace and selector.items() <= vm.labels.items()
+            if picked and vm.ready_seen and vm.guest.running():
+                return vm.guest.address
+        return None
 
     def enqueue(self, namespace: str, name: str) -> None:
         key = (namespace, name)
@@ -157,6 +176,9 @@ class StandIn:
         while not self.stopping.is_set():
             try:
                 for event in self._stream(kind):
+                    if kind == "services":
+                        self.forwarders.sync(event["type"], event["raw_object"])
+                        continue
                     self._on_event(kind, event["object"])
             except Exception as e:  # a dropped watch or 410 Gone: list again
                 log.info("watch of %s restarts: %s", kind, e)
@@ -168,6 +190,8 @@ class StandIn:
             stream = w.stream(
                 self.core.list_persistent_volume_claim_for_all_namespaces, timeout_seconds=300
             )
+        elif kind == "services":
+            stream = w.stream(self.core.list_service_for_all_namespaces, timeout_seconds=300)
         else:
             stream = w.stream(
                 self.objects.list_cluster_custom_object, *KUBEVIRT, kind, timeout_seconds=300
@@ -239,14 +263,17 @@ class StandIn:
             if disk is None:
                 return None
             self.vms[uid] = VM(
+                namespace=vm["metadata"]["namespace"],
                 guest=Guest(
                     disk=disk,
                     address=self.addresses.of(uid),
                     log_path=self.data_dir
                     / "logs"
                     / f"{vm['metadata']['namespace']}_{vm['metadata']['name']}.log",
-                )
+                ),
             )
+        template = vm.get("spec", {}).get("template", {})
+        self.vms[uid].labels = dict((template.get("metadata") or {}).get("labels") or {})
         return self.vms[uid]
 
     def _halt(self, vm: Manifest, state: VM, vmi: Manifest | None) -> None:
@@ -308,6 +335,9 @@ class StandIn:
         elif state.guest.apply_reset(bootstrap):
             log.info("reset the admin password of %s", vm["metadata"]["name"])
         state.ready_seen = False
+        if state.boots:  # a restart: a new pod, a new address (KubeVirt's too)
+            state.guest.address = self.addresses.renew(vm["metadata"]["uid"])
+        state.boots += 1
         state.guest.boot(kubevirt.size_of(vmi["spec"]))
 
     def _waits_for_a_node(self, vm: Manifest, state: VM, vmi: Manifest | None) -> bool:

@@ -18,7 +18,7 @@ from activities.kube import Kube
 from dbi import bootstrap, names, scram
 from dbi.config import ADMIN_USER, Config
 from devstack.stack import StackInfo
-from tests.activities.test_credentials import logs_in, secret, settled
+from tests.activities.test_credentials import address, logs_in, secret, settled
 from tests.activities.test_lifecycle import SPEC, create, ready, sql, vmi_uid
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
@@ -38,7 +38,7 @@ def credential(kube_api: Any, uid: str) -> dict[str, str]:
 
 
 def host_of(kube_api: Any, namespace: str) -> str:
-    return secret(kube_api, namespace, "db-credentials")["host"]
+    return address(secret(kube_api, namespace, "db-credentials"))
 
 
 async def test_the_admin_credential_is_out_of_a_tenants_reach(

@@ -12,7 +12,9 @@ from dbi.steps import Outcome
     ("obs", "outcome", "reason"),
     [
         pytest.param(
-            health.Observation(False, "127.10.0.2", True, "18.6", False),
+            health.Observation(
+                False, "127.10.0.2", True, "18.6", False, service_host="db.shop.svc"
+            ),
             Outcome.SATISFIED,
             "Healthy",
             id="healthy",
@@ -50,11 +52,14 @@ from dbi.steps import Outcome
     ],
 )
 def test_health(obs: health.Observation, outcome: Outcome, reason: str) -> None:
-    """Health publishes the endpoint when PostgreSQL answers, and waits while it boots."""
+    """Health publishes the endpoint (the Service's name, not the VM's address, which
+    goes to status.observed) when PostgreSQL answers, and waits while it boots."""
     decision = health.decide(obs).result
     assert (decision.outcome, decision.reason) == (outcome, reason)
     if reason == "Healthy":
-        assert (decision.facts.endpoint_host, decision.facts.postgres_version) == (
+        facts = decision.facts
+        assert (facts.endpoint_host, facts.address, facts.postgres_version) == (
+            "db.shop.svc",
             "127.10.0.2",
             "18.6",
         )

@@ -14,7 +14,7 @@ from temporalio.client import WorkflowExecutionStatus
 
 from dbi import names
 from devstack.stack import StackInfo
-from tests.activities.test_credentials import admin_credential, secret
+from tests.activities.test_credentials import address, admin_credential, secret
 from tests.activities.test_lifecycle import SPEC, create, ready
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
@@ -45,7 +45,7 @@ def reject_all(
     hba = Path(local_stack.state_dir) / "vms" / "disks" / str(claim.spec.volume_name)
     hba = hba / "pgdata" / "pg_hba.conf"
     admin = admin_credential(kube_api, orchestrator, namespace)
-    host = secret(kube_api, namespace, "db-credentials")["host"]
+    host = address(secret(kube_api, namespace, "db-credentials"))
     hba.write_text("host all all 0.0.0.0/0 reject\n" + hba.read_text())
     with psycopg.connect(
         host=host, user=admin["username"], password=admin["password"], dbname="postgres"
