@@ -49,7 +49,7 @@ def table() -> str:
     )
     rows.append(f"| (any step) | its own | {failed} |")
     rows.append(
-        "| (credentials, vm, retention, monitoring) | its own | "
+        "| (credentials, vm, retention, access, monitoring) | its own | "
         f"{_reasons(ownership.Reason)} (an object with a child's name that is not the "
         "instance's: [ownership](#ownership-and-deletion)) |"
     )

@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--version", action="version", version=f"dbi {importlib.metadata.version('dbi')}"
     )
+    _cluster_flags(parser, default=None)  # before the command, or after it (kubectl's way)
     commands = parser.add_subparsers(title="commands")
 
     dev.add_parsers(commands)
@@ -223,16 +224,27 @@ def _prog() -> str:
     return "kubectl dbi" if name.startswith("kubectl-dbi") else "dbi"
 
 
+def _cluster_flags(parser: argparse.ArgumentParser, *, default: Any) -> None:
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=default,
+        help="the Kubernetes namespace (default: the context's, else default)",
+    )
+    parser.add_argument(
+        "--kubeconfig", default=default, help="the kubeconfig file (default: $KUBECONFIG)"
+    )
+    parser.add_argument(
+        "--context", default=default, help="the kubeconfig context (default: its current one)"
+    )
+
+
 def _cluster_options(
     parser: argparse.ArgumentParser, *, output: bool = False, timeout: bool = False
 ) -> None:
     """kubectl's options for the cluster and the namespace (and, where asked, -o and
     --timeout), after the subcommand as kubectl users write them."""
-    parser.add_argument(
-        "-n", "--namespace", help="the Kubernetes namespace (default: the context's, else default)"
-    )
-    parser.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG)")
-    parser.add_argument("--context", help="the kubeconfig context (default: its current one)")
+    _cluster_flags(parser, default=argparse.SUPPRESS)  # not given: the main parser's
     if output:
         parser.add_argument(
             "-o", "--output", choices=("json", "yaml"), help="print the answer as JSON or YAML"

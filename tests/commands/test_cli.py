@@ -111,6 +111,10 @@ def test_the_namespace_and_cluster_come_as_kubectl_takes_them(
     elsewhere = dbi(local_stack, "status", "--context", "elsewhere", KUBECONFIG=str(config))
     assert elsewhere.returncode == 0, elsewhere.stderr
     assert [namespace, instance] not in [r[:2] for r in rows(elsewhere.stdout)]
+    before = dbi(
+        local_stack, "--context", "elsewhere", "-n", namespace, "status", KUBECONFIG=str(config)
+    )
+    assert before.returncode == 0 and rows(before.stdout)[0][:2] == [namespace, instance]
     described = dbi(local_stack, "describe", instance, KUBECONFIG=str(config))
     assert described.returncode == 0 and f"DBInstance {namespace}/db" in described.stdout
     unknown = dbi(local_stack, "status", "--context", "nope", KUBECONFIG=str(config))
