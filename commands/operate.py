@@ -191,13 +191,14 @@ async def status(kube: Kube, namespace: str | None, name: str | None) -> Answer:
         meta = obj["metadata"]
         seen = await _progress(client, meta["namespace"], meta["name"]) if client else _Seen()
         progress = seen.progress
+        step = progress.summary.step if progress and progress.summary else ""
         found.append(
             {
                 "namespace": meta["namespace"],
                 "name": meta["name"],
                 "phase": (obj.get("status") or {}).get("phase"),
                 "ready": _condition(obj, "Ready").get("status", "Unknown"),
-                "step": (progress.summary.step if progress and progress.summary else None),
+                "step": step or None,  # None: no step holds it (or no workflow)
                 "workflow": _workflow(meta["namespace"], meta["name"], client, seen),
             }
         )

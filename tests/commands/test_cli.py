@@ -130,6 +130,7 @@ def test_status_and_describe_print_json_and_yaml(
     assert (item["namespace"], item["name"], item["ready"]) == (namespace, instance, "Unknown")
     assert item["workflow"]["id"] == names.workflow_id(namespace, instance)
     assert item["workflow"]["running"] is False
+    assert item["step"] is None
     described = dbi(local_stack, "describe", instance, "-n", namespace, "-o", "yaml")
     assert described.returncode == 0, described.stderr
     data = yaml.safe_load(described.stdout)
