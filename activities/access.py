@@ -72,6 +72,8 @@ class Observation:
     admin_password: str = field(default="", repr=False)
     app: secrets.Read | None = field(default=None, repr=False)
     children: tuple[ownership.Child, ...] = ()
+    # The Secret's host and hostaddr, from the Service as read (``endpoint``).
+    published: tuple[str, str | None] = ("", None)
 
 
 _STEPS = [
@@ -183,24 +185,21 @@ def service(instance: Instance) -> Manifest:
     }
 
 
-def _read_service(ctx: Context, instance: Instance) -> Manifest | None:
-    try:
-        found = ctx.kube.core.read_namespaced_service(instance.name, instance.namespace)
-    except k8s.ApiException as e:
-        if e.status == 404:
-            return None
-        raise
-    return dict(ctx.kube.api.sanitize_for_serialization(found))
-
-
 def endpoint(ctx: Context, instance: Instance) -> tuple[str, str | None]:
     """The Secret's ``host`` (the Service's DNS name) and, where configured
     (DBI_CONNECT_HOSTADDR), the Service's ClusterIP for ``hostaddr``."""
+    found = (
+        ctx.kube.service(instance.namespace, instance.name) if ctx.config.connect_hostaddr else None
+    )
+    return _published(ctx, instance, found)
+
+
+def _published(ctx: Context, instance: Instance, svc: Manifest | None) -> tuple[str, str | None]:
+    """``endpoint``, from the Service as read."""
     host = names.service_host(instance.namespace, instance.name)
     if not ctx.config.connect_hostaddr:
         return host, None
-    found = _read_service(ctx, instance)
-    return host, ((found or {}).get("spec") or {}).get("clusterIP")
+    return host, ((svc or {}).get("spec") or {}).get("clusterIP")
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
@@ -212,18 +211,12 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     host = interfaces[0].get("ipAddress") if interfaces else None
     admin_password = admin_credential.read(kube, ctx.config.namespace, instance.uid).password
     app = secrets.read(kube, instance.namespace, secrets.app_name(instance))
-    svc = _read_service(ctx, instance)
-    cluster_ip = ((svc or {}).get("spec") or {}).get("clusterIP")
-    service_host = names.service_host(instance.namespace, instance.name)
-    looked = _look(
-        instance,
-        host,
-        admin_password,
-        app,
-        (service_host, cluster_ip if ctx.config.connect_hostaddr else None),
-    )
+    svc = ctx.kube.service(instance.namespace, instance.name)
+    published = _published(ctx, instance, svc)
+    looked = _look(instance, host, admin_password, app, published)
     return replace(
         looked,
+        published=published,
         service_ok=svc is not None and manifests.covers(service(instance)["spec"], svc.get("spec")),
         host=host,
         admin_password=admin_password,
@@ -285,7 +278,7 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         )
         return
     if action is Action.WRITE_CONNECTION_INFO:
-        keys = connection(creds.username, app.password, creds.database, *endpoint(ctx, instance))
+        keys = connection(creds.username, app.password, creds.database, *obs.published)
         data = {**app.data, **keys}
         try:
             secrets.apply(

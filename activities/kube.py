@@ -205,6 +205,11 @@ class Kube:
             meta["name"], meta["namespace"], manifest, **_APPLY
         )
 
+    def service(self, namespace: str, name: str) -> Manifest | None:
+        """A Service as a dict (what ``manifests.covers`` compares), or None."""
+        found = or_none(lambda: self.core.read_namespaced_service(name, namespace))
+        return None if found is None else dict(self.api.sanitize_for_serialization(found))
+
     def pvc(self, namespace: str, name: str) -> k8s.V1PersistentVolumeClaim | None:
         return or_none(lambda: self.core.read_namespaced_persistent_volume_claim(name, namespace))
 

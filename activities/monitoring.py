@@ -106,16 +106,6 @@ def decide(obs: Observation) -> Decision[Action]:
     return satisfied(Reason.READY, "The metrics Service and ServiceMonitor exist.")
 
 
-def _service(ctx: Context, instance: Instance) -> Manifest | None:
-    try:
-        found = ctx.kube.core.read_namespaced_service(service_name(instance), instance.namespace)
-    except k8s.ApiException as e:
-        if e.status == 404:
-            return None
-        raise
-    return dict(ctx.kube.api.sanitize_for_serialization(found))
-
-
 def _monitor(ctx: Context, instance: Instance) -> tuple[bool, Manifest | None]:
     """Return whether the cluster serves the ServiceMonitor API, and the object if any."""
     groups = k8s.ApisApi(ctx.kube.api).get_api_versions().groups or []
@@ -135,7 +125,7 @@ def delete_ours(ctx: Context, instance: Instance, obs: Observation) -> None:
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
-    svc = _service(ctx, instance)
+    svc = ctx.kube.service(instance.namespace, service_name(instance))
     api, monitor = _monitor(ctx, instance)
     port = ctx.config.exporter_port
     return Observation(

@@ -9,6 +9,7 @@ authenticates as one of those ServiceAccounts, with a token from the TokenReques
 from __future__ import annotations
 
 import shlex
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -121,3 +122,19 @@ def container_problems(repo_root: Path, image: str, command: list[str], env: set
     if unknown := env - environment.read_by(process):
         problems.append(f"the {process} reads none of {sorted(unknown)}")
     return problems
+
+
+def server_dry_run(
+    kubectl: Kubectl, directory: Path, *flags: str
+) -> subprocess.CompletedProcess[str]:
+    """``kubectl apply --server-side --dry-run=server -k directory``: what the API server
+    would accept of a kustomization, without changing anything."""
+    return kubectl(
+        "apply",
+        "--server-side",
+        "--dry-run=server",
+        *flags,
+        "--field-manager=dbi-deploy-test",
+        "-k",
+        str(directory),
+    )

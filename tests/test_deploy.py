@@ -16,7 +16,12 @@ import pytest
 import yaml
 
 from dbi import environment
-from tests.deployment import SYSTEM_NAMESPACE, container_problems, permission_errors
+from tests.deployment import (
+    SYSTEM_NAMESPACE,
+    container_problems,
+    permission_errors,
+    server_dry_run,
+)
 from tests.stack import Kubectl
 from watcher import __main__ as watcher_main
 
@@ -98,14 +103,7 @@ def test_every_object_is_accepted_by_the_api_server_in_a_server_side_dry_run(
 ) -> None:
     """`kubectl apply --server-side --dry-run=server -k deploy/cluster-wide` accepts every object
     (its namespace exists: the API server cannot dry-run objects into a new one)."""
-    result = kubectl(
-        "apply",
-        "--server-side",
-        "--dry-run=server",
-        "--field-manager=dbi-deploy-test",
-        "-k",
-        str(repo_root / "deploy" / "cluster-wide"),
-    )
+    result = server_dry_run(kubectl, repo_root / "deploy" / "cluster-wide")
     applied = [line for line in result.stdout.splitlines() if "(server dry run)" in line]
     for kind_name in (
         "namespace/dbi-system",
@@ -138,15 +136,8 @@ def test_the_namespaced_overlay_is_accepted_by_the_api_server(
     for namespace in served:
         kubectl("create", "namespace", namespace)
     try:
-        result = kubectl(
-            "apply",
-            "--server-side",
-            "--dry-run=server",
-            "--force-conflicts",  # the RBAC the cluster-wide tests applied for real
-            "--field-manager=dbi-deploy-test",
-            "-k",
-            str(repo_root / "deploy" / "namespaced"),
-        )
+        # --force-conflicts: the RBAC the cluster-wide tests applied for real
+        result = server_dry_run(kubectl, repo_root / "deploy" / "namespaced", "--force-conflicts")
     finally:
         kubectl("delete", "namespace", "--wait=false", *served)
     applied = [line for line in result.stdout.splitlines() if "(server dry run)" in line]

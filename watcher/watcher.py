@@ -152,9 +152,7 @@ class Watcher:
             if term.is_set():
                 return  # leadership ended: the next leader relists
             meta = obj.get("metadata", {})
-            namespace = meta.get("namespace", "")
-            if self.namespaces is not None and namespace not in self.namespaces:
-                return
+            namespace = meta.get("namespace", "")  # a watched one: sources() lists no other
             wake: _Wake | None
             if kind == "DBInstance":
                 if event == "SYNC":

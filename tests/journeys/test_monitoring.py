@@ -13,6 +13,7 @@ import promql_parser
 import pytest
 import yaml
 
+from tests.deployment import server_dry_run
 from tests.journeys.product import Product
 from tests.stack import Kubectl
 
@@ -73,13 +74,6 @@ def test_the_podmonitor_scrapes_the_worker_and_the_watcher_and_applies(
         assert pod["metadata"]["labels"][expression["key"]] in expression["values"]
         (container,) = pod["spec"]["containers"]
         assert endpoint["port"] in {p["name"] for p in container["ports"]}
-    result = kubectl(
-        "apply",
-        "--server-side",
-        "--dry-run=server",
-        "--field-manager=dbi-deploy-test",
-        "-k",
-        str(repo_root / "deploy" / "monitoring"),
-    )
+    result = server_dry_run(kubectl, repo_root / "deploy" / "monitoring")
     assert "podmonitor.monitoring.coreos.com/dbi serverside-applied" in result.stdout
     assert "prometheusrule.monitoring.coreos.com/dbi serverside-applied" in result.stdout
