@@ -10,7 +10,8 @@ nothing for clients. A Service of that name that is not the instance's stops the
 As the admin: the app role and its database exist (created if not); the app password
 from the Secret authenticates (observed by logging in as the app user; if not,
 ``ALTER ROLE ... PASSWORD`` from the Secret); the app Secret has the connection keys
-(``connection``: CloudNativePG's).
+(``connection``: CloudNativePG's, with ``sslmode=verify-full`` in ``uri`` and
+``jdbc-uri`` and the namespace's CA as ``ca.crt``).
 One change per look, then Pending: the loop observes it at once. A stopped instance
 is skipped (Satisfied, reason Stopped). Idempotency key: the role and database names
 (created only when absent) and the Secret's password (the one ALTER ROLE sets, as its
@@ -27,7 +28,7 @@ import psycopg
 from kubernetes import client as k8s
 from psycopg import sql
 
-from activities import admin_credential, manifests, ownership, postgres, secrets
+from activities import admin_credential, manifests, ownership, postgres, secrets, trust
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.step import Anatomy, Context
 from dbi import names, scram
@@ -66,14 +67,15 @@ class Observation:
     app_login_works: bool
     secret_complete: bool
     service_ok: bool = True
-    # What the action needs (None in pure tests): the VM's address, the admin password,
-    # the app Secret as read. Passwords never leave the activity.
-    host: str | None = None
+    # What the action needs (None in pure tests): how dbi reaches the VM, the admin
+    # password, the app Secret as read. Passwords never leave the activity.
+    server: postgres.Server | None = None
     admin_password: str = field(default="", repr=False)
     app: secrets.Read | None = field(default=None, repr=False)
     children: tuple[ownership.Child, ...] = ()
     # The Secret's host and hostaddr, from the Service as read (``endpoint``).
     published: tuple[str, str | None] = ("", None)
+    ca_pem: str = ""  # the namespace's CA, the Secret's ca.crt
 
 
 _STEPS = [
@@ -100,7 +102,7 @@ _STEPS = [
         "secret_complete",
         Action.WRITE_CONNECTION_INFO,
         Reason.CONNECTION_INFO_WRITTEN,
-        "The Secret got its connection keys (host, port, uri, jdbc-uri, pgpass).",
+        "The Secret got its connection keys (host, port, uri, jdbc-uri, pgpass, ca.crt).",
     ),
 ]
 
@@ -128,10 +130,15 @@ def decide(obs: Observation) -> Decision[Action]:
     return Decision(SPEC.result(Outcome.SATISFIED, Reason.READY, message))
 
 
+SSLMODE = "verify-full"
+
+
 def uri(user: str, password: str, host: str, database: str) -> str:
-    """Return the connection URI users paste into a client (it holds the password)."""
+    """Return the connection URI users paste into a client (it holds the password); it
+    asks for a verified TLS connection (the CA: the Secret's ``ca.crt``)."""
     credentials = f"{quote(user, safe='')}:{quote(password, safe='')}"
-    return f"postgresql://{credentials}@{host}:{postgres.PORT}/{quote(database, safe='')}"
+    path = f"{host}:{postgres.PORT}/{quote(database, safe='')}"
+    return f"postgresql://{credentials}@{path}?{urlencode({'sslmode': SSLMODE})}"
 
 
 def _pgpass_field(value: str) -> str:
@@ -140,15 +147,21 @@ def _pgpass_field(value: str) -> str:
 
 
 def connection(
-    user: str, password: str, database: str, host: str, hostaddr: str | None = None
+    user: str,
+    password: str,
+    database: str,
+    host: str,
+    hostaddr: str | None = None,
+    *,
+    ca_pem: str,
 ) -> dict[str, str]:
     """The connection keys of the credentials Secret besides ``username``, ``database``
     and ``password``: those CloudNativePG's app Secret has, so that apps, tools and
-    Helm charts made for it read this one as is. Several hold the password. With
-    ``hostaddr`` (DBI_CONNECT_HOSTADDR), ``uri`` tells libpq to connect there while
-    ``host`` stays the name a certificate is checked against."""
+    Helm charts made for it read this one as is, and ``ca.crt`` and ``sslmode``. Several
+    hold the password. With ``hostaddr`` (DBI_CONNECT_HOSTADDR), ``uri`` tells libpq to
+    connect there while ``host`` stays the name the certificate is checked against."""
     port = str(postgres.PORT)
-    jdbc_query = urlencode({"user": user, "password": password})
+    jdbc_query = urlencode({"user": user, "password": password, "sslmode": SSLMODE})
     pgpass = ":".join(_pgpass_field(v) for v in (host, port, database, user, password))
     keys = {
         "host": host,
@@ -158,9 +171,11 @@ def connection(
         "uri": uri(user, password, host, database),
         "jdbc-uri": f"jdbc:postgresql://{host}:{port}/{quote(database, safe='')}?{jdbc_query}",
         "pgpass": pgpass + "\n",
+        "sslmode": SSLMODE,
+        "ca.crt": ca_pem,
     }
     if hostaddr:
-        keys["uri"] += f"?{urlencode({'hostaddr': hostaddr})}"
+        keys["uri"] += f"&{urlencode({'hostaddr': hostaddr})}"
         keys["hostaddr"] = hostaddr
     return keys
 
@@ -213,12 +228,16 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     app = secrets.read(kube, instance.namespace, secrets.app_name(instance))
     svc = ctx.kube.service(instance.namespace, instance.name)
     published = _published(ctx, instance, svc)
-    looked = _look(instance, host, admin_password, app, published)
+    ca = trust.read_ca(kube, ctx.config.namespace, instance.namespace)
+    ca_pem = ca.cert_pem if ca is not None else ""
+    server = None if host is None else trust.reach(instance, host, ca)
+    looked = _look(instance, server, admin_password, app, published, ca_pem)
     return replace(
         looked,
         published=published,
+        ca_pem=ca_pem,
         service_ok=svc is not None and manifests.covers(service(instance)["spec"], svc.get("spec")),
-        host=host,
+        server=server,
         admin_password=admin_password,
         app=app,
         children=(ownership.Child("Service", instance.name, ownership.meta_of(svc, ctx.kube)),),
@@ -227,22 +246,25 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
 
 def _look(
     instance: Instance,
-    host: str | None,
+    server: postgres.Server | None,
     admin_password: str,
     app: secrets.Read,
     published: tuple[str, str | None],
+    ca_pem: str,
 ) -> Observation:
-    """``host`` is the VM's address (dbi connects there); ``published`` the Secret's
-    host and hostaddr."""
+    """``server`` is how dbi reaches the VM; ``published`` the Secret's host and
+    hostaddr."""
     creds = instance.model.spec.credentials
     wanted: dict[str, str | None] = {"host": published[0], "port": str(postgres.PORT)}
     if app.password:
-        wanted = {**connection(creds.username, app.password, creds.database, *published)}
+        wanted = {
+            **connection(creds.username, app.password, creds.database, *published, ca_pem=ca_pem)
+        }
     complete = all(app.data.get(k) == v for k, v in wanted.items())
-    if host is None or not app.password:
+    if server is None or not app.password:
         return Observation(False, False, bool(app.password), False, False, False, complete)
     try:
-        with postgres.connect(host, password=admin_password) as conn:
+        with postgres.connect(server, password=admin_password) as conn:
             role = conn.execute(
                 "SELECT 1 FROM pg_roles WHERE rolname = %s", (creds.username,)
             ).fetchone()
@@ -255,15 +277,15 @@ def _look(
         role is not None
         and db is not None
         and postgres.authenticates(
-            host, user=creds.username, password=app.password, dbname=creds.database
+            server, user=creds.username, password=app.password, dbname=creds.database
         )
     )
     return Observation(False, True, True, role is not None, db is not None, works, complete)
 
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
-    host, admin_password, app = obs.host, obs.admin_password, obs.app
-    assert host is not None and app is not None
+    server, admin_password, app = obs.server, obs.admin_password, obs.app
+    assert server is not None and app is not None
     creds = instance.model.spec.credentials
     role, database = sql.Identifier(creds.username), sql.Identifier(creds.database)
     if action is Action.APPLY_SERVICE:
@@ -278,7 +300,9 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         )
         return
     if action is Action.WRITE_CONNECTION_INFO:
-        keys = connection(creds.username, app.password, creds.database, *obs.published)
+        keys = connection(
+            creds.username, app.password, creds.database, *obs.published, ca_pem=obs.ca_pem
+        )
         data = {**app.data, **keys}
         try:
             secrets.apply(
@@ -300,7 +324,7 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         Action.CREATE_DATABASE: sql.SQL("CREATE DATABASE {} OWNER {}").format(database, role),
         Action.ALTER_LOGIN: sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(role, verifier),
     }
-    with postgres.connect(host, password=admin_password) as conn:
+    with postgres.connect(server, password=admin_password) as conn:
         conn.execute(statements[action])
 
 

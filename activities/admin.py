@@ -28,7 +28,7 @@ from enum import StrEnum
 
 from psycopg import sql
 
-from activities import admin_credential, postgres, secrets
+from activities import admin_credential, postgres, secrets, trust
 from activities.admin_credential import Credential
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.postgres import Login
@@ -78,6 +78,7 @@ class Observation:
     rotation_due: bool = False
     restart_allowed: bool = False
     credential: Credential | None = None  # as read, for the action (None in pure tests)
+    server: postgres.Server | None = None  # how dbi reaches it, for the action
 
 
 @dataclass(frozen=True)
@@ -189,10 +190,11 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     )
     if address is None:
         return obs
-    login = postgres.login(address, password=credential.password)
-    next_login = postgres.login(address, password=credential.next) if credential.next else None
+    server = trust.server(ctx.kube, ctx.config.namespace, instance, address)
+    login = postgres.login(server, password=credential.password)
+    next_login = postgres.login(server, password=credential.next) if credential.next else None
     ready = credential.reset is not None and _boot_data_carries(ctx, instance, credential)
-    return replace(obs, login=login, next_login=next_login, boot_data_ready=ready)
+    return replace(obs, login=login, next_login=next_login, boot_data_ready=ready, server=server)
 
 
 def _boot_data_carries(ctx: Context, instance: Instance, credential: Credential) -> bool:
@@ -238,8 +240,8 @@ def perform(
         credential = write({"password": credential.password, "next": secrets.new_password()})
         action = Action.FINISH_ROTATION
     if action is Action.FINISH_ROTATION:
-        assert obs.address is not None
-        finish_rotation(obs.address, credential)
+        assert obs.server is not None
+        finish_rotation(obs.server, credential)
         write({"password": credential.next}, **{admin_credential.ROTATED_AT: now}, **(stamp or {}))
     elif action is Action.PROMOTE_NEXT:
         write({"password": credential.next}, **{admin_credential.ROTATED_AT: now}, **(stamp or {}))
@@ -266,16 +268,16 @@ def perform(
         )
 
 
-def finish_rotation(address: str, credential: Credential) -> None:
+def finish_rotation(server: postgres.Server, credential: Credential) -> None:
     """Set ``next`` as the admin role's password (its verifier only), as the admin with
     the current password, and prove it logs in; raise if it does not (retried)."""
-    with postgres.connect(address, password=credential.password) as conn:
+    with postgres.connect(server, password=credential.password) as conn:
         conn.execute(
             sql.SQL("ALTER ROLE {} WITH PASSWORD {}").format(
                 sql.Identifier(ADMIN_USER), sql.Literal(scram.verifier(credential.next))
             )
         )
-    if postgres.login(address, password=credential.next) is not Login.OK:
+    if postgres.login(server, password=credential.next) is not Login.OK:
         raise RuntimeError("the rotated admin password does not log in")
 
 

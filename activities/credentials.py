@@ -10,7 +10,11 @@ legacy ``<name>-admin`` Secret (then that one is deleted), or taken from the del
 instance the DBInstance adopts; made new only for an instance whose data disk does not
 exist yet; otherwise (the credential lost) made new with a reset token, which the boot
 data carries so that the guest sets it at its next boot (the admin step restarts it).
-The cloud-init Secret carries only the admin password's SCRAM verifier. An app password
+The cloud-init Secret carries only the admin password's SCRAM verifier, and the
+instance's TLS server certificate and key, signed by the namespace's CA (created here
+when the namespace has none: ``activities.trust``), issued anew when missing, not for
+the Service's names, signed by another CA or due for renewal (a third of its lifetime
+left; ``DBI_TLS_CERT_LIFETIME``); the tls step makes the guest serve it. An app password
 is made only where there is none; a Secret deleted between the read and the apply (409
 on the UID precondition) gets a fresh one there and then: that is the rotation by
 deletion. One change of the admin credential per look, then Pending; passwords never
@@ -22,16 +26,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from enum import StrEnum
 
 from kubernetes import client as k8s
+from pydantic import SecretStr
 from temporalio import activity
 
-from activities import admin_credential, manifests, ownership, secrets
+from activities import admin_credential, manifests, ownership, secrets, trust
 from activities.admin_credential import Credential
 from activities.kube import Instance
 from activities.step import Anatomy, Context
-from dbi import bootstrap, scram
+from dbi import bootstrap, scram, tls
 from dbi.pipeline import CREDENTIALS as SPEC
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
@@ -43,6 +49,8 @@ class Reason(StrEnum):
     ADMIN_MOVED = "AdminCredentialMoved"
     ADMIN_ADOPTED = "AdminCredentialAdopted"
     ADMIN_RESET = "AdminCredentialReset"
+    CA_CREATED = "CACreated"
+    CERTIFICATE_ISSUED = "CertificateIssued"
 
 
 class Action(StrEnum):
@@ -51,6 +59,7 @@ class Action(StrEnum):
     DROP_LEGACY = "drop-legacy"  # the legacy Secret, once moved
     ADOPT_ADMIN = "adopt-admin"  # the adopted instance's admin credential
     RESET_ADMIN = "reset-admin"  # a lost credential: a new one, set in the guest at boot
+    CREATE_CA = "create-ca"  # the namespace's CA, which signs its instances' certificates
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,6 +76,10 @@ class Observation:
     # still there: it is the one the adopted data knows, it replaces any other.
     adoptable_admin: bool = False
     data_disk_exists: bool = False  # the instance's own data claim
+    ca_exists: bool = True  # the namespace's CA
+    # The boot data's server certificate is the CA's, for the Service's names, with its
+    # key, and not due for renewal.
+    certificate_current: bool = True
     reads: Reads | None = None  # what was read, for the action (None in pure tests)
 
 
@@ -75,6 +88,19 @@ _ADMIN_RECOVERY = (
      "The admin credential moved out of the instance's namespace, into dbi's."),
     ("data_disk_exists", Action.RESET_ADMIN, Reason.ADMIN_RESET,
      "The admin credential was lost: a new one is set in the guest at its next boot."),
+)  # fmt: skip
+
+
+# Once the admin credential is settled: what is missing, in order, and what makes it.
+_WRITES = (
+    (("ca_exists",), Action.CREATE_CA, Reason.CA_CREATED,
+     "The namespace's CA was created; it signs its instances' certificates."),
+    (("admin_complete", "app_complete", "cloudinit_matches"), Action.WRITE, Reason.CREATED,
+     "Missing Secrets or passwords were written."),
+    (("certificate_current",), Action.WRITE, Reason.CERTIFICATE_ISSUED,
+     "A server certificate was issued into the boot data; the tls step serves it."),
+    (("kept_follow_policy",), Action.WRITE, Reason.OWNERS_SYNCED,
+     "The cloud-init Secret's owner reference now follows deletionPolicy."),
 )  # fmt: skip
 
 
@@ -96,11 +122,9 @@ def decide(obs: Observation) -> Decision[Action]:
     elif obs.legacy_admin:
         message = "The admin credential moved out of the instance's namespace, into dbi's."
         return pending(Reason.ADMIN_MOVED, message, Action.DROP_LEGACY)
-    if not (obs.admin_complete and obs.app_complete and obs.cloudinit_matches):
-        return pending(Reason.CREATED, "Missing Secrets or passwords were written.", Action.WRITE)
-    if not obs.kept_follow_policy:
-        message = "The cloud-init Secret's owner reference now follows deletionPolicy."
-        return pending(Reason.OWNERS_SYNCED, message, Action.WRITE)
+    for facts, action, reason, message in _WRITES:
+        if not all(getattr(obs, f) for f in facts):
+            return pending(reason, message, action)
     return Decision(
         SPEC.result(
             Outcome.SATISFIED,
@@ -117,6 +141,7 @@ class Reads:
     app: secrets.Read
     cloudinit: secrets.Read
     legacy: secrets.Read  # <name>-admin in the instance's namespace
+    ca: tls.KeyPair | None  # the namespace's CA
 
     app_name: str
     cloudinit_name: str
@@ -136,6 +161,7 @@ def read_all(ctx: Context, instance: Instance) -> Reads:
         app=secrets.read(kube, ns, secrets.app_name(instance)),
         cloudinit=secrets.read(kube, ns, secrets.cloudinit_name(instance)),
         legacy=secrets.read(kube, ns, secrets.admin_name(instance)),
+        ca=trust.read_ca(kube, ctx.config.namespace, ns),
         app_name=secrets.app_name(instance),
         cloudinit_name=secrets.cloudinit_name(instance),
     )
@@ -161,6 +187,8 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         adoptable_admin=adopted is not None
         and bool(admin_credential.read(ctx.kube, ctx.config.namespace, adopted).password),
         data_disk_exists=missing and _own_data_claim(ctx, instance),
+        ca_exists=reads.ca is not None,
+        certificate_current=certificate_current(instance, reads),
         reads=reads,
     )
 
@@ -171,6 +199,28 @@ def _own_data_claim(ctx: Context, instance: Instance) -> bool:
     meta = ownership.meta_of(ctx.kube.pvc(instance.namespace, name), ctx.kube)
     claim = ownership.Child("PersistentVolumeClaim", name, meta)
     return ownership.classify(claim, instance.uid) is ownership.Claim.OURS
+
+
+def _document(cloudinit: secrets.Read) -> bootstrap.Bootstrap | None:
+    try:
+        return bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
+    except ValueError:
+        return None
+
+
+def certificate_current(instance: Instance, reads: Reads) -> bool:
+    """Whether the boot data's server certificate may stay: the namespace CA's, for the
+    Service's names, with its key, and not due for renewal."""
+    doc = _document(reads.cloudinit)
+    if doc is None or doc.server_cert is None or doc.server_key is None or reads.ca is None:
+        return False
+    verdict = tls.judge(
+        doc.server_cert,
+        reads.ca.cert_pem,
+        tls.service_names(instance.namespace, instance.name),
+        key_pem=doc.server_key.get_secret_value(),
+    )
+    return verdict.trusted and not verdict.renewal_due
 
 
 def userdata_matches(cloudinit: secrets.Read, admin: Credential) -> bool:
@@ -196,6 +246,8 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         admin_credential.take_over(kube, home, instance, str(instance.adopts))
     elif action is Action.RESET_ADMIN:
         admin_credential.create(kube, home, instance, secrets.new_password(), reset=True)
+    elif action is Action.CREATE_CA:
+        trust.create_ca(kube, home, instance.namespace)
     elif action is Action.WRITE:
         write_incomplete(ctx, instance, reads)
 
@@ -218,13 +270,18 @@ def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
             lambda pw: _app_data(instance, app, pw),
             keep=app.password,
         )
+    pair = _server_pair(ctx, instance, reads)
     doc = bootstrap.Bootstrap(
         admin_verifier=scram.verifier(admin.password),
         reset=admin.reset,
         memory_bytes=int(instance.model.spec.resources.memory_bytes()),
+        server_cert=pair.cert_pem if pair else None,
+        server_key=SecretStr(pair.key_pem) if pair else None,
     )
-    if not userdata_matches(reads.cloudinit, admin) or not ownership.follows_policy(
-        reads.children()[1], instance
+    if (
+        not userdata_matches(reads.cloudinit, admin)
+        or not ownership.follows_policy(reads.children()[1], instance)
+        or not certificate_current(instance, reads)
     ):
         secrets.apply(
             kube,
@@ -233,6 +290,18 @@ def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
             {bootstrap.USERDATA_KEY: bootstrap.to_userdata(doc)},
             uid=reads.cloudinit.uid,
         )
+
+
+def _server_pair(ctx: Context, instance: Instance, reads: Reads) -> tls.KeyPair | None:
+    """The boot data's certificate and key when they may stay, else new ones from the
+    namespace's CA (None without a CA: the next pass creates it)."""
+    doc = _document(reads.cloudinit)
+    if certificate_current(instance, reads) and doc and doc.server_cert and doc.server_key:
+        return tls.KeyPair(doc.server_cert, doc.server_key.get_secret_value())
+    if reads.ca is None:
+        return None
+    names = tls.service_names(instance.namespace, instance.name)
+    return tls.issue(reads.ca, names, lifetime=timedelta(seconds=ctx.config.tls_cert_seconds))
 
 
 def app_matches(instance: Instance, app: secrets.Read) -> bool:

@@ -14,7 +14,7 @@ from enum import StrEnum
 import psycopg
 from temporalio import activity
 
-from activities import admin_credential, postgres
+from activities import admin_credential, postgres, trust
 from activities.kube import KUBEVIRT, Instance
 from activities.step import Anatomy, Context
 from dbi import names
@@ -79,10 +79,10 @@ def decide(obs: Observation) -> Decision[None]:
     )
 
 
-def probe(address: str, password: str) -> tuple[bool, str | None, bool, bool]:
+def probe(server: postgres.Server, password: str) -> tuple[bool, str | None, bool, bool]:
     """Return (reachable, server version, in recovery, admin refused) as the admin sees it."""
     try:
-        with postgres.connect(address, password=password) as conn:
+        with postgres.connect(server, password=password) as conn:
             conn.execute("SELECT 1")
             row = conn.execute(
                 "SELECT current_setting('server_version'), pg_is_in_recovery()"
@@ -90,7 +90,7 @@ def probe(address: str, password: str) -> tuple[bool, str | None, bool, bool]:
     except psycopg.OperationalError as e:
         # The server answered and said no (libpq reports it in the message, no sqlstate).
         refused = "password authentication failed" in str(e)
-        activity.logger.info("health probe of %s failed: %s", address, type(e).__name__)
+        activity.logger.info("health probe of %s failed: %s", server.address, type(e).__name__)
         return False, None, False, refused
     assert row is not None
     return True, str(row[0]), bool(row[1]), False
@@ -107,7 +107,8 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     if not address:
         return Observation(stopped=False)
     admin = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)
-    reachable, version, recovery, refused = probe(address, admin.password)
+    server = trust.server(ctx.kube, ctx.config.namespace, instance, address)
+    reachable, version, recovery, refused = probe(server, admin.password)
     return Observation(
         stopped=False,
         address=address,

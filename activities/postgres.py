@@ -1,4 +1,9 @@
-"""Connections to an instance's PostgreSQL: short timeouts, always closed.
+"""Connections to an instance's PostgreSQL: verified TLS, short timeouts, always closed.
+
+Every connection is ``sslmode=verify-full``: libpq connects to the VM's address
+(``hostaddr``) and checks the server's certificate against the namespace's CA for
+the Service's name (``host``), so dbi's admin password, even as SCRAM, goes to no
+one but the instance (``activities.trust``).
 
 SQL identifiers go through ``psycopg.sql.Identifier`` and values through parameters
 or ``sql.Literal``; nothing from a spec is put into SQL text.
@@ -6,6 +11,7 @@ or ``sql.Literal``; nothing from a spec is put into SQL text.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -26,12 +32,25 @@ class Login(StrEnum):
     UNREACHABLE = "unreachable"  # no answer (booting, down, refusing connections)
 
 
+@dataclass(frozen=True)
+class Server:
+    """An instance's PostgreSQL as dbi reaches it (``activities.trust.server``)."""
+
+    address: str  # the VM's: where to connect
+    name: str  # the Service's DNS name: what its certificate must carry
+    ca_file: str  # the namespace's CA, as a file (empty: none, nothing verifies)
+
+
 def connect(
-    host: str, *, password: str, user: str = ADMIN_USER, dbname: str = "postgres"
+    server: Server, *, password: str, user: str = ADMIN_USER, dbname: str = "postgres"
 ) -> psycopg.Connection[Any]:
-    """Connect with a short timeout, in autocommit (DDL such as CREATE DATABASE needs it)."""
+    """Connect over verified TLS with a short timeout, in autocommit (DDL such as CREATE
+    DATABASE needs it)."""
     return psycopg.connect(
-        host=host,
+        host=server.name,
+        hostaddr=server.address,
+        sslmode="verify-full",
+        sslrootcert=server.ca_file or "/nonexistent/dbi-no-ca.crt",
         port=PORT,
         user=user,
         password=password,
@@ -43,22 +62,22 @@ def connect(
     )
 
 
-def login(host: str, *, password: str, user: str = ADMIN_USER) -> Login:
+def login(server: Server, *, password: str, user: str = ADMIN_USER) -> Login:
     """Try to log in; tell a refused password from a server that does not answer."""
     if not password:
         return Login.REFUSED
     try:
-        with connect(host, user=user, password=password):
+        with connect(server, user=user, password=password):
             return Login.OK
     except psycopg.OperationalError as e:
         # The server answered and said no (libpq reports it in the message, no sqlstate).
         return Login.REFUSED if "password authentication failed" in str(e) else Login.UNREACHABLE
 
 
-def authenticates(host: str, *, user: str, password: str, dbname: str) -> bool:
+def authenticates(server: Server, *, user: str, password: str, dbname: str) -> bool:
     """Tell whether ``user`` can log in with ``password`` (a failed login is not an error)."""
     try:
-        with connect(host, user=user, password=password, dbname=dbname):
+        with connect(server, user=user, password=password, dbname=dbname):
             return True
     except psycopg.OperationalError:
         return False

@@ -25,6 +25,7 @@ from activities import (
     teardown_finalizer,
     teardown_monitoring,
     teardown_vm,
+    tls,
     vm,
 )
 from activities.instance import LoadInstance
@@ -42,6 +43,7 @@ MODULES = (
     power,
     resize,
     retention,
+    tls,
     admin,
     health,
     access,

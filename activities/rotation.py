@@ -14,7 +14,7 @@ from psycopg import sql
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import access, admin, admin_credential, postgres, secrets
+from activities import access, admin, admin_credential, postgres, secrets, trust
 from activities.access import connection
 from activities.kube import KUBEVIRT, Instance
 from activities.step import Activity, Context, load
@@ -52,7 +52,9 @@ class RotateCredentials(Activity):
         creds = instance.model.spec.credentials
         admin = admin_credential.read(kube, self.ctx.config.namespace, instance.uid)
         password = secrets.new_password()
-        with postgres.connect(host, password=admin.password) as conn:
+        ca = trust.read_ca(kube, self.ctx.config.namespace, instance.namespace)
+        server = trust.reach(instance, host, ca)
+        with postgres.connect(server, password=admin.password) as conn:
             conn.execute(
                 sql.SQL("ALTER ROLE {} WITH LOGIN PASSWORD {}").format(
                     sql.Identifier(creds.username), sql.Literal(scram.verifier(password))
@@ -64,7 +66,11 @@ class RotateCredentials(Activity):
             "database": creds.database,
             "password": password,
             **connection(
-                creds.username, password, creds.database, *access.endpoint(self.ctx, instance)
+                creds.username,
+                password,
+                creds.database,
+                *access.endpoint(self.ctx, instance),
+                ca_pem=ca.cert_pem if ca is not None else "",
             ),
         }
         marker = {secrets.ROTATION_ANNOTATION: request.request_id}
@@ -75,7 +81,7 @@ class RotateCredentials(Activity):
                 raise
             written = secrets.apply(kube, instance, name, data, uid=None, annotations=marker)
         if not postgres.authenticates(
-            host, user=creds.username, password=password, dbname=creds.database
+            server, user=creds.username, password=password, dbname=creds.database
         ):
             raise RuntimeError("the new app password does not authenticate")  # retried
         meta = written.metadata
@@ -98,11 +104,13 @@ def rotate_admin(ctx: Context, instance: Instance, request_id: str) -> bool:
         raise ApplicationError(
             "the instance is not running; start it to rotate", type="NotRunning", non_retryable=True
         )
+    server = trust.server(ctx.kube, ctx.config.namespace, instance, address)
     obs = admin.Observation(
         stopped=False,
         address=address,
-        login=postgres.login(address, password=credential.password),
-        next_login=postgres.login(address, password=credential.next) if credential.next else None,
+        login=postgres.login(server, password=credential.password),
+        next_login=postgres.login(server, password=credential.next) if credential.next else None,
+        server=server,
     )
     if obs.login is not postgres.Login.OK and obs.next_login is not postgres.Login.OK:
         raise ApplicationError(

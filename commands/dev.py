@@ -71,7 +71,7 @@ def add_parsers(commands: Any) -> None:
     build = dev_commands.add_parser(
         "build",
         help="build the control plane and the tests' kstatus helper into the cache if "
-        "their source changed",
+        "their source changed, and fetch the guests' PostgreSQL binaries",
     )
     build.set_defaults(run=_stack_errors(_dev_build))
     bench = commands.add_parser(
@@ -147,6 +147,7 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
     from devstack import tools  # noqa: PLC0415 (dev-only, lazily)
 
     kubectl = tools.venv_tool("kubectl")
+    ca_file = f"{info.state_dir}/orders-ca.crt"  # the sample's CA, for psql to verify with
     lines = [
         f"Local stack is up in {seconds:.1f}s (state and logs in {info.state_dir}).",
         f"  Kubernetes API  {info.apiserver}",
@@ -182,8 +183,10 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
     lines += [
         f"  {kubectl} wait --for=condition=Ready dbinstance/orders --timeout=180s",
         f"  {kubectl} get dbi",
-        f"  psql \"$({kubectl} get secret orders-credentials -o jsonpath='{{.data.uri}}'"
-        ' | base64 -d)"',
+        f"  {kubectl} get secret orders-credentials -o jsonpath='{{.data.ca\\.crt}}'"
+        f" | base64 -d > {ca_file}",
+        f"  PGSSLROOTCERT={ca_file} psql"
+        f" \"$({kubectl} get secret orders-credentials -o jsonpath='{{.data.uri}}' | base64 -d)\"",
         f"  {tools.venv_tool('dbi')} describe orders     (docs/user-guide.md: every journey)",
     ]
     print("\n".join(lines), flush=True)
@@ -205,8 +208,9 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _dev_build(args: argparse.Namespace) -> int:
-    from devstack import controlplane, gitops  # noqa: PLC0415 (dev-only, lazily)
+    from devstack import controlplane, gitops, postgresql  # noqa: PLC0415 (dev-only, lazily)
 
     print(controlplane.build())
     print(gitops.build())
+    print(postgresql.install())
     return 0

@@ -10,6 +10,13 @@ does the same. Later boots find an initialized data directory and leave it alone
 for one thing: a ``reset`` token the data directory has not seen yet sets the admin
 role's password to the document's verifier (the orchestrator's break-glass recovery
 of a lost admin credential), once.
+
+The document also carries the instance's TLS server certificate and key
+(``dbi.tls``): every boot installs them (``tls_files``), turns ``ssl`` on and writes
+``pg_hba.conf`` (``PG_HBA``): TLS with SCRAM-SHA-256 only, plaintext refused. A renewed
+certificate reaches a running server the same way, written by the orchestrator over
+a verified connection (``activities.tls_step``), and is in the document for later
+boots.
 """
 
 from __future__ import annotations
@@ -31,7 +38,7 @@ class Bootstrap(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: int = Field(default=2, description="Document format version.")
+    version: int = Field(default=3, description="Document format version.")
     admin_user: str = Field(default="dbi_admin", pattern=r"^[a-z_][a-z0-9_]*$")
     admin_verifier: str | None = Field(
         default=None,
@@ -50,6 +57,9 @@ class Bootstrap(BaseModel):
     port: int = Field(default=5432, ge=1, le=65535)
     # Memory given to PostgreSQL, in bytes, so its settings fit the VM.
     memory_bytes: int | None = Field(default=None, ge=0)
+    # The server's certificate (PEM) and its key; documents before version 3 have none.
+    server_cert: str | None = None
+    server_key: SecretStr | None = None
 
     @model_validator(mode="after")
     def _has_a_credential(self) -> Bootstrap:
@@ -70,6 +80,8 @@ def to_userdata(doc: Bootstrap) -> str:
     payload = doc.model_dump(exclude_none=True)
     if doc.admin_password is not None:
         payload["admin_password"] = doc.admin_password.get_secret_value()
+    if doc.server_key is not None:
+        payload["server_key"] = doc.server_key.get_secret_value()
     config = {
         "write_files": [
             {
@@ -102,3 +114,37 @@ def from_userdata(userdata: str) -> Bootstrap:
         if isinstance(entry, dict) and entry.get("path") == PATH:
             return Bootstrap.model_validate_json(entry.get("content", ""))
     raise ValueError(f"user-data writes no {PATH}")
+
+
+# What the guest's PostgreSQL is configured with, by the boot (``dbi-bootstrap``, the
+# stand-in's guest) and by a live renewal alike. ``postgresql.conf`` includes TLS_CONF.
+TLS_CONF = "dbi-tls.conf"
+PG_HBA = """\
+# Written by dbi: TLS with SCRAM-SHA-256 only; a connection without TLS is refused.
+hostssl all all 0.0.0.0/0 scram-sha-256
+hostssl all all ::/0 scram-sha-256
+hostnossl all all 0.0.0.0/0 reject
+hostnossl all all ::/0 reject
+"""
+
+
+# Two slots for the certificate and key: a renewal writes the slot not in use, then
+# points TLS_CONF at it, so a pair is never overwritten while served. The boot writes
+# slot a and leaves slot b's files there, empty, mode 0600: a renewal written through
+# SQL (lo_export makes new files 0644, which PostgreSQL refuses for a key) truncates
+# files that exist and so keeps their mode.
+SLOTS = ("a", "b")
+
+
+def tls_files(cert_pem: str, key_pem: str, slot: str = SLOTS[0]) -> dict[str, str]:
+    """The files, relative to the data directory, that make PostgreSQL serve
+    ``cert_pem`` from ``slot``: the certificate, its key, and the settings that point
+    at them (written last)."""
+    stem = f"dbi-server-{slot}"
+    conf = f"ssl = on\nssl_cert_file = '{stem}.crt'\nssl_key_file = '{stem}.key'\n"
+    return {f"{stem}.crt": cert_pem, f"{stem}.key": key_pem, TLS_CONF: conf}
+
+
+def other_slot(key_file: str) -> str:
+    """The slot a renewal writes, given the key file PostgreSQL uses now."""
+    return SLOTS[1] if key_file.endswith(f"dbi-server-{SLOTS[0]}.key") else SLOTS[0]

@@ -7,6 +7,8 @@
   admin credential (default ``dbi-system``).
 - ``DBI_ADMIN_ROTATION_INTERVAL``: how often the admin password is rotated (default
   ``720h``; ``0``: never on a schedule).
+- ``DBI_TLS_CERT_LIFETIME``: how long an instance's TLS server certificate is valid
+  (default ``2160h``, 90 days); it is renewed with a third of it left.
 - ``DBI_CONNECT_HOSTADDR``: ``1`` adds the Service's ClusterIP to the credentials
   Secret's uri as ``hostaddr`` (the local stack, whose host has no cluster DNS).
 """
@@ -27,6 +29,9 @@ def _default_images() -> dict[int, str]:
 
 
 DEFAULT_ADMIN_ROTATION_SECONDS = 30 * 86400.0
+DEFAULT_TLS_CERT_SECONDS = 90 * 86400.0
+# A certificate shorter-lived than this would be renewed before a pass could use it.
+MIN_TLS_CERT_SECONDS = 30.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +43,7 @@ class Config:
     admin_rotation_seconds: float | None = DEFAULT_ADMIN_ROTATION_SECONDS
     # The credentials Secret's uri also names the Service's ClusterIP (dev stacks).
     connect_hostaddr: bool = False
+    tls_cert_seconds: float = DEFAULT_TLS_CERT_SECONDS
 
     @classmethod
     def from_env(cls) -> Config:
@@ -58,10 +64,21 @@ class Config:
             raise ValueError(
                 f"DBI_ADMIN_ROTATION_INTERVAL must be a duration such as 720h, or 0: {rotation!r}"
             ) from None
+        lifetime = environment.TLS_CERT_LIFETIME.value()
+        try:
+            cert_seconds = duration_seconds(lifetime)
+        except ValueError:
+            cert_seconds = 0.0
+        if cert_seconds < MIN_TLS_CERT_SECONDS:
+            raise ValueError(
+                f"DBI_TLS_CERT_LIFETIME must be a duration of at least 30s, such as 2160h: "
+                f"{lifetime!r}"
+            )
         return cls(
             images=images,
             exporter_port=port or cls.exporter_port,
             namespace=environment.NAMESPACE.value(),
             admin_rotation_seconds=seconds or None,
             connect_hostaddr=environment.CONNECT_HOSTADDR.get() == "1",
+            tls_cert_seconds=cert_seconds,
         )

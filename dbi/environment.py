@@ -134,6 +134,13 @@ ADMIN_ROTATION_INTERVAL = _var(
     " `0` turns scheduled rotation off.",
     WORKER,
 )
+TLS_CERT_LIFETIME = _var(
+    "DBI_TLS_CERT_LIFETIME",
+    "2160h",
+    "How long each instance's TLS server certificate is valid, as a duration (`2160h`: 90 "
+    "days, at least `30s`); it is renewed once a third of it is left.",
+    WORKER,
+)
 CONNECT_HOSTADDR = _var(
     "DBI_CONNECT_HOSTADDR",
     None,

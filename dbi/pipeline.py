@@ -68,6 +68,7 @@ RESIZE = StepSpec("resize", "SizeSynced", "resize: CPU, memory and disk", Phase.
 RETENTION = StepSpec(
     "retention", "RetentionSynced", "retention: what deletionPolicy keeps, out of reach"
 )
+TLS = StepSpec("tls", "TLSReady", "tls: the guest serves its current certificate", Phase.STARTING)
 ADMIN = StepSpec("admin", "AdminReady", "admin: dbi's admin credential logs in, rotated, recovered")
 HEALTH = StepSpec("health", "DatabaseHealthy", "health: connect as admin, SELECT 1", Phase.STARTING)
 ACCESS = StepSpec(
@@ -82,6 +83,7 @@ CONVERGE: tuple[StepSpec, ...] = (
     POWER,
     RESIZE,
     RETENTION,
+    TLS,
     ADMIN,
     HEALTH,
     ACCESS,

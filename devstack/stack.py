@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from devstack import controlplane, tools
+from devstack import controlplane, postgresql, tools
 from devstack.controlplane import ControlPlane, ControlPlanePorts
 from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import StackError, stop_group
@@ -132,6 +132,7 @@ class LocalStack:
                 "stop it with `dbi dev down` first"
             )
         binary = controlplane.build()
+        postgresql.install()  # the guests' binaries
         ports = Ports.reuse_or_pick(self.state_dir, self.ui_port)
         die_with_parent = not self.detached
         try:

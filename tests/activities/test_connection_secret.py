@@ -16,10 +16,12 @@ import pytest
 from kubernetes import client as k8s
 
 from activities.access import connection
+from activities.trust import trust_file
 from dbi import names
 from dbi.messages import RotationResult
 from tests.activities.test_credentials import secret
 from tests.activities.test_lifecycle import SPEC, create
+from tests.appclient import conninfo
 from tests.orchestrator import Orchestrator
 from tests.stack import Kubectl
 from watcher.watcher import Watcher
@@ -42,6 +44,8 @@ def connects_with_pgpass(data: dict[str, str], tmp_path: Path) -> bool:
             host=data["host"],  # what the pgpass line names
             hostaddr=data["hostaddr"],  # where it is (no cluster DNS on this host)
             port=int(data["port"]),
+            sslmode=data["sslmode"],
+            sslrootcert=trust_file(data["ca.crt"]),
             user=data["user"],
             dbname=data["dbname"],
             connect_timeout=3,
@@ -67,7 +71,7 @@ def jdbc_parts(jdbc: str) -> tuple[str, int | None, str, str, str]:
 def check_keys(data: dict[str, str], tmp_path: Path) -> None:
     assert set(data) >= KEYS, sorted(data)
     assert (data["user"], data["dbname"]) == (data["username"], data["database"])
-    with psycopg.connect(data["uri"], connect_timeout=3) as conn:
+    with psycopg.connect(conninfo(data), connect_timeout=3) as conn:
         assert conn.execute("SELECT current_user, current_database()").fetchone() == (
             data["user"],
             data["dbname"],
@@ -109,7 +113,7 @@ async def test_the_secret_has_cloudnativepg_keys_under_its_chosen_name_and_rotat
 def test_the_keys_escape_what_each_format_must() -> None:
     """A password with URI, query and .pgpass specials stays whole in each key."""
     password = "a:b\\c@d/e?f&g=h%i j"  # noqa: S105 (a test value)
-    keys = connection("app", password, "app", "db.example")
+    keys = connection("app", password, "app", "db.example", ca_pem="")
     assert jdbc_parts(keys["jdbc-uri"])[4] == password
     assert unquote(urlsplit(keys["uri"]).password or "") == password
     assert keys["pgpass"] == "db.example:5432:app:app:a\\:b\\\\c@d/e?f&g=h%i j\n"

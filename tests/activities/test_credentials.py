@@ -9,6 +9,7 @@ import json
 import logging
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, cast
 
 import psycopg
@@ -16,12 +17,12 @@ import pytest
 from kubernetes import client as k8s
 from prometheus_client import REGISTRY, generate_latest
 
-from activities import credentials, secrets
+from activities import credentials, secrets, trust
 from activities.admin_credential import name_for
 from activities.kube import Kube
 from activities.rotation import RotateCredentials
 from activities.step import Context
-from dbi import names
+from dbi import bootstrap, names
 from dbi.config import ADMIN_USER, Config
 from dbi.messages import RotationRequest, RotationResult, Wake
 from dbi.steps import Outcome
@@ -29,6 +30,7 @@ from dbi.telemetry import json_formatter
 from devstack import tools
 from devstack.stack import StackInfo
 from tests.activities.test_lifecycle import SPEC, create, ready, uri
+from tests.appclient import conninfo
 from tests.history import readable
 from tests.orchestrator import Orchestrator
 from tests.spans import EXPORTER, finished
@@ -57,7 +59,13 @@ def admin_credential(kube_api: Any, orchestrator: Orchestrator, namespace: str) 
 def logs_in(host: str, user: str, password: str, dbname: str) -> bool:
     try:
         with psycopg.connect(
-            host=host, port=5432, user=user, password=password, dbname=dbname, connect_timeout=3
+            host=host,
+            port=5432,
+            user=user,
+            password=password,
+            dbname=dbname,
+            connect_timeout=3,
+            sslmode="require",  # the password is what is checked here, not the server
         ):
             return True
     except psycopg.OperationalError:
@@ -92,7 +100,7 @@ async def test_the_app_secret_connects_and_the_admin_password_is_the_admins_only
     """The app Secret's uri opens the app database; the admin password works for the admin only."""
     await create(orchestrator, namespace)
     app = await settled(orchestrator, namespace, kube_api)
-    with psycopg.connect(app["uri"], connect_timeout=3, autocommit=True) as conn:
+    with psycopg.connect(conninfo(app), connect_timeout=3, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (n int)")
     admin = admin_credential(kube_api, orchestrator, namespace)["password"]
     assert logs_in(address(app), ADMIN_USER, admin, "postgres")
@@ -189,15 +197,21 @@ async def test_deleting_the_app_secret_rotates_the_password(
 
 
 async def test_a_user_session_holding_the_app_role_leaves_the_instance_pending(
-    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
 ) -> None:
     """A user's open transaction holds the app role (BEGIN; ALTER ROLE ... left open) while
     dbi must set a new password (the Secret was deleted): the step that sets it waits out
     lock_timeout and the instance is Pending, reason Locked; once the session ends, the
-    new password is set and works."""
+    new password is set and works. The server's log of the failed statement holds the
+    password's SCRAM verifier, never the password."""
     await create(orchestrator, namespace)
     app = await settled(orchestrator, namespace, kube_api)
     holder = psycopg.connect(uri(kube_api, namespace, "db"), connect_timeout=3, autocommit=False)
+    log = Path(local_stack.state_dir) / "vms" / "logs" / f"{namespace}_db.log"
     try:
         holder.execute(b"ALTER ROLE app PASSWORD 'held-by-an-open-transaction'")
         k8s.CoreV1Api(kube_api).delete_namespaced_secret("db-credentials", namespace)
@@ -214,6 +228,11 @@ async def test_a_user_session_holding_the_app_role_leaves_the_instance_pending(
     replaced = new != app["password"]  # compared apart: a failing assert would print both
     assert replaced, "a new password was set"
     assert app_works(kube_api, namespace, new)
+    # The server logged dbi's failing ALTER ROLE (lock_timeout): with the verifier only.
+    logged = log.read_text()
+    assert new not in logged, "the new password is in the server's log"
+    assert "canceling statement due to lock timeout" in logged
+    assert "PASSWORD 'SCRAM-SHA-256$" in logged
 
 
 async def test_a_secret_deleted_between_read_and_apply_ends_with_one_new_password(
@@ -333,6 +352,11 @@ async def test_no_password_appears_in_history_logs_events_or_status(
     await handle.execute_update("rotate_credentials", result_type=RotationResult)
     passwords.add(secret(kube_api, namespace, "db-credentials")["password"])
     assert len(passwords) == 4
+    # The private keys too: the server's (boot data) and the namespace CA's.
+    boot = bootstrap.from_userdata(secret(kube_api, namespace, "db-cloudinit")["userdata"])
+    assert boot.server_key is not None
+    ca_key = secret(kube_api, Config().namespace, trust.ca_name(namespace))["tls.key"]
+    keys = {_key_body(boot.server_key.get_secret_value()), _key_body(ca_key)}
     orchestrator.patch(namespace, "db", {"powerState": "Stopped"})
     await ready(orchestrator, namespace)
     orchestrator.patch(namespace, "db", {"powerState": "Running"})
@@ -366,7 +390,7 @@ async def test_no_password_appears_in_history_logs_events_or_status(
     assert "RunActivity:rotate_credentials" in spans  # the scan covers the rotation's spans
     structured = "\n".join(json_formatter().format(r) for r in caplog.records)
     exposition = generate_latest(REGISTRY).decode()
-    for password in passwords:
+    for password in passwords | keys:
         for where, text in (
             ("history", history),
             ("events", events),
@@ -376,7 +400,12 @@ async def test_no_password_appears_in_history_logs_events_or_status(
             ("span attributes", spans),
             ("metrics", exposition),
         ):
-            assert password not in text, f"a password is in the {where}"
+            assert password not in text, f"a password or private key is in the {where}"
+
+
+def _key_body(pem: str) -> str:
+    """A PEM private key's base64, on one line (what a leak of it would contain)."""
+    return "".join(line for line in pem.splitlines() if not line.startswith("-----"))[:64]
 
 
 CREDS = credentials.Observation(
@@ -406,6 +435,18 @@ C = credentials.Action
             "SecretsWritten",
             C.WRITE,
             id="stale-cloud-init",
+        ),
+        pytest.param(
+            replace(CREDS, ca_exists=False, admin_complete=False, cloudinit_matches=False),
+            "CACreated",
+            C.CREATE_CA,
+            id="the-namespace-ca-comes-before-the-first-boot-data",
+        ),
+        pytest.param(
+            replace(CREDS, certificate_current=False),
+            "CertificateIssued",
+            C.WRITE,
+            id="a-missing-foreign-or-expiring-certificate-is-issued-anew",
         ),
         pytest.param(
             replace(CREDS, kept_follow_policy=False),

@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 from dbi import names
 from tests.activities.test_credentials import secret
 from tests.activities.test_lifecycle import SPEC, create, custom, ready
+from tests.appclient import conninfo
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 
@@ -45,7 +46,7 @@ async def test_a_restart_moves_the_vm_and_the_same_uri_connects_again(
     assert service.spec is not None and service.spec.selector == {names.INSTANCE_LABEL: "db"}
     data = secret(kube_api, namespace, "db-credentials")
     assert data["host"] == host and data["hostaddr"] == service.spec.cluster_ip
-    uri = data["uri"]
+    uri = conninfo(data)
     with psycopg.connect(uri, connect_timeout=3, autocommit=True) as conn:
         conn.execute("CREATE TABLE orders (id int PRIMARY KEY)")
         await asyncio.sleep(5)  # a session may idle: the Service does not cut it
@@ -63,7 +64,7 @@ async def test_a_restart_moves_the_vm_and_the_same_uri_connects_again(
     after = await ready(orchestrator, namespace)
     assert after["status"]["endpoint"] == {"host": host, "port": 5432}
     assert after["status"]["observed"]["address"] == vm_address(kube_api, namespace) != before
-    assert secret(kube_api, namespace, "db-credentials")["uri"] == uri  # nothing to rewrite
+    assert secret(kube_api, namespace, "db-credentials")["uri"] == data["uri"]  # as it was
 
 
 def _connects(uri: str) -> bool:

@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from kubernetes import client as k8s
 
+from tests.appclient import conninfo
 from tests.orchestrator import Orchestrator
 
 pytestmark = pytest.mark.stack
@@ -52,7 +53,7 @@ async def test_an_instance_becomes_ready_with_every_condition_true(
     assert db["status"]["phase"] == "Running"
 
     creds = secret_data(kube_api, namespace, db["status"]["credentialsSecretName"])
-    with psycopg.connect(creds["uri"], connect_timeout=3, autocommit=True) as conn:
+    with psycopg.connect(conninfo(creds), connect_timeout=3, autocommit=True) as conn:
         conn.execute("CREATE TABLE orders (id int)")
         conn.execute("INSERT INTO orders VALUES (1)")
         assert conn.execute("SELECT current_user, current_database()").fetchone() == ("app", "app")

@@ -20,6 +20,7 @@ from dbi import names
 from dbi.config import Config
 from dbi.messages import ResizeResult, Wake
 from dbi.steps import StepInput
+from tests.appclient import conninfo
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 
@@ -34,8 +35,10 @@ KUBEVIRT = ("kubevirt.io", "v1")
 
 
 def uri(kube_api: Any, namespace: str, name: str) -> str:
+    """The credentials Secret's uri, with its ca.crt as an app's root certificate."""
     secret = k8s.CoreV1Api(kube_api).read_namespaced_secret(f"{name}-credentials", namespace)
-    return base64.b64decode((secret.data or {})["uri"]).decode()
+    data = {k: base64.b64decode(v).decode() for k, v in (secret.data or {}).items()}
+    return conninfo(data)
 
 
 def sql(kube_api: Any, namespace: str, statement: str) -> Any:

@@ -48,7 +48,11 @@ def reject_all(
     host = address(secret(kube_api, namespace, "db-credentials"))
     hba.write_text("host all all 0.0.0.0/0 reject\n" + hba.read_text())
     with psycopg.connect(
-        host=host, user=admin["username"], password=admin["password"], dbname="postgres"
+        host=host,
+        user=admin["username"],
+        password=admin["password"],
+        dbname="postgres",
+        sslmode="require",
     ) as conn:
         conn.execute("SELECT pg_reload_conf()")
 

@@ -41,6 +41,8 @@ def test_docs_configuration_lists_every_variable(repo_root: Path) -> None:
         ("DBI_METRICS_PORT", "70000", telemetry.metrics_port, "at least 0 and at most 65535"),
         ("DBI_EXPORTER_PORT", "0", Config.from_env, "must be at least 1 and at most 65535"),
         ("DBI_IMAGES", "[1]", Config.from_env, "must be a JSON object of version to image"),
+        ("DBI_TLS_CERT_LIFETIME", "10s", Config.from_env, "a duration of at least 30s"),
+        ("DBI_TLS_CERT_LIFETIME", "90d", Config.from_env, "a duration of at least 30s"),
         ("DBI_WATCH_SECONDS", "-5", lambda: environment.WATCH_SECONDS.integer(low=1), "at least 1"),
         ("DBI_LEASE_SECONDS", "soon", environment.LEASE_SECONDS.seconds, "a number of seconds"),
         ("DBI_LEASE_SECONDS", "0", environment.LEASE_SECONDS.seconds, "more than 0 seconds"),

@@ -25,6 +25,7 @@ from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import tail
 from devstack.stack import StackInfo
 from tests import dbi_command
+from tests.appclient import conninfo
 from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
 from tests.polling import eventually
 from tests.stack import Kubectl
@@ -91,7 +92,8 @@ class Product:
         return db
 
     def uri(self, namespace: str) -> str:
-        """The connection URI from the credentials Secret, as a user reads it."""
+        """The connection URI from the credentials Secret, as a user reads it, with the
+        Secret's ca.crt as the root certificate (an app's PGSSLROOTCERT)."""
         db = self.get(namespace)
         out = self.kubectl(
             "get",
@@ -100,9 +102,11 @@ class Product:
             "-n",
             namespace,
             "-o",
-            "jsonpath={.data.uri}",
+            "json",
         ).stdout
-        return base64.b64decode(out).decode()
+        data = {k: base64.b64decode(v).decode() for k, v in json.loads(out)["data"].items()}
+        assert {"uri", "ca.crt"} <= data.keys(), "the Secret has no uri and ca.crt yet"
+        return conninfo(data)
 
     def until(self, check: Callable[[], Any], *, what: str, timeout: float = 120) -> Any:
         """``tests.polling.eventually``, with the ends of the orchestrator's logs on failure."""

@@ -23,6 +23,7 @@ from dbi import environment, names
 from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import tail
 from devstack.stack import StackInfo
+from tests.appclient import conninfo
 from tests.deployment import RBAC_KINDS, service_account_kubeconfig
 from tests.journeys.product import NAME, sql
 from tests.stack import Kubectl
@@ -186,8 +187,8 @@ async def test_instances_in_the_served_namespaces_become_ready_and_a_third_is_un
         secret = json.loads(
             kubectl("get", "secret", f"{NAME}-credentials", "-n", namespace, "-o", "json").stdout
         )
-        uri = base64.b64decode(secret["data"]["uri"]).decode()
-        assert sql(uri, "SELECT current_user") == ("orders",)
+        data = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+        assert sql(conninfo(data), "SELECT current_user") == ("orders",)
     # The third namespace's instance: no finalizer, no status, no workflow.
     untouched = json.loads(
         kubectl("get", "dbinstance", NAME, "-n", scoped.other, "-o", "json").stdout

@@ -1,0 +1,129 @@
+"""The namespace CAs, and what the guest serves: how dbi trusts an instance's PostgreSQL.
+
+Each tenant namespace has one CA, in a Secret of the orchestrator's namespace
+(``dbi-ca-<namespace>``, keys ``tls.crt`` and ``tls.key``), where tenants cannot read
+its key; the credentials step creates it (``create_ca``: a create, so that two
+instances of a namespace racing to make it keep the first) and signs each instance's
+server certificate with it (``dbi.tls``). dbi's own connections to an instance
+verify the certificate against that CA for the Service's name while connecting to
+the VM's address (``server``: libpq's ``host`` and ``hostaddr``). ``served`` reads
+the certificate a server presents, without logging in.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import socket
+import ssl
+import struct
+import tempfile
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+
+from kubernetes import client as k8s
+
+from activities import postgres
+from activities.kube import Instance, Kube
+from dbi import names, tls
+
+CA_PREFIX = "dbi-ca-"
+_TRUST_DIR = Path(tempfile.gettempdir()) / f"dbi-trust-{os.getuid()}"
+_SSL_REQUEST = struct.pack("!ii", 8, 80877103)  # PostgreSQL's SSLRequest message
+
+
+def ca_name(namespace: str) -> str:
+    """The name of the CA Secret of a tenant namespace (in the orchestrator's)."""
+    return f"{CA_PREFIX}{namespace}"
+
+
+def read_ca(kube: Kube, home: str, namespace: str) -> tls.KeyPair | None:
+    """The CA of ``namespace``'s instances, or None when it has none (yet)."""
+    found = kube.secret(home, ca_name(namespace))
+    data = (found.data or {}) if found is not None else {}
+    if not data.get("tls.crt") or not data.get("tls.key"):
+        return None
+    return tls.KeyPair(
+        base64.b64decode(data["tls.crt"]).decode(), base64.b64decode(data["tls.key"]).decode()
+    )
+
+
+def create_ca(kube: Kube, home: str, namespace: str) -> None:
+    """Create ``namespace``'s CA; one made meanwhile by another instance's step stays."""
+    ca = tls.new_ca(namespace)
+    body = k8s.V1Secret(
+        metadata=k8s.V1ObjectMeta(
+            name=ca_name(namespace),
+            namespace=home,
+            labels={"app.kubernetes.io/managed-by": "dbi", "dbi.dev/ca-for": namespace},
+        ),
+        type="kubernetes.io/tls",
+        string_data={"tls.crt": ca.cert_pem, "tls.key": ca.key_pem},
+    )
+    try:
+        kube.core.create_namespaced_secret(home, body, field_manager=names.FIELD_MANAGER)
+    except k8s.ApiException as e:
+        if e.status != 409:
+            raise
+
+
+def trust_file(ca_pem: str) -> str:
+    """A file holding ``ca_pem`` (libpq's ``sslrootcert`` takes a path), written once."""
+    path = _TRUST_DIR / f"{hashlib.sha256(ca_pem.encode()).hexdigest()[:32]}.crt"
+    if not path.exists():
+        _TRUST_DIR.mkdir(mode=0o700, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=_TRUST_DIR)
+        with os.fdopen(fd, "w") as f:
+            f.write(ca_pem)
+        os.replace(tmp, path)
+    return str(path)
+
+
+def server(kube: Kube, home: str, instance: Instance, address: str) -> postgres.Server:
+    """How dbi reaches ``instance``'s PostgreSQL at ``address``: verified against its
+    namespace's CA for its Service's name. With no CA (deleted), nothing verifies."""
+    return reach(instance, address, read_ca(kube, home, instance.namespace))
+
+
+def reach(instance: Instance, address: str, ca: tls.KeyPair | None) -> postgres.Server:
+    """``server``, with the namespace's CA as read."""
+    return postgres.Server(
+        address=address,
+        name=names.service_host(instance.namespace, instance.name),
+        ca_file=trust_file(ca.cert_pem) if ca is not None else "",
+    )
+
+
+class Serves(StrEnum):
+    CERTIFICATE = "certificate"
+    NO_TLS = "no-tls"  # the server answers SSLRequest with N: it has TLS off
+    UNREACHABLE = "unreachable"
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a server presents to a client asking for TLS."""
+
+    serves: Serves
+    der: bytes | None = None
+
+
+def served(address: str, port: int = postgres.PORT) -> Served:
+    """Ask the server at ``address`` for TLS and read its certificate, without verifying
+    it or logging in (PostgreSQL logs nothing for a connection closed before its
+    startup packet)."""
+    try:
+        with socket.create_connection((address, port), postgres.CONNECT_TIMEOUT_SECONDS) as raw:
+            raw.sendall(_SSL_REQUEST)
+            if raw.recv(1) != b"S":
+                return Served(Serves.NO_TLS)
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE  # judged against the CA by dbi.tls
+            with context.wrap_socket(raw) as wrapped:
+                der = wrapped.getpeercert(binary_form=True)
+    except (OSError, ssl.SSLError):
+        return Served(Serves.UNREACHABLE)
+    return Served(Serves.CERTIFICATE, der) if der else Served(Serves.UNREACHABLE)

@@ -1,0 +1,86 @@
+"""The tls step's decision (plain data): serve the current certificate; install a
+renewal live over a verified connection; restart, never send the key over an
+unverified one, when what is served is not trusted."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from activities import tls
+from activities.trust import Serves
+from dbi import tls as certs
+from dbi.steps import AT_ONCE, Outcome
+
+SERVING = tls.Observation(address="127.10.0.2", served=Serves.CERTIFICATE, serves_trusted=True)
+CURRENT = replace(SERVING, serves_current=True)
+UNTRUSTED = replace(SERVING, serves_trusted=False)
+A = tls.Action
+
+
+@pytest.mark.parametrize(
+    ("obs", "outcome", "reason", "action"),
+    [
+        pytest.param(CURRENT, Outcome.SATISFIED, "TLSReady", None, id="serves-its-certificate"),
+        pytest.param(
+            tls.Observation(stopped=True), Outcome.SATISFIED, "Stopped", None, id="stopped"
+        ),
+        pytest.param(
+            tls.Observation(has_certificate=False), Outcome.PENDING, "NoCertificate", None,
+            id="no-certificate-in-the-boot-data-yet",
+        ),
+        pytest.param(
+            replace(SERVING, address=None), Outcome.PENDING, "NoAddress", None, id="no-address"
+        ),
+        pytest.param(
+            replace(SERVING, served=Serves.UNREACHABLE), Outcome.PENDING, "Booting", None,
+            id="not-answering",
+        ),
+        pytest.param(
+            replace(SERVING, admin_logs_in=True), Outcome.PENDING, "CertificateInstalled",
+            A.INSTALL, id="renewal-installed-live",
+        ),
+        pytest.param(
+            SERVING, Outcome.SATISFIED, "RenewalWaitsForAdmin", None,
+            id="renewal-waits-for-the-admin-step-while-the-old-one-is-valid",
+        ),
+        pytest.param(
+            replace(UNTRUSTED, restart_allowed=True, admin_logs_in=True), Outcome.PENDING,
+            "Restarting", A.RESTART, id="untrusted-restarts-never-installs-over-it",
+        ),
+        pytest.param(
+            replace(UNTRUSTED, served=Serves.NO_TLS, restart_allowed=True), Outcome.PENDING,
+            "Restarting", A.RESTART, id="an-instance-from-before-tls-restarts-into-it",
+        ),
+        pytest.param(
+            UNTRUSTED, Outcome.PENDING, "RestartRequired", None,
+            id="deferred-holds-the-restart",
+        ),
+        pytest.param(
+            replace(UNTRUSTED, booted_with_current=True, restart_allowed=True),
+            Outcome.TERMINAL, "GuestServesNoCertificate", None,
+            id="a-guest-that-booted-with-it-and-ignores-it-is-not-restarted-again",
+        ),
+    ],
+)  # fmt: skip
+def test_tls(obs: tls.Observation, outcome: Outcome, reason: str, action: tls.Action) -> None:
+    decided = tls.decide(obs)
+    assert (decided.result.outcome, decided.result.reason, decided.action) == (
+        outcome,
+        reason,
+        action,
+    )
+    if action is A.INSTALL:
+        assert decided.result.requeue_after_seconds == AT_ONCE
+
+
+def test_a_vmi_started_after_the_certificate_was_issued_booted_with_it() -> None:
+    ca = certs.new_ca("team-a")
+    pair = certs.issue(ca, certs.service_names("team-a", "db"))
+    issued = certs.issued_at(pair.cert_pem).replace(microsecond=0)
+    after, before = issued + timedelta(seconds=5), issued - timedelta(seconds=5)
+    assert tls.booted_after_issue(after.isoformat().replace("+00:00", "Z"), pair.cert_pem)
+    assert not tls.booted_after_issue(before.isoformat().replace("+00:00", "Z"), pair.cert_pem)
+    assert not tls.booted_after_issue(None, pair.cert_pem)
