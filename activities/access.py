@@ -228,7 +228,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     app = secrets.read(kube, instance.namespace, secrets.app_name(instance))
     svc = ctx.kube.service(instance.namespace, instance.name)
     published = _published(ctx, instance, svc)
-    ca = trust.read_ca(kube, ctx.config.namespace, instance.namespace)
+    ca = trust.recent_ca(kube, ctx.config.namespace, instance.namespace)
     ca_pem = ca.cert_pem if ca is not None else ""
     server = None if host is None else trust.reach(instance, host, ca)
     looked = _look(instance, server, admin_password, app, published, ca_pem)

@@ -52,7 +52,7 @@ class RotateCredentials(Activity):
         creds = instance.model.spec.credentials
         admin = admin_credential.read(kube, self.ctx.config.namespace, instance.uid)
         password = secrets.new_password()
-        ca = trust.read_ca(kube, self.ctx.config.namespace, instance.namespace)
+        ca = trust.recent_ca(kube, self.ctx.config.namespace, instance.namespace)
         server = trust.reach(instance, host, ca)
         with postgres.connect(server, password=admin.password) as conn:
             conn.execute(

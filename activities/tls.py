@@ -156,7 +156,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         doc = bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
     except ValueError:
         doc = None
-    ca = trust.read_ca(kube, home, instance.namespace)
+    ca = trust.recent_ca(kube, home, instance.namespace)
     if doc is None or doc.server_cert is None or doc.server_key is None or ca is None:
         return Observation(has_certificate=False)
     pair = tls.KeyPair(doc.server_cert, doc.server_key.get_secret_value())
@@ -173,7 +173,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     )
     trusted = tls.judge(served.der, ca.cert_pem, names).trusted
     created = ((vmi or {}).get("metadata") or {}).get("creationTimestamp")
-    server = trust.server(kube, home, instance, address)
+    server = trust.reach(instance, address, ca)
     obs = Observation(
         address=address,
         served=served.serves,

@@ -8,6 +8,11 @@ server certificate with it (``dbi.tls``). dbi's own connections to an instance
 verify the certificate against that CA for the Service's name while connecting to
 the VM's address (``server``: libpq's ``host`` and ``hostaddr``). ``served`` reads
 the certificate a server presents, without logging in.
+
+The credentials step reads the CA at the start of every pass (``read_ca``); the steps
+after it that only need its certificate take that read when it is under a minute old
+(``recent_ca``), as a controller's steps share one read of an object: one GET of the
+CA per pass, not one per step.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ import socket
 import ssl
 import struct
 import tempfile
+import threading
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -34,6 +41,12 @@ _TRUST_DIR = Path(tempfile.gettempdir()) / f"dbi-trust-{os.getuid()}"
 _SSL_REQUEST = struct.pack("!ii", 8, 80877103)  # PostgreSQL's SSLRequest message
 
 
+# How long a CA read is taken again by later steps in this process (``recent_ca``).
+RECENT_SECONDS = 60.0
+_recent: dict[tuple[str, str], tuple[float, tls.KeyPair]] = {}
+_recent_lock = threading.Lock()
+
+
 def ca_name(namespace: str) -> str:
     """The name of the CA Secret of a tenant namespace (in the orchestrator's)."""
     return f"{CA_PREFIX}{namespace}"
@@ -44,10 +57,27 @@ def read_ca(kube: Kube, home: str, namespace: str) -> tls.KeyPair | None:
     found = kube.secret(home, ca_name(namespace))
     data = (found.data or {}) if found is not None else {}
     if not data.get("tls.crt") or not data.get("tls.key"):
+        with _recent_lock:
+            _recent.pop((home, namespace), None)
         return None
-    return tls.KeyPair(
+    ca = tls.KeyPair(
         base64.b64decode(data["tls.crt"]).decode(), base64.b64decode(data["tls.key"]).decode()
     )
+    with _recent_lock:
+        _recent[(home, namespace)] = (time.monotonic(), ca)
+    return ca
+
+
+def recent_ca(kube: Kube, home: str, namespace: str) -> tls.KeyPair | None:
+    """``read_ca``, or the read this process made in the last ``RECENT_SECONDS`` (the
+    credentials step's, earlier in the pass). A CA replaced meanwhile by another worker
+    is seen here within that time; until then a connection fails to verify and the
+    step retries, never trusting less."""
+    with _recent_lock:
+        found = _recent.get((home, namespace))
+    if found is not None and time.monotonic() - found[0] < RECENT_SECONDS:
+        return found[1]
+    return read_ca(kube, home, namespace)
 
 
 def create_ca(kube: Kube, home: str, namespace: str) -> None:
@@ -84,7 +114,7 @@ def trust_file(ca_pem: str) -> str:
 def server(kube: Kube, home: str, instance: Instance, address: str) -> postgres.Server:
     """How dbi reaches ``instance``'s PostgreSQL at ``address``: verified against its
     namespace's CA for its Service's name. With no CA (deleted), nothing verifies."""
-    return reach(instance, address, read_ca(kube, home, instance.namespace))
+    return reach(instance, address, recent_ca(kube, home, instance.namespace))
 
 
 def reach(instance: Instance, address: str, ca: tls.KeyPair | None) -> postgres.Server:

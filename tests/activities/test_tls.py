@@ -4,12 +4,16 @@ unverified one, when what is served is not trusted."""
 
 from __future__ import annotations
 
+import base64
 from dataclasses import replace
 from datetime import timedelta
+from typing import cast
 
 import pytest
+from kubernetes import client as k8s
 
-from activities import tls
+from activities import tls, trust
+from activities.kube import Kube
 from activities.trust import Serves
 from dbi import tls as certs
 from dbi.steps import AT_ONCE, Outcome
@@ -84,3 +88,37 @@ def test_a_vmi_started_after_the_certificate_was_issued_booted_with_it() -> None
     assert tls.booted_after_issue(after.isoformat().replace("+00:00", "Z"), pair.cert_pem)
     assert not tls.booted_after_issue(before.isoformat().replace("+00:00", "Z"), pair.cert_pem)
     assert not tls.booted_after_issue(None, pair.cert_pem)
+
+
+class _Secrets:
+    """The one call ``trust.read_ca`` makes (``Kube.secret``), counted; the CA Secret is
+    there or not as the test says."""
+
+    def __init__(self, ca: certs.KeyPair) -> None:
+        self.data: dict[str, bytes | str] | None = {
+            "tls.crt": base64.b64encode(ca.cert_pem.encode()).decode(),
+            "tls.key": base64.b64encode(ca.key_pem.encode()).decode(),
+        }
+        self.reads = 0
+
+    def secret(self, namespace: str, name: str) -> k8s.V1Secret | None:
+        self.reads += 1
+        return None if self.data is None else k8s.V1Secret(data=self.data)
+
+
+def test_steps_after_credentials_take_its_read_of_the_ca(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One GET of the CA per pass: the credentials step's; a CA gone is read again."""
+    ca = certs.new_ca("team-a")
+    api = _Secrets(ca)
+    kube = cast(Kube, api)
+    assert trust.read_ca(kube, "dbi-system", "team-a") == ca  # the credentials step
+    assert trust.recent_ca(kube, "dbi-system", "team-a") == ca  # tls, admin, health, access
+    assert api.reads == 1
+    monkeypatch.setattr(trust, "RECENT_SECONDS", 0.0)
+    assert trust.recent_ca(kube, "dbi-system", "team-a") == ca
+    assert api.reads == 2  # an old read is not taken
+    monkeypatch.undo()
+    api.data = None  # deleted
+    assert trust.read_ca(kube, "dbi-system", "team-a") is None
+    assert trust.recent_ca(kube, "dbi-system", "team-a") is None
+    assert api.reads == 4  # a missing CA is never remembered
