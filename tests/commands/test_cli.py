@@ -191,3 +191,16 @@ async def test_rotate_and_resize_stop_waiting_at_their_timeout(
 async def _dbi(local_stack: StackInfo, *args: str) -> subprocess.CompletedProcess[str]:
     """``dbi`` off the event loop (the session's Temporal client lives on it)."""
     return await asyncio.to_thread(dbi, local_stack, *args)
+
+
+def test_dbi_bench_passes_its_options_to_the_benchmark() -> None:
+    """`dbi bench --n 10 ...`, as docs/benchmarks.md says, reaches the benchmark whole."""
+    result = subprocess.run(
+        [str(tools.venv_tool("dbi")), "bench", "--n", "10", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "--engines" in result.stdout
