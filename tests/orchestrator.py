@@ -21,6 +21,7 @@ from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput
 from dbi.spec import SUPPORTED_VERSIONS
+from devstack.orchestrator import dev_image
 from devstack.stack import StackInfo
 from tests import polling
 from tests.stack import Kubectl
@@ -46,12 +47,7 @@ def images(kube_api: Any, dbinstance_crd: str, local_stack: StackInfo) -> dict[i
                 raise
     objects = k8s.CustomObjectsApi(kube_api)
     for version in SUPPORTED_VERSIONS:
-        image = {
-            "apiVersion": "harvesterhci.io/v1beta1",
-            "kind": "VirtualMachineImage",
-            "metadata": {"name": f"postgres-{version}"},
-            "spec": {"displayName": f"PostgreSQL {version}", "sourceType": "download"},
-        }
+        image = dev_image(version)
         objects.create_namespaced_custom_object(
             "harvesterhci.io", "v1beta1", IMAGES_NAMESPACE, "virtualmachineimages", image
         )

