@@ -201,10 +201,15 @@ def _dev_down(args: argparse.Namespace) -> int:
 
 
 def _bench(args: argparse.Namespace) -> int:
+    return bench(args.arguments)
+
+
+def bench(arguments: list[str]) -> int:
+    """Run the benchmark with ``arguments`` (``dbi bench ...``)."""
     # Imported here: the benchmark needs the dev extra (matplotlib), the rest does not.
     from bench.__main__ import main as bench_main  # noqa: PLC0415
 
-    return bench_main(args.arguments)
+    return bench_main(arguments)
 
 
 def _dev_build(args: argparse.Namespace) -> int:

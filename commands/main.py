@@ -44,9 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the ``dbi`` command line and return its exit code."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # its options are the benchmark's (argparse's REMAINDER
-        from bench.__main__ import main as bench_main  # noqa: PLC0415 (dev extra)
-
-        return bench_main(argv[1:])  # drops a leading option such as --n otherwise)
+        return dev.bench(argv[1:])  # drops a leading option such as --n otherwise)
     parser = build_parser()
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
