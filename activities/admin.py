@@ -32,8 +32,8 @@ from activities import admin_credential, postgres, secrets, trust
 from activities.admin_credential import Credential
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.postgres import Login
-from activities.step import Anatomy, Context
-from dbi import bootstrap, scram
+from activities.step import Anatomy, Context, Verdict
+from dbi import scram
 from dbi.config import ADMIN_USER
 from dbi.pipeline import ADMIN as SPEC
 from dbi.spec import PowerState, ResizePolicy
@@ -81,22 +81,13 @@ class Observation:
     server: postgres.Server | None = None  # how dbi reaches it, for the action
 
 
-@dataclass(frozen=True)
-class _Verdict:
-    outcome: Outcome
-    reason: Reason
-    message: str
-    action: Action | None = None
-    after: float | None = None
-
-
 def _pending(
     reason: Reason, message: str, action: Action | None, after: float = AT_ONCE
-) -> _Verdict:
-    return _Verdict(Outcome.PENDING, reason, message, action, after)
+) -> Verdict[Action]:
+    return Verdict(Outcome.PENDING, reason, message, action, after)
 
 
-def _logged_in(obs: Observation) -> _Verdict:
+def _logged_in(obs: Observation) -> Verdict[Action]:
     """What a working admin password calls for (pure)."""
     if obs.reset:
         message = "The guest took the new admin password."
@@ -105,10 +96,10 @@ def _logged_in(obs: Observation) -> _Verdict:
         return _pending(Reason.ROTATED, "The admin password was rotated.", Action.FINISH_ROTATION)
     if obs.rotation_due:
         return _pending(Reason.ROTATED, "The admin password was rotated.", Action.ROTATE)
-    return _Verdict(Outcome.SATISFIED, Reason.READY, "dbi's admin credential logs in.")
+    return Verdict(Outcome.SATISFIED, Reason.READY, "dbi's admin credential logs in.")
 
 
-def _refused(obs: Observation) -> _Verdict:
+def _refused(obs: Observation) -> Verdict[Action]:
     """What a refused admin password calls for (pure)."""
     if obs.next_login is Login.OK:
         message = "A rotated admin password was completed."
@@ -132,14 +123,14 @@ def _refused(obs: Observation) -> _Verdict:
         "The guest booted with the reset and still refuses the admin password; see "
         "docs/operations.md, break-glass recovery."
     )
-    return _Verdict(Outcome.TERMINAL, Reason.RESET_FAILED, message)
+    return Verdict(Outcome.TERMINAL, Reason.RESET_FAILED, message)
 
 
 def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one action to take (pure)."""
     if obs.stopped:
         message = "The instance is stopped, as asked; not checked."
-        verdict = _Verdict(Outcome.SATISFIED, Reason.STOPPED, message)
+        verdict: Verdict[Action] = Verdict(Outcome.SATISFIED, Reason.STOPPED, message)
     elif obs.address is None:
         message = "The VM has no address yet."
         verdict = _pending(Reason.NO_ADDRESS, message, None, BOOT_CHECK_SECONDS)
@@ -148,10 +139,7 @@ def decide(obs: Observation) -> Decision[Action]:
         verdict = _pending(Reason.BOOTING, message, None, BOOT_CHECK_SECONDS)
     else:
         verdict = _logged_in(obs) if obs.login is Login.OK else _refused(obs)
-    result = SPEC.result(
-        verdict.outcome, verdict.reason, verdict.message, requeue_after_seconds=verdict.after
-    )
-    return Decision(result, verdict.action)
+    return verdict.decision(SPEC)
 
 
 def rotation_due(credential: Credential, interval: float | None, now: datetime) -> bool:
@@ -199,11 +187,8 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
 
 def _boot_data_carries(ctx: Context, instance: Instance, credential: Credential) -> bool:
     cloudinit = secrets.read(ctx.kube, instance.namespace, secrets.cloudinit_name(instance))
-    try:
-        doc = bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
-    except ValueError:
-        return False
-    return doc.reset == credential.reset
+    doc = secrets.boot_data(cloudinit)
+    return doc is not None and doc.reset == credential.reset
 
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:

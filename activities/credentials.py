@@ -201,24 +201,22 @@ def _own_data_claim(ctx: Context, instance: Instance) -> bool:
     return ownership.classify(claim, instance.uid) is ownership.Claim.OURS
 
 
-def _document(cloudinit: secrets.Read) -> bootstrap.Bootstrap | None:
-    try:
-        return bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
-    except ValueError:
-        return None
+def _boot_pair(reads: Reads) -> tls.KeyPair | None:
+    doc = secrets.boot_data(reads.cloudinit)
+    return doc.server_pair() if doc is not None else None
 
 
 def certificate_current(instance: Instance, reads: Reads) -> bool:
     """Whether the boot data's server certificate may stay: the namespace CA's, for the
     Service's names, with its key, and not due for renewal."""
-    doc = _document(reads.cloudinit)
-    if doc is None or doc.server_cert is None or doc.server_key is None or reads.ca is None:
+    pair = _boot_pair(reads)
+    if pair is None or reads.ca is None:
         return False
     verdict = tls.judge(
-        doc.server_cert,
+        pair.cert_pem,
         reads.ca.cert_pem,
         tls.service_names(instance.namespace, instance.name),
-        key_pem=doc.server_key.get_secret_value(),
+        key_pem=pair.key_pem,
     )
     return verdict.trusted and not verdict.renewal_due
 
@@ -226,9 +224,8 @@ def certificate_current(instance: Instance, reads: Reads) -> bool:
 def userdata_matches(cloudinit: secrets.Read, admin: Credential) -> bool:
     """Whether the cloud-init Secret delivers the admin password's verifier (and its
     pending reset, if there is one)."""
-    try:
-        doc = bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
-    except ValueError:
+    doc = secrets.boot_data(cloudinit)
+    if doc is None:
         return False
     verifier = doc.admin_verifier or ""
     return doc.reset == admin.reset and scram.verifies(admin.password, verifier)
@@ -295,9 +292,8 @@ def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
 def _server_pair(ctx: Context, instance: Instance, reads: Reads) -> tls.KeyPair | None:
     """The boot data's certificate and key when they may stay, else new ones from the
     namespace's CA (None without a CA: the next pass creates it)."""
-    doc = _document(reads.cloudinit)
-    if certificate_current(instance, reads) and doc and doc.server_cert and doc.server_key:
-        return tls.KeyPair(doc.server_cert, doc.server_key.get_secret_value())
+    if certificate_current(instance, reads):
+        return _boot_pair(reads)
     if reads.ca is None:
         return None
     names = tls.service_names(instance.namespace, instance.name)

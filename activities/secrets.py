@@ -16,6 +16,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from activities.kube import Instance, Kube, Manifest
+from dbi import bootstrap
 
 ROTATION_ANNOTATION = "dbi.dev/rotation-id"
 
@@ -109,6 +110,14 @@ def apply(
         "stringData": data,
     }
     return kube.apply_secret(manifest)
+
+
+def boot_data(cloudinit: Read) -> bootstrap.Bootstrap | None:
+    """The bootstrap document a cloud-init Secret delivers; None when it holds none."""
+    try:
+        return bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
+    except ValueError:
+        return None
 
 
 def ours(current: Read) -> dict[str, str]:

@@ -265,6 +265,24 @@ O = TypeVar("O")  # noqa: E741 (the observation's type)
 
 
 @dataclass(frozen=True)
+class Verdict(Generic[A]):
+    """A decision before it is a step's result: for a ``decide`` that picks it in helpers
+    (``decision`` makes it the ``Decision`` of the step ``spec``)."""
+
+    outcome: Outcome
+    reason: str
+    message: str
+    action: A | None = None
+    after: float | None = None  # the requeue hint
+
+    def decision(self, spec: StepSpec) -> Decision[A]:
+        result = spec.result(
+            self.outcome, self.reason, self.message, requeue_after_seconds=self.after
+        )
+        return Decision(result, self.action)
+
+
+@dataclass(frozen=True)
 class Anatomy(Generic[O, A]):
     """A step's parts, as its module defines them (see the module's docstring)."""
 

@@ -30,7 +30,7 @@ from enum import StrEnum
 
 from activities import admin, admin_credential, postgres, secrets, trust
 from activities.kube import KUBEVIRT, Instance
-from activities.step import Anatomy, Context
+from activities.step import Anatomy, Context, Verdict
 from dbi import bootstrap, tls
 from dbi.pipeline import TLS as SPEC
 from dbi.spec import PowerState, ResizePolicy
@@ -75,50 +75,41 @@ class Observation:
     admin_password: str = field(default="", repr=False)
 
 
-@dataclass(frozen=True)
-class _Verdict:
-    outcome: Outcome
-    reason: Reason
-    message: str
-    after: float | None = None
-    action: Action | None = None
-
-
-def _before_serving(obs: Observation) -> _Verdict | None:
+def _before_serving(obs: Observation) -> Verdict[Action] | None:
     """What stops the step before it can look at what is served (pure)."""
     if obs.stopped:
         message = "The instance is stopped, as asked; not checked."
-        return _Verdict(Outcome.SATISFIED, Reason.STOPPED, message)
+        return Verdict(Outcome.SATISFIED, Reason.STOPPED, message)
     if not obs.has_certificate:
         message = "The boot data has no server certificate yet (the credentials step issues it)."
-        return _Verdict(Outcome.PENDING, Reason.NO_CERTIFICATE, message, 1.0)
+        return Verdict(Outcome.PENDING, Reason.NO_CERTIFICATE, message, after=1.0)
     if obs.address is None:
         message = "The VM has no address yet."
-        return _Verdict(Outcome.PENDING, Reason.NO_ADDRESS, message, BOOT_CHECK_SECONDS)
+        return Verdict(Outcome.PENDING, Reason.NO_ADDRESS, message, after=BOOT_CHECK_SECONDS)
     if obs.served is trust.Serves.UNREACHABLE:
         message = "PostgreSQL does not answer yet."
-        return _Verdict(Outcome.PENDING, Reason.BOOTING, message, BOOT_CHECK_SECONDS)
+        return Verdict(Outcome.PENDING, Reason.BOOTING, message, after=BOOT_CHECK_SECONDS)
     return None
 
 
-def _untrusted(obs: Observation) -> _Verdict:
+def _untrusted(obs: Observation) -> Verdict[Action]:
     """What serving no TLS, or a certificate dbi does not trust, calls for (pure)."""
     if obs.booted_with_current:
         message = (
             "The guest booted with its certificate and does not serve it: its image does "
             "not support dbi's TLS boot data (docs/operations.md)."
         )
-        return _Verdict(Outcome.TERMINAL, Reason.NOT_SERVED, message)
+        return Verdict(Outcome.TERMINAL, Reason.NOT_SERVED, message)
     if obs.restart_allowed:
         message = "The VM restarts to serve its certificate (it served none dbi trusts)."
-        return _Verdict(
-            Outcome.PENDING, Reason.RESTARTING, message, BOOT_CHECK_SECONDS, Action.RESTART
+        return Verdict(
+            Outcome.PENDING, Reason.RESTARTING, message, Action.RESTART, BOOT_CHECK_SECONDS
         )
     message = (
         "PostgreSQL serves no certificate dbi trusts; the VM serves its own at its next "
         "boot. resizePolicy is Deferred, so that waits for `dbi resize NAME --force`."
     )
-    return _Verdict(Outcome.PENDING, Reason.RESTART_REQUIRED, message, HELD_CHECK_SECONDS)
+    return Verdict(Outcome.PENDING, Reason.RESTART_REQUIRED, message, after=HELD_CHECK_SECONDS)
 
 
 def decide(obs: Observation) -> Decision[Action]:
@@ -128,22 +119,19 @@ def decide(obs: Observation) -> Decision[Action]:
         pass
     elif obs.serves_current:
         message = "PostgreSQL serves the instance's current certificate; plaintext is refused."
-        verdict = _Verdict(Outcome.SATISFIED, Reason.READY, message)
+        verdict = Verdict(Outcome.SATISFIED, Reason.READY, message)
     elif obs.serves_trusted and obs.admin_logs_in:
         message = "The renewed certificate was installed in the running server."
-        verdict = _Verdict(Outcome.PENDING, Reason.INSTALLED, message, AT_ONCE, Action.INSTALL)
+        verdict = Verdict(Outcome.PENDING, Reason.INSTALLED, message, Action.INSTALL, AT_ONCE)
     elif obs.serves_trusted:
         message = (
             "PostgreSQL serves a valid certificate; the renewed one is installed once dbi's "
             "admin credential logs in (the admin step)."
         )
-        verdict = _Verdict(Outcome.SATISFIED, Reason.RENEWAL_WAITS, message)
+        verdict = Verdict(Outcome.SATISFIED, Reason.RENEWAL_WAITS, message)
     else:
         verdict = _untrusted(obs)
-    result = SPEC.result(
-        verdict.outcome, verdict.reason, verdict.message, requeue_after_seconds=verdict.after
-    )
-    return Decision(result, verdict.action)
+    return verdict.decision(SPEC)
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
@@ -151,15 +139,13 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     if spec.power_state is PowerState.STOPPED:
         return Observation(stopped=True)
     kube, home = ctx.kube, ctx.config.namespace
-    cloudinit = secrets.read(kube, instance.namespace, secrets.cloudinit_name(instance))
-    try:
-        doc = bootstrap.from_userdata(cloudinit.data.get(bootstrap.USERDATA_KEY, ""))
-    except ValueError:
-        doc = None
+    doc = secrets.boot_data(
+        secrets.read(kube, instance.namespace, secrets.cloudinit_name(instance))
+    )
+    pair = doc.server_pair() if doc is not None else None
     ca = trust.recent_ca(kube, home, instance.namespace)
-    if doc is None or doc.server_cert is None or doc.server_key is None or ca is None:
+    if pair is None or ca is None:
         return Observation(has_certificate=False)
-    pair = tls.KeyPair(doc.server_cert, doc.server_key.get_secret_value())
     vmi = admin.vmi_of(ctx, instance)
     address = admin.address_of(vmi)
     restart_allowed = spec.resize_policy is ResizePolicy.RESTART or step_input.allow_restart

@@ -27,6 +27,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
+from dbi import tls
+
 PATH = "/etc/dbi/bootstrap.json"
 COMMAND = "/usr/local/bin/dbi-bootstrap"
 USERDATA_KEY = "userdata"
@@ -66,6 +68,12 @@ class Bootstrap(BaseModel):
         if self.admin_verifier is None and self.admin_password is None:
             raise ValueError("the bootstrap document has no admin credential")
         return self
+
+    def server_pair(self) -> tls.KeyPair | None:
+        """The server's certificate and key, when the document carries both."""
+        if self.server_cert is None or self.server_key is None:
+            return None
+        return tls.KeyPair(self.server_cert, self.server_key.get_secret_value())
 
     def initial_password(self) -> str:
         """What initdb sets for the admin role: the verifier (or a version 1 password)."""

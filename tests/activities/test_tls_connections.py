@@ -10,12 +10,12 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
+import pytest_asyncio
 from cryptography import x509
 from kubernetes import client as k8s
 from temporalio.client import Client
@@ -27,7 +27,7 @@ from devstack.stack import StackInfo
 from tests.activities.test_admin_credential import credential, uid_of
 from tests.activities.test_credentials import secret
 from tests.activities.test_endpoint import vm_address
-from tests.activities.test_lifecycle import SPEC, create, custom, ready
+from tests.activities.test_lifecycle import SPEC, create, ready, vmi_uid
 from tests.appclient import conninfo, with_ca
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator, watching
@@ -105,7 +105,7 @@ async def test_clients_verify_the_certificate_and_plaintext_is_refused(
     assert orchestrator.condition(namespace, "db", "TLSReady") == ("True", "TLSReady")
 
 
-@asynccontextmanager
+@pytest_asyncio.fixture(loop_scope="session")
 async def short_lived_certificates(
     temporal_client: Client,
     local_stack: StackInfo,
@@ -128,39 +128,31 @@ async def short_lived_certificates(
 
 @pytest.mark.usefixtures("images")  # the CRD and the images, as the session's worker has
 async def test_a_short_lived_certificate_is_renewed_in_the_running_server(
-    temporal_client: Client,
-    local_stack: StackInfo,
-    kubectl: Kubectl,
-    kube_api: Any,
-    namespace: str,
-    monkeypatch: pytest.MonkeyPatch,
+    short_lived_certificates: Orchestrator, kube_api: Any, namespace: str
 ) -> None:
-    async with short_lived_certificates(
-        temporal_client, local_stack, kubectl, kube_api, namespace, monkeypatch
-    ) as orchestrator:
-        await create(orchestrator, namespace, {**SPEC, "healthCheckInterval": "10s"})
-        data = secret(kube_api, namespace, "db-credentials")
-        address = vm_address(kube_api, namespace)
-        first = served_fingerprint(address)
-        assert first is not None
-        vmi = custom(kube_api, namespace, "virtualmachineinstances", "db")["metadata"]["uid"]
-        held = psycopg.connect(conninfo(data), connect_timeout=3, autocommit=True)
-        try:
-            renewed = await orchestrator.until(
-                lambda: (fp := served_fingerprint(address)) not in (None, first) and fp,
-                timeout=150,
-                what="a renewed certificate served",
-            )
-            assert held.execute("SELECT 1").fetchone() == (1,)  # the session stayed
-        finally:
-            held.close()
-        # New clients verify the new certificate with the same Secret; no restart.
-        assert encrypted(conninfo(secret(kube_api, namespace, "db-credentials")))
-        now = custom(kube_api, namespace, "virtualmachineinstances", "db")["metadata"]["uid"]
-        assert now == vmi
-        assert vm_address(kube_api, namespace) == address
-        assert renewed == boot_data_fingerprint(kube_api, namespace)
-        await ready(orchestrator, namespace)
+    orchestrator = short_lived_certificates
+    await create(orchestrator, namespace, {**SPEC, "healthCheckInterval": "10s"})
+    data = secret(kube_api, namespace, "db-credentials")
+    address = vm_address(kube_api, namespace)
+    first = served_fingerprint(address)
+    assert first is not None
+    vmi = vmi_uid(kube_api, namespace)
+    held = psycopg.connect(conninfo(data), connect_timeout=3, autocommit=True)
+    try:
+        renewed = await orchestrator.until(
+            lambda: (fp := served_fingerprint(address)) not in (None, first) and fp,
+            timeout=150,
+            what="a renewed certificate served",
+        )
+        assert held.execute("SELECT 1").fetchone() == (1,)  # the session stayed
+    finally:
+        held.close()
+    # New clients verify the new certificate with the same Secret; no restart.
+    assert encrypted(conninfo(secret(kube_api, namespace, "db-credentials")))
+    assert vmi_uid(kube_api, namespace) == vmi
+    assert vm_address(kube_api, namespace) == address
+    assert renewed == boot_data_fingerprint(kube_api, namespace)
+    await ready(orchestrator, namespace)
 
 
 async def test_a_lost_ca_is_replaced_and_served_after_a_forced_restart(
@@ -176,15 +168,14 @@ async def test_a_lost_ca_is_replaced_and_served_after_a_forced_restart(
     holds until `dbi resize --force`. Apps then verify with the Secret's new ca.crt."""
     await create(orchestrator, namespace, {**SPEC, "resizePolicy": "Deferred"})
     old = secret(kube_api, namespace, "db-credentials")["ca.crt"]
-    before = custom(kube_api, namespace, "virtualmachineinstances", "db")["metadata"]["uid"]
+    before = vmi_uid(kube_api, namespace)
     k8s.CoreV1Api(kube_api).delete_namespaced_secret(trust.ca_name(namespace), HOME)
     held = ("False", "RestartRequired")
     await orchestrator.until(
         lambda: orchestrator.condition(namespace, "db", "TLSReady") == held,
         what="TLSReady False RestartRequired",
     )
-    vmi = custom(kube_api, namespace, "virtualmachineinstances", "db")["metadata"]["uid"]
-    assert vmi == before
+    assert vmi_uid(kube_api, namespace) == before
     forced = await asyncio.to_thread(dbi, local_stack, "resize", "db", "-n", namespace, "--force")
     assert forced.returncode == 0, forced.stderr
     await ready(orchestrator, namespace)
