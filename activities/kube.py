@@ -195,6 +195,47 @@ class Kube:
         )
         return cast(Manifest, applied)
 
+    def create_custom(self, group: str, version: str, plural: str, manifest: Manifest) -> Manifest:
+        """Create a custom object; 409 when one of its name exists."""
+        meta = manifest["metadata"]
+        created = self.objects.create_namespaced_custom_object(
+            group, version, meta["namespace"], plural, manifest, field_manager=names.FIELD_MANAGER
+        )
+        return cast(Manifest, created)
+
+    def patch_custom_status(
+        self, group: str, version: str, plural: str, namespace: str, name: str, status: Manifest
+    ) -> None:
+        """Merge ``status`` into a custom object's status subresource."""
+        self.objects.patch_namespaced_custom_object_status(
+            group,
+            version,
+            namespace,
+            plural,
+            name,
+            {"status": status},
+            _content_type=MERGE_PATCH,
+        )
+
+    def list_custom(
+        self, group: str, version: str, namespace: str, plural: str, selector: str
+    ) -> list[Manifest]:
+        """The custom objects of ``plural`` in ``namespace`` that match a label selector."""
+        found = self.objects.list_namespaced_custom_object(
+            group, version, namespace, plural, label_selector=selector
+        )
+        return list(cast(Manifest, found).get("items", []))
+
+    def delete_custom(
+        self, group: str, version: str, namespace: str, plural: str, name: str
+    ) -> None:
+        """Delete a custom object; one already gone is fine."""
+        or_none(
+            lambda: self.objects.delete_namespaced_custom_object(
+                group, version, namespace, plural, name
+            )
+        )
+
     def secret(self, namespace: str, name: str) -> k8s.V1Secret | None:
         return or_none(lambda: self.core.read_namespaced_secret(name, namespace))
 

@@ -15,6 +15,7 @@ from temporalio import activity
 from activities import (
     access,
     admin,
+    backup_schedule,
     credentials,
     health,
     monitoring,
@@ -22,12 +23,15 @@ from activities import (
     preflight,
     resize,
     retention,
+    teardown_backup,
     teardown_finalizer,
     teardown_monitoring,
     teardown_vm,
     tls,
     vm,
 )
+from activities.backup import BeginBackup, FinishBackup, PruneBackups
+from activities.basebackup import TakeBackup
 from activities.instance import LoadInstance
 from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
@@ -48,13 +52,24 @@ MODULES = (
     health,
     access,
     monitoring,
+    backup_schedule,
+    teardown_backup,
     teardown_monitoring,
     teardown_vm,
     teardown_finalizer,
 )
 # Each step of the table, as its module defines it.
 STEPS: dict[str, Anatomy[Any, Any]] = {m.STEP.spec.name: m.STEP for m in MODULES}
-OTHERS = (LoadInstance, WriteStatus, RotateCredentials, RotateAdminCredentials)
+OTHERS = (
+    LoadInstance,
+    WriteStatus,
+    RotateCredentials,
+    RotateAdminCredentials,
+    BeginBackup,
+    TakeBackup,
+    FinishBackup,
+    PruneBackups,
+)
 
 
 def step_activity(ctx: Context, step: Anatomy[Any, Any]) -> Callable[..., Any]:

@@ -36,6 +36,7 @@ from temporalio import activity
 from activities import ownership
 from activities.events import emit
 from activities.kube import Instance, Kube, api_error, namespace_terminating
+from activities.schedules import Schedules
 from dbi.config import Config
 from dbi.pipeline import StepSpec
 from dbi.status import Event
@@ -85,11 +86,14 @@ class PassReads:
 
 @dataclass(frozen=True)
 class Context:
-    """What every step is given: the Kubernetes access, the configuration, the pass reads."""
+    """What every step is given: the Kubernetes access, the configuration, the pass reads,
+    and the worker's Temporal Schedules."""
 
     kube: Kube
     config: Config
     passes: PassReads = field(default_factory=PassReads)
+    # The worker's Temporal Schedules (the backup step's); None: a worker without them.
+    schedules: Schedules | None = None
 
 
 # A step that has just acted with the hint AT_ONCE (dbi.steps) is looked at again by

@@ -70,8 +70,8 @@ def add_parsers(commands: Any) -> None:
 
     build = dev_commands.add_parser(
         "build",
-        help="build the control plane and the tests' kstatus helper into the cache if "
-        "their source changed, and fetch the guests' PostgreSQL binaries",
+        help="build the control plane, the tests' kstatus helper and S3 server into the "
+        "cache if their source changed, and fetch the guests' PostgreSQL binaries",
     )
     build.set_defaults(run=_stack_errors(_dev_build))
     bench = commands.add_parser(
@@ -188,6 +188,7 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
         f"  PGSSLROOTCERT={ca_file} psql"
         f" \"$({kubectl} get secret orders-credentials -o jsonpath='{{.data.uri}}' | base64 -d)\"",
         f"  {tools.venv_tool('dbi')} describe orders     (docs/user-guide.md: every journey)",
+        f"  {tools.venv_tool('dbi')} backup orders       (into {info.state_dir}/backups)",
     ]
     print("\n".join(lines), flush=True)
 
@@ -213,9 +214,10 @@ def bench(arguments: list[str]) -> int:
 
 
 def _dev_build(args: argparse.Namespace) -> int:
-    from devstack import controlplane, gitops, postgresql  # noqa: PLC0415 (dev-only, lazily)
+    from devstack import controlplane, gitops, postgresql, s3server  # noqa: PLC0415 (dev-only)
 
     print(controlplane.build())
     print(gitops.build())
+    print(s3server.build())
     print(postgresql.install())
     return 0

@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
-from commands import dev, operate
+from commands import backups, dev, operate
 from dbi import environment
 from dbi.spec import duration_seconds
 
@@ -154,6 +154,30 @@ def build_parser() -> argparse.ArgumentParser:
     retry.add_argument("name", help="the DBInstance")
     _cluster_options(retry)
     retry.set_defaults(run=_operate(lambda a: operate.retry(a.kube, a.namespace, a.name)))
+
+    backup = commands.add_parser(
+        "backup",
+        help="take a backup of an instance now and wait for it",
+        description="Start a backup of the instance (pg_basebackup and its WAL, into the "
+        "orchestrator's backup store) now, outside its schedule; show its progress and wait "
+        "until it is Completed or Failed. It is recorded as a DBBackup (dbi backups NAME).",
+    )
+    backup.add_argument("name", help="the DBInstance")
+    _cluster_options(backup, output=True, timeout=True)
+    backup.set_defaults(
+        run=_operate(lambda a: backups.backup(a.kube, a.namespace, a.name, timeout=a.timeout))
+    )
+
+    listing = commands.add_parser(
+        "backups",
+        help="list an instance's backups (DBBackups), oldest first",
+        description="List the DBBackups of an instance: phase, trigger, size, PostgreSQL "
+        "version, when each started and finished, and why one failed. They outlive the "
+        "instance.",
+    )
+    listing.add_argument("name", help="the DBInstance (it may be deleted)")
+    _cluster_options(listing, output=True)
+    listing.set_defaults(run=_operate(lambda a: backups.listing(a.kube, a.namespace, a.name)))
 
     temporal = commands.add_parser(
         "temporal",

@@ -95,14 +95,14 @@ class Kube:
         return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
 
 
-async def _client() -> Client:
+async def temporal_client() -> Client:
     return await connect.temporal()
 
 
 async def _client_or_why() -> tuple[Client | None, str | None]:
     """A Temporal client, or None and why not (for commands that can do without)."""
     try:
-        return await asyncio.wait_for(_client(), TEMPORAL_CONNECT_SECONDS), None
+        return await asyncio.wait_for(temporal_client(), TEMPORAL_CONNECT_SECONDS), None
     except (RuntimeError, TimeoutError) as e:
         address = connect.temporal_settings()["target_host"]
         why = str(e) or f"no answer within {TEMPORAL_CONNECT_SECONDS:.0f}s"
@@ -119,7 +119,7 @@ def ui_link(namespace: str, name: str) -> str:
     return f"{base}/namespaces/{temporal_namespace}/workflows/{workflow}"
 
 
-def _get(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+def read_instance(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
     try:
         return cast(
             dict[str, Any],
@@ -163,7 +163,7 @@ async def _progress(client: Client, namespace: str, name: str) -> _Seen:
     return _Seen(progress)
 
 
-def _table(rows: Sequence[tuple[str, ...]]) -> str:
+def table(rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)) for row in rows]
     return "\n".join(line.rstrip() for line in lines)
@@ -173,7 +173,7 @@ async def status(kube: Kube, namespace: str | None, name: str | None) -> Answer:
     """One line per instance: phase, Ready, the step holding it, the workflow's progress
     (``namespace`` None: every namespace)."""
     if name is not None:
-        one = _get(kube, namespace or "default", name)
+        one = read_instance(kube, namespace or "default", name)
         if one is None:
             return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace or 'default'}/{name}")
         items = [one]
@@ -217,7 +217,7 @@ async def status(kube: Kube, namespace: str | None, name: str | None) -> Answer:
             )
         )
     code = FAILED if unreachable else OK
-    return Answer(code, _table(rows), {"items": found}, unreachable)
+    return Answer(code, table(rows), {"items": found}, unreachable)
 
 
 def _workflow(namespace: str, name: str, client: Client | None, seen: _Seen) -> dict[str, Any]:
@@ -244,7 +244,7 @@ def _workflow_text(workflow: dict[str, Any]) -> str:
 
 async def describe(kube: Kube, namespace: str, name: str) -> Answer:
     """Every condition with its reason and message, the endpoint and the workflow."""
-    obj = _get(kube, namespace, name)
+    obj = read_instance(kube, namespace, name)
     if obj is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     status_ = obj.get("status") or {}
@@ -298,9 +298,9 @@ async def _update(
 ) -> T | Answer:
     """Run a workflow update and wait for its result (at most ``timeout`` seconds); an
     Answer when it cannot."""
-    if _get(kube, namespace, name) is None:
+    if read_instance(kube, namespace, name) is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
-    handle = (await _client()).get_workflow_handle(names.workflow_id(namespace, name))
+    handle = (await temporal_client()).get_workflow_handle(names.workflow_id(namespace, name))
     try:
         result: T = await asyncio.wait_for(
             handle.execute_update(update, result_type=result_type), timeout
@@ -346,9 +346,9 @@ async def resize(kube: Kube, namespace: str, name: str, *, timeout: float | None
 
 async def retry(kube: Kube, namespace: str, name: str) -> Answer:
     """Signal the workflow to run a pass now, out of any wait (a Terminal one too)."""
-    if _get(kube, namespace, name) is None:
+    if read_instance(kube, namespace, name) is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
-    handle = (await _client()).get_workflow_handle(names.workflow_id(namespace, name))
+    handle = (await temporal_client()).get_workflow_handle(names.workflow_id(namespace, name))
     try:
         await handle.signal(names.RETRY)
     except RPCError as e:

@@ -129,10 +129,16 @@ def from_userdata(userdata: str) -> Bootstrap:
 TLS_CONF = "dbi-tls.conf"
 PG_HBA = """\
 # Written by dbi: TLS with SCRAM-SHA-256 only; a connection without TLS is refused.
+# Replication connections (dbi's backups: pg_basebackup) only for roles that have the
+# REPLICATION attribute (dbi's admin role; the app role has not).
 hostssl all all 0.0.0.0/0 scram-sha-256
 hostssl all all ::/0 scram-sha-256
+hostssl replication all 0.0.0.0/0 scram-sha-256
+hostssl replication all ::/0 scram-sha-256
 hostnossl all all 0.0.0.0/0 reject
 hostnossl all all ::/0 reject
+hostnossl replication all 0.0.0.0/0 reject
+hostnossl replication all ::/0 reject
 """
 
 

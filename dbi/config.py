@@ -9,6 +9,8 @@
   ``720h``; ``0``: never on a schedule).
 - ``DBI_TLS_CERT_LIFETIME``: how long an instance's TLS server certificate is valid
   (default ``2160h``, 90 days); it is renewed with a third of it left.
+- ``DBI_BACKUP_STORE``, ``DBI_BACKUP_S3_ENDPOINT``, ``DBI_PG_BIN_DIR``: where backups
+  go and the ``pg_basebackup`` that takes them (docs/configuration.md).
 - ``DBI_CONNECT_HOSTADDR``: ``1`` adds the Service's ClusterIP to the credentials
   Secret's uri as ``hostaddr`` (the local stack, whose host has no cluster DNS).
 """
@@ -16,9 +18,11 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 from dbi import environment
+from dbi.backups import StoreLocation
 from dbi.spec import SUPPORTED_VERSIONS, duration_seconds
 
 ADMIN_USER = "dbi_admin"
@@ -44,6 +48,13 @@ class Config:
     # The credentials Secret's uri also names the Service's ClusterIP (dev stacks).
     connect_hostaddr: bool = False
     tls_cert_seconds: float = DEFAULT_TLS_CERT_SECONDS
+    # Where backups go (dbi.backups.StoreLocation); None: backups cannot be taken.
+    backup_store: StoreLocation | None = None
+    s3_endpoint: str | None = None
+    # The directory of pg_basebackup; None: PATH.
+    pg_bin_dir: str | None = None
+    # pg_basebackup's --max-rate (such as 64M); None: no cap.
+    backup_max_rate: str | None = None
 
     @classmethod
     def from_env(cls) -> Config:
@@ -81,4 +92,29 @@ class Config:
             admin_rotation_seconds=seconds or None,
             connect_hostaddr=environment.CONNECT_HOSTADDR.get() == "1",
             tls_cert_seconds=cert_seconds,
+            backup_store=_store(),
+            s3_endpoint=environment.BACKUP_S3_ENDPOINT.get(),
+            pg_bin_dir=environment.PG_BIN_DIR.get(),
+            backup_max_rate=_max_rate(),
         )
+
+
+def _max_rate() -> str | None:
+    raw = environment.BACKUP_MAX_RATE.get()
+    if raw is None:
+        return None
+    found = re.fullmatch(r"([0-9]+)([kM]?)", raw)
+    kilobytes = int(found[1]) * (1024 if found[2] == "M" else 1) if found else 0
+    if not 32 <= kilobytes <= 1024 * 1024:
+        raise ValueError(f"DBI_BACKUP_MAX_RATE must be from 32k to 1024M, such as 64M: {raw!r}")
+    return raw
+
+
+def _store() -> StoreLocation | None:
+    raw = environment.BACKUP_STORE.get()
+    if raw is None:
+        return None
+    try:
+        return StoreLocation.parse(raw)
+    except ValueError as e:
+        raise ValueError(f"DBI_BACKUP_STORE {e}: {raw!r}") from None

@@ -1,8 +1,9 @@
-"""Render the DBInstance CustomResourceDefinition from the pydantic models.
+"""Render the DBInstance and DBBackup CustomResourceDefinitions from the pydantic models.
 
-``crds/dbinstance.yaml`` is this module's output, committed so users can apply it
-without Python; a test fails when the file and the models drift apart. Regenerate
-with ``python -m dbi.crd > crds/dbinstance.yaml``.
+``crds/dbinstance.yaml`` and ``crds/dbbackup.yaml`` are this module's output, committed
+so users can apply them without Python; a test fails when a file and the models drift
+apart. Regenerate with ``python -m dbi.crd > crds/dbinstance.yaml`` and
+``python -m dbi.crd --backup > crds/dbbackup.yaml``.
 
 Pydantic's JSON Schema is turned into a Kubernetes structural schema: references
 inlined, ``anyOf [X, null]`` collapsed to an optional ``X``, titles dropped, nested
@@ -21,6 +22,7 @@ import yaml
 from pydantic import BaseModel
 
 from dbi import names
+from dbi.backups import DBBackupSpec, DBBackupStatus
 from dbi.models import DBInstanceStatus
 from dbi.spec import DBInstanceSpec
 
@@ -126,19 +128,80 @@ def render() -> dict[str, Any]:
     status = _schema_of(DBInstanceStatus, defaults=False)
     status["default"] = {}
     status["properties"]["observedGeneration"]["default"] = 0
+    description = (
+        "A managed PostgreSQL instance running in a KubeVirt virtual machine, converged by "
+        "the dbi orchestrator."
+    )
+    return _definition(
+        (names.KIND, names.PLURAL, names.SHORT_NAME),
+        PRINTER_COLUMNS,
+        _root(description, spec, status, NAME_RULES),
+    )
+
+
+BACKUP_COLUMNS = [
+    {"name": "Instance", "type": "string", "jsonPath": ".spec.instance"},
+    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+    {"name": "Trigger", "type": "string", "jsonPath": ".spec.trigger"},
+    {"name": "Size", "type": "integer", "jsonPath": ".status.sizeBytes"},
+    {"name": "Version", "type": "string", "jsonPath": ".status.postgresVersion"},
+    {"name": "Started", "type": "date", "jsonPath": ".status.startedAt"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def render_backup() -> dict[str, Any]:
+    """Return the DBBackup CustomResourceDefinition as a dict."""
+    description = (
+        "One physical backup of a DBInstance (pg_basebackup and the WAL that makes it "
+        "consistent) in the orchestrator's backup store; created and written by dbi."
+    )
+    spec = _schema_of(DBBackupSpec, defaults=True)
+    status = _schema_of(DBBackupStatus, defaults=False)
+    return _definition(
+        (names.BACKUP_KIND, names.BACKUP_PLURAL, "dbbk"),
+        BACKUP_COLUMNS,
+        _root(description, spec, status, []),
+    )
+
+
+def _root(
+    description: str, spec: dict[str, Any], status: dict[str, Any], rules: list[dict[str, str]]
+) -> dict[str, Any]:
+    """The openAPIV3Schema of a resource with a spec and a status."""
+    return {
+        "type": "object",
+        "description": description,
+        "required": ["spec"],
+        **({"x-kubernetes-validations": rules} if rules else {}),
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object"},
+            "spec": spec,
+            "status": status,
+        },
+    }
+
+
+def _definition(
+    kind_names: tuple[str, str, str], columns: list[dict[str, str]], root: dict[str, Any]
+) -> dict[str, Any]:
+    """The CustomResourceDefinition of (kind, plural, short name) in dbi's group."""
+    kind, plural, short_name = kind_names
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{names.PLURAL}.{names.GROUP}"},
+        "metadata": {"name": f"{plural}.{names.GROUP}"},
         "spec": {
             "group": names.GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": names.KIND,
-                "listKind": f"{names.KIND}List",
-                "plural": names.PLURAL,
-                "singular": names.KIND.lower(),
-                "shortNames": [names.SHORT_NAME],
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "shortNames": [short_name],
                 "categories": ["all"],
             },
             "versions": [
@@ -147,23 +210,8 @@ def render() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": "A managed PostgreSQL instance running in a "
-                            "KubeVirt virtual machine, converged by the dbi orchestrator.",
-                            "required": ["spec"],
-                            "x-kubernetes-validations": NAME_RULES,
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec,
-                                "status": status,
-                            },
-                        }
-                    },
+                    "additionalPrinterColumns": columns,
+                    "schema": {"openAPIV3Schema": root},
                 }
             ],
         },
@@ -217,8 +265,16 @@ def to_yaml() -> str:
     return header + yaml.safe_dump(render(), sort_keys=False, width=100)
 
 
+def backup_yaml() -> str:
+    """Return the DBBackup CRD as the YAML document committed in crds/dbbackup.yaml."""
+    header = "# Generated by `python -m dbi.crd --backup` from dbi/backups.py; do not edit.\n"
+    return header + yaml.safe_dump(render_backup(), sort_keys=False, width=100)
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--rules"]:
         sys.stdout.write(rules_table())
+    elif sys.argv[1:] == ["--backup"]:
+        sys.stdout.write(backup_yaml())
     else:
         sys.stdout.write(to_yaml())

@@ -149,6 +149,44 @@ CONNECT_HOSTADDR = _var(
     "stack's host (`./dev up` sets it). Unset in clusters: clients resolve `host`.",
     WORKER,
 )
+BACKUP_STORE = _var(
+    "DBI_BACKUP_STORE",
+    None,
+    "Where backups go: `s3://<bucket>[/<prefix>]` (an S3-compatible store: "
+    "`DBI_BACKUP_S3_ENDPOINT`, `AWS_*`) or `file:///<absolute directory>` (a PVC mounted "
+    "in the worker; the local stack's default). Unset: instances with `spec.backup` are "
+    "Stalled (`NoBackupStore`) and `dbi backup` fails.",
+    WORKER,
+)
+BACKUP_S3_ENDPOINT = _var(
+    "DBI_BACKUP_S3_ENDPOINT",
+    None,
+    "Base URL of the S3-compatible endpoint, such as `https://minio.example:9000` (`http://` "
+    "only on a trusted network); unset: AWS S3 (`https://s3.amazonaws.com`).",
+    WORKER,
+)
+AWS_ACCESS_KEY_ID = _var(
+    "AWS_ACCESS_KEY_ID", None, "Access key of the S3 backup store (from a Secret).", WORKER
+)
+AWS_SECRET_ACCESS_KEY = _var(
+    "AWS_SECRET_ACCESS_KEY", None, "Secret key of the S3 backup store (from a Secret).", WORKER
+)
+AWS_REGION = _var("AWS_REGION", "us-east-1", "Region of the S3 backup store's bucket.", WORKER)
+BACKUP_MAX_RATE = _var(
+    "DBI_BACKUP_MAX_RATE",
+    None,
+    "Cap on how fast a backup reads the instance's data directory (pg_basebackup's "
+    "`--max-rate`: a number of kB/s, or with `k` or `M`, from `32k` to `1024M`), so a "
+    "backup leaves the database I/O for its clients; unset: no cap.",
+    WORKER,
+)
+PG_BIN_DIR = _var(
+    "DBI_PG_BIN_DIR",
+    None,
+    "Directory holding `pg_basebackup` (PostgreSQL 18's, which backs up 16 to 18); unset: "
+    "found on PATH. The local stack sets it to its PostgreSQL build.",
+    WORKER,
+)
 EXPORTER_PORT = _var(
     "DBI_EXPORTER_PORT", "9187", "Port of the PostgreSQL exporter inside the VM.", WORKER
 )

@@ -72,6 +72,25 @@ def instance_of(workflow: str) -> tuple[str, str] | None:
     return (namespace, name) if namespace and name else None
 
 
+# Backups (dbi.backups): one Temporal Schedule per instance starts DBBackupWorkflow; each
+# run records one DBBackup object.
+BACKUP_KIND = "DBBackup"
+BACKUP_PLURAL = "dbbackups"
+BACKUP_WORKFLOW_TYPE = "DBBackupWorkflow"
+_BACKUP_PREFIX = "dbbackup/"
+
+
+def schedule_id(namespace: str, name: str) -> str:
+    """Return the id of the Temporal Schedule that backs up one DBInstance."""
+    return f"{_BACKUP_PREFIX}{namespace}/{name}"
+
+
+def backup_workflow_id(namespace: str, name: str) -> str:
+    """Return the id the instance's backup workflows start under: the schedule appends
+    the time of each run (``-<RFC 3339 time>``); ``dbi backup`` appends ``-manual-<time>``."""
+    return f"{_BACKUP_PREFIX}{namespace}/{name}"
+
+
 class SearchAttributeType(StrEnum):
     KEYWORD = "Keyword"
     BOOL = "Bool"

@@ -75,6 +75,7 @@ ACCESS = StepSpec(
     "access", "AccessReady", "access: app role, database and password", Phase.STARTING
 )
 MONITORING = StepSpec("monitoring", "MonitoringReady", "monitoring: Service and ServiceMonitor")
+BACKUP = StepSpec("backup", "BackupScheduled", "backup: the Temporal Schedule of spec.backup")
 
 CONVERGE: tuple[StepSpec, ...] = (
     PREFLIGHT,
@@ -88,8 +89,15 @@ CONVERGE: tuple[StepSpec, ...] = (
     HEALTH,
     ACCESS,
     MONITORING,
+    BACKUP,
 )
 
+TEARDOWN_BACKUP = StepSpec(
+    "teardown_backup",
+    "BackupScheduleRemoved",
+    "teardown: the backup schedule (backups stay)",
+    Phase.DELETING,
+)
 TEARDOWN_MONITORING = StepSpec(
     "teardown_monitoring", "MonitoringRemoved", "teardown: monitoring objects", Phase.DELETING
 )
@@ -100,11 +108,21 @@ TEARDOWN_FINALIZER = StepSpec(
     "teardown_finalizer", "FinalizerRemoved", "teardown: remove the finalizer", Phase.DELETING
 )
 
-TEARDOWN: tuple[StepSpec, ...] = (TEARDOWN_MONITORING, TEARDOWN_VM, TEARDOWN_FINALIZER)
+TEARDOWN: tuple[StepSpec, ...] = (
+    TEARDOWN_BACKUP,
+    TEARDOWN_MONITORING,
+    TEARDOWN_VM,
+    TEARDOWN_FINALIZER,
+)
 
 # Activities that are not steps.
 LOAD_INSTANCE = "load_instance"
 WRITE_STATUS = "write_status"
+# The backup workflow's activities (activities/backup.py, activities/basebackup.py).
+BEGIN_BACKUP = "begin_backup"
+TAKE_BACKUP = "take_backup"
+FINISH_BACKUP = "finish_backup"
+PRUNE_BACKUPS = "prune_backups"
 # The activities that serve the updates of the same names.
 ROTATE_CREDENTIALS = names.ROTATE_CREDENTIALS
 ROTATE_ADMIN_CREDENTIALS = names.ROTATE_ADMIN_CREDENTIALS

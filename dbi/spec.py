@@ -274,6 +274,69 @@ class Monitoring(_Model):
     )
 
 
+# A backup schedule: five cron fields (minute hour day-of-month month day-of-week, UTC),
+# a macro, or @every with a duration of at least 5s (Temporal Schedules read them all).
+_CRON_FIELD = r"[-0-9A-Za-z*/,?]+"
+_SCHEDULE = (
+    rf"^(@every ([0-9]+(s|m|h))+|@(hourly|daily|weekly|monthly|yearly)|{_CRON_FIELD}"
+    rf"( {_CRON_FIELD}){{4}})$"
+)
+EVERY_MIN_SECONDS = 5
+
+
+def _schedule(value: str) -> str:
+    if value.startswith("@every ") and duration_seconds(value[7:]) < EVERY_MIN_SECONDS:
+        raise ValueError(f"@every must be at least {EVERY_MIN_SECONDS}s")
+    return value
+
+
+class BackupRetention(_Model):
+    """Which backups are kept: the newest ``count``, none older than ``maxAge``, and
+    always the newest one that completed."""
+
+    count: int = Field(
+        default=7,
+        ge=1,
+        le=1000,
+        description="How many completed backups to keep, newest first (1 to 1000).",
+    )
+    max_age: str | None = Field(
+        default=None,
+        max_length=_QUANTITY_MAX,
+        pattern=_DURATION.pattern,
+        description="Delete completed backups older than this duration (such as 168h), "
+        "beyond the newest one, which is always kept. Unset: by count only.",
+    )
+
+
+class Backup(_Model):
+    """Physical backups of the instance on a Temporal Schedule, into the orchestrator's
+    backup store; each one is a DBBackup object."""
+
+    schedule: Annotated[str, AfterValidator(_schedule)] = Field(
+        max_length=_QUANTITY_MAX * 2,
+        pattern=_SCHEDULE,
+        description="When to take a backup, in UTC: five cron fields (minute hour "
+        "day-of-month month day-of-week, such as '0 3 * * *'), a macro such as @daily, or "
+        f"@every with a duration of at least {EVERY_MIN_SECONDS}s (such as @every 6h).",
+        json_schema_extra=_rules(
+            (
+                "!self.startsWith('@every ') || duration(self.substring(7)) >= "
+                f"duration('{EVERY_MIN_SECONDS}s')",
+                f"@every must be at least {EVERY_MIN_SECONDS}s",
+            )
+        ),
+    )
+    retention: BackupRetention = Field(
+        default=BackupRetention(), description="Which backups are kept."
+    )
+    suspended: bool = Field(
+        default=False,
+        description="Pause the schedule (backups already taken stay; `dbi backup` still "
+        "takes one).",
+    )
+
+
 class DBInstanceSpec(_Model):
     """The desired state of a managed PostgreSQL instance."""
 
@@ -325,4 +388,9 @@ class DBInstanceSpec(_Model):
         default=DeletionPolicy.DELETE,
         description="What happens to the VM and its disks when the instance is deleted: "
         "Delete removes them; Retain keeps them, released from the instance.",
+    )
+    backup: Backup | None = Field(
+        default=None,
+        description="Scheduled physical backups (pg_basebackup and its WAL) into the "
+        "orchestrator's backup store. Unset: no schedule (`dbi backup` still takes one).",
     )

@@ -28,22 +28,26 @@ from devstack.process import ManagedProcess, StackError
 IMAGES_NAMESPACE = "dbi-images"
 
 
+CRDS = ("dbinstance.yaml", "dbbackup.yaml")
+
+
 def install(api: k8s.ApiClient) -> None:
-    """Apply the DBInstance CRD and the dev images; wait until the CRD is served."""
-    crd = yaml.safe_load((tools.REPO_ROOT / "crds" / "dbinstance.yaml").read_text())
+    """Apply dbi's CRDs and the dev images; wait until the CRDs are served."""
     ext = k8s.ApiextensionsV1Api(api)
-    ext.patch_custom_resource_definition(
-        crd["metadata"]["name"],
-        crd,
-        field_manager=names.FIELD_MANAGER,
-        force=True,
-        _content_type="application/apply-patch+yaml",
-    )
-    deadline = time.monotonic() + 60
-    while not _established(ext.read_custom_resource_definition(crd["metadata"]["name"])):
-        if time.monotonic() > deadline:
-            raise StackError("the DBInstance CRD was not established within 60s")
-        time.sleep(0.1)
+    for file in CRDS:
+        crd = yaml.safe_load((tools.REPO_ROOT / "crds" / file).read_text())
+        ext.patch_custom_resource_definition(
+            crd["metadata"]["name"],
+            crd,
+            field_manager=names.FIELD_MANAGER,
+            force=True,
+            _content_type="application/apply-patch+yaml",
+        )
+        deadline = time.monotonic() + 60
+        while not _established(ext.read_custom_resource_definition(crd["metadata"]["name"])):
+            if time.monotonic() > deadline:
+                raise StackError(f"the CRD in crds/{file} was not established within 60s")
+            time.sleep(0.1)
     core, objects = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
     # The images' namespace, and the orchestrator's own (its admin credentials).
     for name in (IMAGES_NAMESPACE, Config.from_env().namespace):
@@ -135,6 +139,7 @@ class OrchestratorProcesses:
         """``env`` adds variables per process ("worker", "watcher"), over the defaults."""
         self.kubeconfig = kubeconfig
         self.temporal_address = temporal_address
+        self.backups = log_dir / "backups"
         self.extra_env = env or {}
         self.metrics_ports = {"worker": tools.free_port(), "watcher": tools.free_port()}
         self.processes = [
@@ -158,6 +163,9 @@ class OrchestratorProcesses:
             "DBI_METRICS_PORT": str(self.metrics_ports[name]),
             # This host resolves no cluster DNS: the Secret's uri names the ClusterIP too.
             "DBI_CONNECT_HOSTADDR": "1",
+            # Backups go to a directory beside the logs, taken with the stack's PostgreSQL.
+            "DBI_BACKUP_STORE": f"file://{self.backups}",
+            "DBI_PG_BIN_DIR": str(postgresql.bin_dir()),
         }
         if not any(key.startswith("OTEL_") for key in os.environ):
             env["OTEL_TRACES_EXPORTER"] = "console"

@@ -1,9 +1,21 @@
+import atexit
 import os
+import shutil
+import tempfile
+
+from devstack import postgresql
 
 # The credentials Secret's uri names the Service's ClusterIP too (hostaddr), as `./dev
 # up` has it: this host has no cluster DNS for the Secret's host. Every worker the tests
 # start, in process or as a process, reads it.
 os.environ.setdefault("DBI_CONNECT_HOSTADDR", "1")
+
+# Backups go to a directory of this session's, removed when it ends; pg_basebackup is the
+# local stack's PostgreSQL 18 build (devstack.postgresql installs it with the stack).
+_backups = tempfile.mkdtemp(prefix="dbi-backups-")
+atexit.register(shutil.rmtree, _backups, ignore_errors=True)
+os.environ.setdefault("DBI_BACKUP_STORE", f"file://{_backups}")
+os.environ.setdefault("DBI_PG_BIN_DIR", str(postgresql.bin_dir()))
 
 pytest_plugins = [
     "tests.stack",

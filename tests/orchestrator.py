@@ -17,6 +17,7 @@ import pytest_asyncio
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowHandle
 
+from activities.schedules import Schedules
 from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput
@@ -113,6 +114,16 @@ class Orchestrator:
         """Wait (without blocking the worker's event loop) until ``check()`` is truthy."""
         return await polling.until(check, timeout=timeout, what=what)
 
+    async def delete(self, namespace: str, name: str, *, timeout: float = 120) -> None:
+        """Delete a DBInstance and wait until it is gone (its teardown ran)."""
+        self.kubectl("delete", "dbinstance", name, "-n", namespace, "--wait=false")
+
+        def gone() -> bool:
+            listed = self.kubectl("get", "dbinstance", "-n", namespace, "-o", "name").stdout
+            return f"/{name}" not in listed
+
+        await self.until(gone, timeout=timeout, what=f"{namespace}/{name} torn down")
+
     def get(self, namespace: str, name: str) -> dict[str, Any]:
         out = self.kubectl("get", "dbinstance", name, "-n", namespace, "-o", "json").stdout
         return dict(json.loads(out))
@@ -124,10 +135,11 @@ async def orchestrator(
 ) -> AsyncIterator[Orchestrator]:
     """Run a worker with every real activity against the local stack, for the session."""
     queue = f"dbi-test-{uuid.uuid4().hex[:8]}"
+    schedules = Schedules(temporal_client, asyncio.get_running_loop(), queue)
     with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS) as executor:
         worker = build_worker(
             temporal_client,
-            step_activities(local_stack.kubeconfig),
+            step_activities(local_stack.kubeconfig, schedules=schedules),
             task_queue=queue,
             executor=executor,
         )

@@ -73,12 +73,15 @@ def kubectl(local_stack: StackInfo) -> Kubectl:
 
 @pytest.fixture(scope="session")
 def dbinstance_crd(kubectl: Kubectl, repo_root: Path) -> str:
-    """Install crds/dbinstance.yaml and return the CRD's name once it is Established."""
-    crd = repo_root / "crds" / "dbinstance.yaml"
-    kubectl("apply", "--server-side", "--field-manager=dbi-tests", "-f", str(crd))
-    name = f"{names.PLURAL}.{names.GROUP}"
-    kubectl("wait", "--for=condition=Established", f"crd/{name}", "--timeout=60s")
-    return name
+    """Install crds/dbinstance.yaml (and crds/dbbackup.yaml) and return the DBInstance
+    CRD's name once both are Established."""
+    for file in ("dbinstance.yaml", "dbbackup.yaml"):
+        crd = repo_root / "crds" / file
+        kubectl("apply", "--server-side", "--field-manager=dbi-tests", "-f", str(crd))
+    for plural in (names.PLURAL, names.BACKUP_PLURAL):
+        crd_name = f"{plural}.{names.GROUP}"
+        kubectl("wait", "--for=condition=Established", f"crd/{crd_name}", "--timeout=60s")
+    return f"{names.PLURAL}.{names.GROUP}"
 
 
 @pytest.fixture

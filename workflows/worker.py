@@ -1,4 +1,5 @@
-"""The worker: hosts DBInstanceWorkflow and the step activities on the ``dbi`` task queue.
+"""The worker: hosts DBInstanceWorkflow, DBBackupWorkflow and their activities on the
+``dbi`` task queue.
 
 Run it with ``python -m workflows.worker`` (or ``dbi worker``). It connects to
 ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233) in ``TEMPORAL_NAMESPACE`` (default
@@ -25,11 +26,13 @@ from temporalio.worker import Worker
 
 from activities import registry
 from activities.kube import Kube
+from activities.schedules import Schedules
 from activities.step import Context
 from activities.telemetry import StepTelemetry
 from dbi import connect, environment, names, telemetry
 from dbi.config import Config
 from dbi.health import Health, connect_temporal
+from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
 
 log = logging.getLogger("dbi.worker")
@@ -53,7 +56,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[DBInstanceWorkflow],
+        workflows=[DBInstanceWorkflow, DBBackupWorkflow],
         activities=list(activities),
         activity_executor=executor,
         max_concurrent_activities=ACTIVITY_THREADS,
@@ -66,8 +69,11 @@ ACTIVITY_THREADS = 32
 SHUTDOWN_DEFAULT = environment.SHUTDOWN_SECONDS.default or "45"
 
 
-def step_activities(kubeconfig: str | None = None) -> list[Callable[..., Any]]:
-    """Return every step activity, talking to the cluster of ``kubeconfig`` (or $KUBECONFIG)."""
+def step_activities(
+    kubeconfig: str | None = None, *, schedules: Schedules | None = None
+) -> list[Callable[..., Any]]:
+    """Return every step activity, talking to the cluster of ``kubeconfig`` (or $KUBECONFIG)
+    and, for backup schedules, to Temporal through ``schedules``."""
     ctx = Context(
         kube=Kube(
             connect.kubernetes(
@@ -77,6 +83,7 @@ def step_activities(kubeconfig: str | None = None) -> list[Callable[..., Any]]:
             )
         ),
         config=Config.from_env(),
+        schedules=schedules,
     )
     return registry.all_activities(ctx)
 
@@ -93,9 +100,10 @@ async def serve(runtime: Runtime, health: Health) -> None:
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
     task_queue = environment.TASK_QUEUE.value()
     grace = environment.SHUTDOWN_SECONDS.seconds() or float(SHUTDOWN_DEFAULT)
+    schedules = Schedules(client, asyncio.get_running_loop(), task_queue)
     worker = build_worker(
         client,
-        step_activities(),
+        step_activities(schedules=schedules),
         task_queue=task_queue,
         executor=executor,
         graceful_shutdown=timedelta(seconds=grace),

@@ -57,6 +57,11 @@ INVALID_SPECS = [
     ),
     pytest.param("image", "no-namespace", "spec.image", id="image-without-namespace"),
     pytest.param("replicas", 3, "spec.replicas", id="unknown-field"),
+    pytest.param("backup.schedule", "@every 1s", "spec.backup.schedule", id="backup-too-often"),
+    pytest.param("backup.schedule", "0 3 * *", "spec.backup.schedule", id="backup-four-fields"),
+    pytest.param("backup.schedule", "0 3 * * *; rm", "spec.backup.schedule", id="backup-junk"),
+    pytest.param("backup.retention", {"count": 0}, "spec.backup.retention", id="keep-none"),
+    pytest.param("backup.retention", {"maxAge": "7d"}, "spec.backup.retention", id="max-age-days"),
 ]
 
 

@@ -101,6 +101,19 @@ def test_dev_up_runs_the_orchestrator_and_ctrl_c_stops_everything(state_dir: Pat
         )
         assert described.returncode == 0, described.stderr
         assert "Ready" in described.stdout
+        # `dbi backup orders`, as printed: the stack's worker has a store and pg_basebackup.
+        assert f"dbi backup orders       (into {state_dir}/backups)" in output
+        backed_up = subprocess.run(
+            [DBI, "backup", "orders"],
+            env={**outside, **exports},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert backed_up.returncode == 0, backed_up.stderr
+        assert "Completed" in backed_up.stdout
+        assert list((state_dir / "backups" / "default" / "orders").glob("*/dbi-backup.json"))
         assert {"worker", "watcher"} <= info.pids.keys()
         for process in ("worker", "watcher"):
             url = info.metrics[process]

@@ -1,8 +1,9 @@
 """Histories recorded by the workflow tests replay against the current workflow code.
 
-A change to DBInstanceWorkflow that would break the workflows already running fails
-here. Re-record after an intended, guarded change: DBI_RECORD_HISTORIES=1 ./dev test
-tests/workflows (new histories are added; keep the old ones, they are the point).
+A change to DBInstanceWorkflow or DBBackupWorkflow that would break the workflows
+already running fails here. Re-record after an intended, guarded change:
+DBI_RECORD_HISTORIES=1 ./dev test tests/workflows (new histories are added; keep the old
+ones, they are the point).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from tests.workflows import conftest
+from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
@@ -45,7 +47,7 @@ async def test_a_recorded_history_replays_on_the_current_code(path: Path) -> Non
     """Replaying a recorded history issues the same commands as when it was recorded."""
     history = WorkflowHistory.from_json(f"dbinstance/{path.stem}", path.read_text())
     replayer = Replayer(
-        workflows=[DBInstanceWorkflow],
+        workflows=[DBInstanceWorkflow, DBBackupWorkflow],
         data_converter=pydantic_data_converter,
         interceptors=[TracingInterceptor()],  # as the worker runs it
     )

@@ -1,0 +1,217 @@
+"""The backup workflow's bookkeeping: the DBBackup object, its end, and retention.
+
+- ``begin_backup`` records the backup as a DBBackup (Running) and says whether it can
+  be taken now (an instance stopped as asked is skipped, with nothing recorded); the
+  object's name comes from the workflow (``dbi.backups.backup_name``), so a retry
+  finds the object it made, and another workflow's object of that name is left alone.
+- ``finish_backup`` writes how it ended: Completed with what the store holds, or Failed
+  with a reason, after deleting whatever a failed attempt left in the store (a backup is
+  there whole or not at all). An Event on the instance says it.
+- ``prune_backups`` deletes what ``spec.backup.retention`` no longer keeps: the store's
+  files first, then the object, so a crash between the two leaves an object whose next
+  prune finishes the job, never files nothing points at.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from kubernetes import client as k8s
+from temporalio import activity
+
+from activities import admin, backupstore
+from activities.basebackup import Reason
+from activities.events import emit
+from activities.kube import Instance, Kube
+from activities.step import Activity
+from dbi import backups, names, pipeline
+from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Held
+from dbi.config import Config
+from dbi.spec import PowerState
+from dbi.status import Event
+
+API = (names.GROUP, names.VERSION)
+WORKFLOW_ANNOTATION = "dbi.dev/backup-workflow"
+NAME_TAKEN = "NameTaken"
+
+
+class BeginBackup(Activity):
+    @activity.defn(name=pipeline.BEGIN_BACKUP)
+    def run(self, request: BackupRequest, backup: str) -> Begun:
+        """Record ``backup`` of the instance as Running, once; say whether to take it."""
+        kube = self.ctx.kube
+        instance = kube.instance(request.namespace, request.name)
+        if instance is None or instance.deleting:
+            return Begun(reason=Reason.INSTANCE_GONE, message="The instance is gone.")
+        if instance.model.spec.power_state is PowerState.STOPPED:
+            # Stopped as asked: nothing to record (a schedule would pile up failures).
+            return Begun(reason=Reason.STOPPED, message="The instance is stopped as asked.")
+        workflow_id = activity.info().workflow_id or ""
+        found = kube.get_custom(*API, request.namespace, names.BACKUP_PLURAL, backup)
+        if found is None:
+            found = _create(kube, request, backup, workflow_id)
+        if found["metadata"].get("annotations", {}).get(WORKFLOW_ANNOTATION) != workflow_id:
+            return Begun(reason=NAME_TAKEN, message=f"Another backup is named {backup}.")
+        if not found.get("status", {}).get("phase"):
+            _write(kube, request.namespace, backup, running(workflow_id))
+        begun = Begun(backup=backup, uid=instance.uid)
+        if self.ctx.config.backup_store is None:
+            message = "The orchestrator has no backup store: set DBI_BACKUP_STORE."
+            return begun.model_copy(update={"reason": Reason.NO_STORE, "message": message})
+        if admin.address_of(admin.vmi_of(self.ctx, instance)) is None:
+            message = "The instance is not running; start it to back it up."
+            return begun.model_copy(update={"reason": Reason.NOT_RUNNING, "message": message})
+        return begun
+
+
+def _create(kube: Kube, request: BackupRequest, backup: str, workflow_id: str) -> dict[str, Any]:
+    body = {
+        "apiVersion": names.API_VERSION,
+        "kind": names.BACKUP_KIND,
+        "metadata": {
+            "name": backup,
+            "namespace": request.namespace,
+            "labels": {names.INSTANCE_LABEL: request.name},
+            "annotations": {WORKFLOW_ANNOTATION: workflow_id},
+        },
+        "spec": {"instance": request.name, "trigger": request.trigger.value},
+    }
+    try:
+        return kube.create_custom(*API, names.BACKUP_PLURAL, body)
+    except k8s.ApiException as e:
+        if e.status != 409:
+            raise
+    found = kube.get_custom(*API, request.namespace, names.BACKUP_PLURAL, backup)
+    if found is None:  # created and deleted since: the next attempt creates it again
+        raise RuntimeError(f"DBBackup {backup} vanished while it was being recorded")
+    return found
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def _conditions(phase: BackupPhase, reason: str, message: str) -> list[dict[str, Any]]:
+    """Ready, Reconciling and Stalled as kstatus reads them, for a backup in ``phase``."""
+    now = _now()
+    states = {
+        "Ready": phase is BackupPhase.COMPLETED,
+        "Reconciling": phase is BackupPhase.RUNNING,
+        "Stalled": phase is BackupPhase.FAILED,
+    }
+    return [
+        {
+            "type": kind,
+            "status": "True" if on else "False",
+            "reason": reason,
+            "message": message,
+            "lastTransitionTime": now,
+            "observedGeneration": 1,
+        }
+        for kind, on in states.items()
+    ]
+
+
+def running(workflow_id: str) -> dict[str, Any]:
+    message = "pg_basebackup is copying the instance to the backup store."
+    return {
+        "phase": BackupPhase.RUNNING.value,
+        "startedAt": _now(),
+        "workflowId": workflow_id,
+        "observedGeneration": 1,
+        "conditions": _conditions(BackupPhase.RUNNING, "Running", message),
+    }
+
+
+def _write(kube: Kube, namespace: str, backup: str, status: dict[str, Any]) -> None:
+    kube.patch_custom_status(*API, names.BACKUP_PLURAL, namespace, backup, status)
+
+
+class FinishBackup(Activity):
+    @activity.defn(name=pipeline.FINISH_BACKUP)
+    def run(self, finish: Finish) -> None:
+        """Write how the backup ended; a failed one's files leave the store first."""
+        kube = self.ctx.kube
+        taken = finish.taken
+        if taken is None:
+            _discard(self.ctx.config, finish)
+            reason = finish.reason or "BackupFailed"
+            message = finish.message or "The backup failed; the worker's log says why."
+            status: dict[str, Any] = {
+                "phase": BackupPhase.FAILED.value,
+                "reason": reason,
+                "message": message,
+                "conditions": _conditions(BackupPhase.FAILED, reason, message),
+            }
+            event = Event(
+                type="Warning", reason="BackupFailed", message=f"{finish.backup}: {message}"
+            )
+        else:
+            message = (
+                f"{taken.size_bytes} bytes of PostgreSQL {taken.postgres_version} in the store."
+            )
+            status = {
+                "phase": BackupPhase.COMPLETED.value,
+                "sizeBytes": taken.size_bytes,
+                "postgresVersion": taken.postgres_version,
+                "wal": taken.wal.model_dump(by_alias=True),
+                "location": taken.location,
+                "conditions": _conditions(BackupPhase.COMPLETED, "Completed", message),
+            }
+            event = Event(
+                type="Normal", reason="BackupCompleted", message=f"{finish.backup}: {message}"
+            )
+        _write(kube, finish.namespace, finish.backup, {**status, "finishedAt": _now()})
+        instance = kube.instance(finish.namespace, finish.name)
+        if instance is not None:
+            emit(kube, instance, event, datetime.now(UTC))
+
+
+def _discard(config: Config, finish: Finish) -> None:
+    if config.backup_store is None:
+        return
+    store = backupstore.open_store(config)
+    prefix = backups.store_prefix(finish.namespace, finish.name, finish.backup)
+    removed = store.delete(prefix)
+    if removed:
+        activity.logger.info("removed %d files of failed backup %s", removed, finish.backup)
+
+
+def held(kube: Kube, instance: Instance) -> list[Held]:
+    """The instance's DBBackups, as retention sees them."""
+    items = kube.list_custom(
+        *API, instance.namespace, names.BACKUP_PLURAL, f"{names.INSTANCE_LABEL}={instance.name}"
+    )
+    return [_held(item) for item in items if item.get("spec", {}).get("instance") == instance.name]
+
+
+def _held(item: dict[str, Any]) -> Held:
+    status = item.get("status", {})
+    phase = status.get("phase")
+    started = status.get("startedAt")
+    return Held(
+        name=item["metadata"]["name"],
+        phase=BackupPhase(phase) if phase in BackupPhase.__members__.values() else None,
+        started=datetime.fromisoformat(started) if started else None,
+    )
+
+
+class PruneBackups(Activity):
+    @activity.defn(name=pipeline.PRUNE_BACKUPS)
+    def run(self, request: BackupRequest) -> list[str]:
+        """Delete the backups spec.backup.retention no longer keeps; return their names."""
+        kube = self.ctx.kube
+        instance = kube.instance(request.namespace, request.name)
+        if instance is None or instance.model.spec.backup is None:
+            return []  # no retention asked: every backup stays
+        retention = instance.model.spec.backup.retention
+        doomed = backups.expired(held(kube, instance), retention, datetime.now(UTC))
+        if not doomed:
+            return []
+        store = backupstore.open_store(self.ctx.config)
+        for name in doomed:
+            activity.heartbeat(name)
+            store.delete(backups.store_prefix(instance.namespace, instance.name, name))
+            kube.delete_custom(*API, instance.namespace, names.BACKUP_PLURAL, name)
+        return doomed

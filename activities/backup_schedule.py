@@ -1,0 +1,114 @@
+"""backup (BackupScheduled): the instance's Temporal Schedule, as spec.backup asks.
+
+With ``spec.backup``: one schedule (``names.schedule_id``) that starts
+DBBackupWorkflow on ``spec.backup.schedule``, paused while ``spec.backup.suspended``;
+created when missing, updated when it differs (Pending), then Satisfied. Without it:
+the schedule is deleted if there is one. Idempotency key: the schedule's id, derived
+from the instance's; a create that finds it there already leaves it to the next look.
+A worker without Temporal access for steps (the benchmark's in-process peer) says so
+and goes on. Backups already taken are never touched here (``prune_backups`` applies
+retention after each backup).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from activities.kube import Instance
+from activities.schedules import Seen, Wanted
+from activities.step import Anatomy, Context
+from dbi import names
+from dbi.pipeline import BACKUP as SPEC
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+
+
+class Reason(StrEnum):
+    SCHEDULED = SPEC.condition_type
+    NOT_ASKED = "NotRequested"
+    NO_STORE = "NoBackupStore"
+    NO_SCHEDULES = "SchedulesUnavailable"
+    CREATED = "ScheduleCreated"
+    UPDATED = "ScheduleUpdated"
+    DELETED = "ScheduleDeleted"
+
+
+class Action(StrEnum):
+    CREATE = "create"
+    UPDATE = "update"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class Observation:
+    wanted: Wanted | None  # None: spec.backup is unset
+    seen: Seen | None  # None: no schedule
+    schedules: bool = True  # whether this worker reaches Temporal Schedules
+    store: bool = True  # whether the orchestrator has a backup store
+
+
+def decide(obs: Observation) -> Decision[Action]:
+    """Return the outcome and the change to make to the schedule (pure)."""
+    if not obs.schedules:
+        message = "This worker manages no Temporal Schedules; backups are not scheduled."
+        return Decision(SPEC.result(Outcome.SATISFIED, Reason.NO_SCHEDULES, message))
+    if obs.wanted is None:
+        return _unwanted(obs.seen)
+    if not obs.store:
+        message = (
+            "spec.backup asks for backups, but the orchestrator has no backup store: set "
+            "DBI_BACKUP_STORE on the worker."
+        )
+        return Decision(SPEC.result(Outcome.TERMINAL, Reason.NO_STORE, message))
+    if obs.seen is None:
+        return _pending(Reason.CREATED, "The backup schedule was created.", Action.CREATE)
+    if obs.seen != Seen(schedule=obs.wanted.schedule, paused=obs.wanted.paused):
+        return _pending(Reason.UPDATED, "The backup schedule was updated.", Action.UPDATE)
+    state = "suspended" if obs.wanted.paused else "active"
+    message = f"Backups on {obs.wanted.schedule!r} (UTC), {state}."
+    return Decision(SPEC.result(Outcome.SATISFIED, Reason.SCHEDULED, message))
+
+
+def _pending(reason: Reason, message: str, action: Action) -> Decision[Action]:
+    result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=AT_ONCE)
+    return Decision(result, action)
+
+
+def _unwanted(seen: Seen | None) -> Decision[Action]:
+    """Without spec.backup: delete the schedule there is."""
+    if seen is not None:
+        message = "spec.backup is unset; the schedule was deleted."
+        return _pending(Reason.DELETED, message, Action.DELETE)
+    return Decision(SPEC.result(Outcome.SATISFIED, Reason.NOT_ASKED, "No backups are scheduled."))
+
+
+def wanted(instance: Instance) -> Wanted | None:
+    backup = instance.model.spec.backup
+    return None if backup is None else Wanted(schedule=backup.schedule, paused=backup.suspended)
+
+
+def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
+    if ctx.schedules is None:
+        return Observation(wanted=wanted(instance), seen=None, schedules=False)
+    return Observation(
+        wanted=wanted(instance),
+        seen=ctx.schedules.describe(schedule_id(instance)),
+        store=ctx.config.backup_store is not None,
+    )
+
+
+def schedule_id(instance: Instance) -> str:
+    return names.schedule_id(instance.namespace, instance.name)
+
+
+def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
+    assert ctx.schedules is not None and (obs.wanted is not None or action is Action.DELETE)
+    if action is Action.DELETE:
+        ctx.schedules.delete(instance.namespace, instance.name)
+    elif action is Action.CREATE and obs.wanted is not None:
+        ctx.schedules.create(instance.namespace, instance.name, obs.wanted)
+    elif obs.wanted is not None:
+        ctx.schedules.update(instance.namespace, instance.name, obs.wanted)
+
+
+STEP = Anatomy(SPEC, observe, decide, act)

@@ -1,0 +1,192 @@
+"""The backup store: where backups' files go, behind one small interface.
+
+Two implementations: an S3-compatible bucket (the MinIO client, which speaks to AWS S3,
+MinIO, Ceph RGW, Longhorn's and most clusters' object stores) and a directory (a PVC
+mounted in the worker; the local stack's default). A backup's files are written first
+and its manifest (``MANIFEST``) last: a backup without a manifest is incomplete, and
+nothing reads it as a backup. Keys are relative to the store's location.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
+
+import urllib3
+from minio import Minio
+from minio.credentials.providers import EnvAWSProvider
+from minio.error import S3Error
+
+from dbi import environment
+from dbi.backups import StoreKind, StoreLocation
+from dbi.config import Config
+
+# The file a backup's manifest is written to, last.
+MANIFEST = "dbi-backup.json"
+# Objects above this size are uploaded in parts of this size (S3 allows 10,000 parts).
+PART_BYTES = 64 * 2**20
+
+
+class Store(Protocol):
+    """Where backups' files are kept."""
+
+    location: StoreLocation
+
+    def upload(self, key: str, path: Path) -> None:
+        """Put the file at ``path`` under ``key``, replacing what was there."""
+
+    def download(self, key: str, path: Path) -> None:
+        """Write the object ``key`` to ``path``; FileNotFoundError when it is absent."""
+
+    def read(self, key: str) -> bytes | None:
+        """The bytes of a small object, or None when it is absent."""
+
+    def write(self, key: str, data: bytes) -> None:
+        """Put a small object, whole or not at all."""
+
+    def keys(self, prefix: str) -> list[str]:
+        """The keys under ``prefix``, sorted."""
+
+    def delete(self, prefix: str) -> int:
+        """Delete every object under ``prefix``; return how many there were."""
+
+
+def open_store(config: Config) -> Store:
+    """The store the configuration names; ValueError when it names none."""
+    location = config.backup_store
+    if location is None:
+        raise ValueError("DBI_BACKUP_STORE is not set")
+    if location.kind is StoreKind.FILE:
+        return DirectoryStore(location)
+    return S3Store(location, endpoint=config.s3_endpoint)
+
+
+class DirectoryStore:
+    """A directory; each write lands under a temporary name and is renamed into place."""
+
+    def __init__(self, location: StoreLocation) -> None:
+        self.location = location
+        self.root = Path(location.prefix)
+
+    def _path(self, key: str) -> Path:
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root.resolve()):
+            raise ValueError(f"key {key!r} leaves the store")
+        return path
+
+    def upload(self, key: str, path: Path) -> None:
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".upload-")
+        os.close(fd)
+        shutil.copyfile(path, tmp)
+        os.replace(tmp, target)
+
+    def download(self, key: str, path: Path) -> None:
+        shutil.copyfile(self._path(key), path)
+
+    def read(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write(self, key: str, data: bytes) -> None:
+        target = self._path(key)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".write-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, target)
+
+    def keys(self, prefix: str) -> list[str]:
+        base = self._path(prefix)
+        if not base.is_dir():
+            return []
+        root = self.root.resolve()
+        return sorted(str(p.relative_to(root)) for p in base.rglob("*") if p.is_file())
+
+    def delete(self, prefix: str) -> int:
+        found = self.keys(prefix)
+        shutil.rmtree(self._path(prefix), ignore_errors=True)
+        return len(found)
+
+
+class S3Store:
+    """An S3-compatible bucket, with the access key from ``AWS_ACCESS_KEY_ID`` and
+    ``AWS_SECRET_ACCESS_KEY`` (never in the location or a log line)."""
+
+    def __init__(self, location: StoreLocation, *, endpoint: str | None) -> None:
+        self.location = location
+        if not (environment.AWS_ACCESS_KEY_ID.get() and environment.AWS_SECRET_ACCESS_KEY.get()):
+            raise ValueError(
+                "the S3 backup store needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+            )
+        url = urlsplit(endpoint or "https://s3.amazonaws.com")
+        if url.scheme not in {"http", "https"} or not url.netloc:
+            raise ValueError(f"DBI_BACKUP_S3_ENDPOINT must be an http(s) URL: {endpoint!r}")
+        self.client = Minio(
+            url.netloc,
+            credentials=EnvAWSProvider(),
+            secure=url.scheme == "https",
+            region=environment.AWS_REGION.value(),
+            http_client=urllib3.PoolManager(
+                timeout=urllib3.Timeout(connect=5, read=60),
+                retries=urllib3.Retry(total=3, backoff_factor=0.5),
+            ),
+        )
+
+    def _key(self, key: str) -> str:
+        return self.location.prefix + key
+
+    def upload(self, key: str, path: Path) -> None:
+        self.client.fput_object(
+            self.location.bucket, self._key(key), str(path), part_size=PART_BYTES
+        )
+
+    def _absent(self, key: str) -> bool:
+        """Whether ``key`` is absent: a HEAD first, whose 404 every S3 server reports the
+        same way (a GET's error body differs between servers)."""
+        try:
+            self.client.stat_object(self.location.bucket, self._key(key))
+        except S3Error as e:
+            if e.code in {"NoSuchKey", "ResourceNotFound"}:
+                return True
+            raise
+        return False
+
+    def download(self, key: str, path: Path) -> None:
+        if self._absent(key):
+            raise FileNotFoundError(key)
+        self.client.fget_object(self.location.bucket, self._key(key), str(path))
+
+    def read(self, key: str) -> bytes | None:
+        if self._absent(key):
+            return None
+        response = self.client.get_object(self.location.bucket, self._key(key))
+        try:
+            return response.read()
+        finally:
+            response.close()
+            response.release_conn()
+
+    def write(self, key: str, data: bytes) -> None:
+        self.client.put_object(self.location.bucket, self._key(key), io.BytesIO(data), len(data))
+
+    def keys(self, prefix: str) -> list[str]:
+        found = self.client.list_objects(
+            self.location.bucket, prefix=self._key(prefix), recursive=True
+        )
+        start = len(self.location.prefix)
+        return sorted((o.object_name or "")[start:] for o in found if o.object_name)
+
+    def delete(self, prefix: str) -> int:
+        found = self.keys(prefix)
+        for key in found:
+            self.client.remove_object(self.location.bucket, self._key(key))
+        return len(found)

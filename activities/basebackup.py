@@ -1,0 +1,217 @@
+"""take_backup: one physical base backup of a running instance, into the backup store.
+
+``pg_basebackup`` (tar format, gzip, the WAL streamed alongside so the backup is
+consistent by itself) runs in the worker against the instance's PostgreSQL over the
+same verified TLS as dbi's other connections, as dbi's admin role (PGPASSWORD in the
+child's environment only, never an argument). Its files go to a private temporary
+directory, then to the store; the manifest (``backupstore.MANIFEST``) goes last, so a
+backup in the store is complete or is no backup. The activity heartbeats the bytes
+written; a worker lost halfway makes Temporal run it again from the start into the same
+place, overwriting what the lost attempt left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FuturesTimeout
+from enum import StrEnum
+from pathlib import Path
+
+from psycopg.conninfo import make_conninfo
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import admin, admin_credential, backupstore, postgres, trust
+from activities.kube import Instance
+from activities.step import Activity, Context
+from dbi import backups, pipeline
+from dbi.backups import Taken, WalRange
+from dbi.config import ADMIN_USER
+
+HEARTBEAT_SECONDS = 2.0
+# What pg_basebackup says when the server's pg_hba.conf has no replication entry: an
+# instance that booted before backups existed (its next boot writes the entry).
+_NO_REPLICATION_ENTRY = "no pg_hba.conf entry for replication connection"
+
+
+class Reason(StrEnum):
+    """Why a backup cannot be taken; the DBBackup's status.reason when it failed."""
+
+    INSTANCE_GONE = "InstanceGone"
+    STOPPED = "InstanceStopped"  # powerState Stopped: skipped, nothing recorded
+    NOT_RUNNING = "InstanceNotRunning"
+    NO_STORE = "NoBackupStore"
+    NO_PG_BASEBACKUP = "NoPgBasebackup"
+    REPLICATION_REFUSED = "ReplicationRefused"
+
+
+class TakeBackup(Activity):
+    @activity.defn(name=pipeline.TAKE_BACKUP)
+    def run(self, begun: backups.Begun, request: backups.BackupRequest) -> Taken:
+        """Take the backup ``begun`` recorded, or return the one already in the store."""
+        instance = self.ctx.kube.instance(request.namespace, request.name)
+        if instance is None or instance.uid != begun.uid or begun.backup is None:
+            raise ApplicationError(
+                "the instance is gone", type=Reason.INSTANCE_GONE, non_retryable=True
+            )
+        return take(self.ctx, instance, begun.backup)
+
+
+def take(ctx: Context, instance: Instance, backup: str) -> Taken:
+    """Take ``backup`` of ``instance`` into the store; idempotent on the manifest."""
+    try:
+        store = backupstore.open_store(ctx.config)
+    except ValueError as e:
+        raise ApplicationError(str(e), type=Reason.NO_STORE, non_retryable=True) from None
+    prefix = backups.store_prefix(instance.namespace, instance.name, backup)
+    done = store.read(prefix + backupstore.MANIFEST)
+    if done is not None:
+        return Taken.model_validate_json(done)
+    address = admin.address_of(admin.vmi_of(ctx, instance))
+    if address is None:
+        raise ApplicationError(
+            "the instance is not running; start it to back it up",
+            type=Reason.NOT_RUNNING,
+            non_retryable=True,
+        )
+    server = trust.server(ctx.kube, ctx.config.namespace, instance, address)
+    password = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid).password
+    with postgres.connect(server, password=password) as conn:
+        row = conn.execute("SELECT current_setting('server_version')").fetchone()
+    version = str(row[0]).split(" ")[0] if row else ""
+    with _scratch(backup) as tmp:
+        target = tmp / "files"
+        _pg_basebackup(ctx, server, password, target, label=backup)
+        files = sorted(p.name for p in target.iterdir() if p.is_file())
+        for i, name in enumerate(files):
+            what = f"uploading {name} ({i + 1}/{len(files)})"
+            _heartbeating(what, functools.partial(store.upload, prefix + name, target / name))
+        taken = Taken(
+            backup=backup,
+            size_bytes=sum((target / name).stat().st_size for name in files),
+            postgres_version=version,
+            wal=wal_range(json.loads((target / "backup_manifest").read_text())),
+            location=store.location.url() + prefix,
+            files=files,
+        )
+    store.write(prefix + backupstore.MANIFEST, taken.model_dump_json(indent=2).encode())
+    return taken
+
+
+def _heartbeating(what: str, work: Callable[[], None]) -> None:
+    """Do ``work`` (an upload, which may outlast the heartbeat timeout) in a thread,
+    heartbeating ``what`` until it is done; raise what it raised."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="backup-upload") as pool:
+        done = pool.submit(work)
+        while True:
+            activity.heartbeat(what)
+            try:
+                done.result(timeout=HEARTBEAT_SECONDS)
+                return
+            except FuturesTimeout:
+                continue
+
+
+@contextlib.contextmanager
+def _scratch(backup: str) -> Iterator[Path]:
+    """A private directory for this attempt's files, removed after. Named after the
+    backup and the attempt: an attempt clears what earlier ones of the same backup left
+    on this host (a worker killed mid-backup removes nothing; its pg_basebackup, orphaned,
+    may still be writing there until it notices)."""
+    base = Path(tempfile.gettempdir())
+    for earlier in base.glob(f"dbi-backup-{backup}-*"):
+        shutil.rmtree(earlier, ignore_errors=True)
+    path = base / f"dbi-backup-{backup}-{activity.info().attempt}"
+    path.mkdir(mode=0o700)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def wal_range(manifest: dict[str, object]) -> WalRange:
+    """The WAL range a backup_manifest names (its first and last range, one timeline on a
+    primary)."""
+    ranges = manifest.get("WAL-Ranges")
+    if not isinstance(ranges, list) or not ranges:
+        raise ValueError("backup_manifest names no WAL-Ranges")
+    first, last = ranges[0], ranges[-1]
+    return WalRange(start=first["Start-LSN"], end=last["End-LSN"], timeline=last["Timeline"])
+
+
+def pg_basebackup(ctx: Context) -> str:
+    """The pg_basebackup to run: DBI_PG_BIN_DIR's, else PATH's (``shutil.which``)."""
+    found = shutil.which("pg_basebackup", path=ctx.config.pg_bin_dir)
+    if found is None:
+        raise ApplicationError(
+            "pg_basebackup is not installed in the worker (set DBI_PG_BIN_DIR)",
+            type=Reason.NO_PG_BASEBACKUP,
+            non_retryable=True,
+        )
+    return found
+
+
+def _pg_basebackup(
+    ctx: Context, server: postgres.Server, password: str, target: Path, *, label: str
+) -> None:
+    """Run pg_basebackup into ``target``, heartbeating; raise what it said on failure."""
+    conninfo = make_conninfo(
+        host=server.name,
+        hostaddr=server.address,
+        port=postgres.PORT,
+        user=ADMIN_USER,
+        sslmode="verify-full",
+        sslrootcert=server.ca_file or "/nonexistent/dbi-no-ca.crt",
+        connect_timeout=postgres.CONNECT_TIMEOUT_SECONDS,
+        application_name="dbi-backup",
+    )
+    command = [
+        pg_basebackup(ctx),
+        f"--pgdata={target}",
+        "--format=tar",
+        "--compress=gzip:1",
+        "--wal-method=stream",
+        "--checkpoint=fast",
+        "--no-password",
+        f"--label={label}",
+        f"--dbname={conninfo}",
+        *([f"--max-rate={ctx.config.backup_max_rate}"] if ctx.config.backup_max_rate else []),
+    ]
+    # The child's whole environment: the password and nothing of the worker's.
+    env = {"PGPASSWORD": password}
+    with tempfile.TemporaryFile() as said:
+        proc = subprocess.Popen(command, stdout=said, stderr=said, env=env)
+        try:
+            while proc.poll() is None:
+                activity.heartbeat(f"pg_basebackup: {_written(target) // 2**20} MiB written")
+                time.sleep(HEARTBEAT_SECONDS)
+        finally:
+            if proc.poll() is None:  # cancelled, or the worker is stopping
+                proc.kill()
+                proc.wait()
+        said.seek(0)
+        output = said.read().decode(errors="replace").strip()
+    if proc.returncode != 0:
+        last = output.splitlines()[-1] if output else ""
+        if _NO_REPLICATION_ENTRY in output:
+            raise ApplicationError(
+                "the instance's pg_hba.conf predates backups; restart it once "
+                "(dbi resize NAME --force) to take the one that allows them",
+                type=Reason.REPLICATION_REFUSED,
+                non_retryable=True,
+            )
+        raise RuntimeError(f"pg_basebackup exited {proc.returncode}: {last}")
+
+
+def _written(target: Path) -> int:
+    if not target.exists():
+        return 0
+    return sum(p.stat().st_size for p in target.rglob("*") if p.is_file())

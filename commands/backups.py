@@ -1,0 +1,134 @@
+"""The backup commands of the ``dbi`` CLI: ``dbi backup NAME`` (take one now and wait
+for it, showing its progress) and ``dbi backups NAME`` (list the instance's DBBackups).
+
+They choose the cluster and Temporal as the other operator commands do
+(``commands.operate``) and exit with the same codes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from temporalio.client import WorkflowFailureError, WorkflowHandle
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.service import RPCError
+
+from commands import operate
+from commands.operate import FAILED, NOT_FOUND, OK, REFUSED, TIMED_OUT, Answer, Kube
+from dbi import environment, names
+from dbi.backups import BackupPhase, BackupRequest, BackupResult, Trigger
+
+PROGRESS_SECONDS = 5.0
+
+
+async def backup(kube: Kube, namespace: str, name: str, *, timeout: float | None = None) -> Answer:
+    """Start a backup of the instance now and wait for it (at most ``timeout`` seconds),
+    printing its progress to stderr."""
+    if operate.read_instance(kube, namespace, name) is None:
+        return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
+    client = await operate.temporal_client()
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    workflow_id = f"{names.backup_workflow_id(namespace, name)}-manual-{stamp}"
+    try:
+        handle: WorkflowHandle[Any, BackupResult] = await client.start_workflow(
+            names.BACKUP_WORKFLOW_TYPE,
+            BackupRequest(namespace=namespace, name=name, trigger=Trigger.MANUAL),
+            id=workflow_id,
+            task_queue=environment.TASK_QUEUE.value(),
+            result_type=BackupResult,
+            search_attributes=TypedSearchAttributes(
+                [
+                    SearchAttributePair(names.NAMESPACE_ATTRIBUTE, namespace),
+                    SearchAttributePair(names.NAME_ATTRIBUTE, name),
+                ]
+            ),
+        )
+    except RPCError as e:
+        return Answer(FAILED, f"dbi: backup failed to start: {e.message}")
+    print(f"backup of {namespace}/{name} started: workflow {workflow_id}", file=sys.stderr)
+    reporting = asyncio.create_task(_report(handle))
+    try:
+        result = await asyncio.wait_for(handle.result(), timeout)
+    except TimeoutError:
+        within = f"within {timeout:g}s" if timeout is not None else "in time"
+        return Answer(
+            TIMED_OUT,
+            f"dbi: the backup did not finish {within}; it goes on (dbi backups {name} "
+            f"-n {namespace})",
+        )
+    except WorkflowFailureError as e:
+        return Answer(FAILED, f"dbi: the backup workflow failed: {e.cause}")
+    finally:
+        reporting.cancel()
+    return _answer(namespace, name, result)
+
+
+def _answer(namespace: str, name: str, result: BackupResult) -> Answer:
+    data = result.model_dump(mode="json", by_alias=True)
+    if result.phase is BackupPhase.COMPLETED:
+        pruned = f"; retention deleted {', '.join(result.pruned)}" if result.pruned else ""
+        size = (result.size_bytes or 0) / 2**20
+        return Answer(OK, f"backup {result.backup}: Completed, {size:.1f} MiB{pruned}", data)
+    if result.backup is None:
+        return Answer(REFUSED, f"dbi: no backup taken: {result.reason}: {result.message}", data)
+    text = f"backup {result.backup}: Failed: {result.reason}: {result.message}"
+    return Answer(REFUSED, text, data)
+
+
+async def _report(handle: WorkflowHandle[Any, BackupResult]) -> None:
+    """Print what the backup is doing every few seconds: the running activity and its
+    last heartbeat (pg_basebackup's bytes written, or the file being uploaded)."""
+    started = time.monotonic()
+    converter = handle._client.data_converter
+    while True:
+        await asyncio.sleep(PROGRESS_SECONDS)
+        with contextlib.suppress(RPCError):
+            described = await handle.describe()
+            for pending in described.raw_description.pending_activities:
+                details = ""
+                if pending.heartbeat_details.payloads:
+                    decoded = await converter.decode(pending.heartbeat_details.payloads)
+                    details = f": {decoded[0]}" if decoded else ""
+                elapsed = time.monotonic() - started
+                kind = pending.activity_type.name
+                print(f"  {elapsed:4.0f}s {kind}{details}", file=sys.stderr, flush=True)
+
+
+COLUMNS = ("NAME", "PHASE", "TRIGGER", "SIZE", "VERSION", "STARTED", "FINISHED", "REASON")
+
+
+async def listing(kube: Kube, namespace: str, name: str) -> Answer:
+    """List the instance's DBBackups, oldest first (an instance deleted since is fine:
+    its backups outlive it)."""
+    found = kube.objects().list_namespaced_custom_object(
+        names.GROUP,
+        names.VERSION,
+        namespace,
+        names.BACKUP_PLURAL,
+        label_selector=f"{names.INSTANCE_LABEL}={name}",
+    )
+    items = sorted(cast(dict[str, Any], found)["items"], key=lambda i: i["metadata"]["name"])
+    if not items:
+        return Answer(OK, f"no backups of {namespace}/{name}", [])
+    rows = [COLUMNS, *(_row(item) for item in items)]
+    return Answer(OK, operate.table(rows), items)
+
+
+def _row(item: dict[str, Any]) -> tuple[str, ...]:
+    status = item.get("status", {})
+    size = status.get("sizeBytes")
+    return (
+        item["metadata"]["name"],
+        status.get("phase", "-"),
+        item.get("spec", {}).get("trigger", "-"),
+        f"{size / 2**20:.1f}Mi" if size is not None else "-",
+        status.get("postgresVersion", "-"),
+        status.get("startedAt", "-"),
+        status.get("finishedAt", "-"),
+        status.get("reason", "-") or "-",
+    )

@@ -1,0 +1,219 @@
+"""The DBBackup resource, and the rules of backups that need no I/O: names and retention.
+
+A DBBackup records one physical backup of a DBInstance: dbi's backup workflow creates
+it when the backup starts and writes its status as it goes (Running, then Completed
+or Failed). ``dbi.crd`` renders ``crds/dbbackup.yaml`` from these models. A DBBackup
+has no owner: it outlives its instance, so a deleted instance can still be restored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from pydantic import Field
+
+from dbi.models import Condition
+from dbi.spec import BackupRetention, _Model, duration_seconds
+
+
+class BackupPhase(StrEnum):
+    RUNNING = "Running"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+
+
+class Trigger(StrEnum):
+    SCHEDULE = "Schedule"  # the instance's Temporal Schedule (spec.backup.schedule)
+    MANUAL = "Manual"  # `dbi backup NAME`
+
+
+class DBBackupSpec(_Model):
+    """Which instance the backup is of, and what started it. Written by dbi."""
+
+    instance: str = Field(
+        min_length=1, max_length=63, description="Name of the DBInstance, in this namespace."
+    )
+    trigger: Trigger = Field(description="What started the backup: Schedule or Manual.")
+
+
+class WalRange(_Model):
+    """The WAL a restore replays to make the base backup consistent (it is in the backup)."""
+
+    start: str = Field(max_length=32, description="Start LSN, such as 0/2000028.")
+    end: str = Field(max_length=32, description="End LSN.")
+    timeline: int = Field(ge=1, description="Timeline of the range.")
+
+
+class DBBackupStatus(_Model):
+    """What the backup workflow observed and did."""
+
+    phase: BackupPhase | None = Field(default=None, description="Running, Completed or Failed.")
+    started_at: datetime | None = Field(default=None, description="When the backup started.")
+    finished_at: datetime | None = Field(default=None, description="When it completed or failed.")
+    size_bytes: int | None = Field(
+        default=None, ge=0, description="Bytes in the store.", json_schema_extra={"format": "int64"}
+    )
+    postgres_version: str | None = Field(
+        default=None, max_length=32, description="The server's version, such as 18.6."
+    )
+    wal: WalRange | None = Field(default=None, description="The WAL range the backup holds.")
+    location: str | None = Field(
+        default=None, max_length=1024, description="Where the backup's files are."
+    )
+    reason: str | None = Field(default=None, max_length=128, description="Why it failed.")
+    message: str | None = Field(default=None, max_length=1024, description="What to do.")
+    workflow_id: str | None = Field(
+        default=None, max_length=512, description="The Temporal workflow that took it."
+    )
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Ready (Completed), Reconciling (Running) and Stalled (Failed), for kstatus.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    observed_generation: int | None = Field(
+        default=None, ge=0, json_schema_extra={"format": "int64"}, description="Generation seen."
+    )
+
+
+def backup_name(instance: str, started: datetime) -> str:
+    """The DBBackup's name: the instance's and the start time to the second, in UTC
+    (``orders-20261201-031500``): sorts by time and stays within 63 characters."""
+    return f"{instance}-{started.astimezone(UTC):%Y%m%d-%H%M%S}"
+
+
+def store_prefix(namespace: str, instance: str, backup: str) -> str:
+    """Where a backup's files live in the store, under the store's own prefix."""
+    return f"{namespace}/{instance}/{backup}/"
+
+
+class StoreKind(StrEnum):
+    S3 = "s3"
+    FILE = "file"
+
+
+@dataclass(frozen=True)
+class StoreLocation:
+    """Where backups go: an S3 bucket and key prefix, or a directory."""
+
+    kind: StoreKind
+    bucket: str  # S3: the bucket; file: empty
+    prefix: str  # S3: keys start with it (no leading /, a trailing one); file: the directory
+
+    @classmethod
+    def parse(cls, url: str) -> StoreLocation:
+        """Read ``s3://bucket[/prefix]`` or ``file:///directory``; ValueError says why not."""
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme not in {k.value for k in StoreKind}:
+            raise ValueError("must be s3://<bucket>[/<prefix>] or file:///<directory>")
+        if scheme == StoreKind.FILE:
+            if not rest.startswith("/") or rest.rstrip("/") == "":
+                raise ValueError("must name an absolute directory other than /, file:///...")
+            return cls(StoreKind.FILE, "", rest.rstrip("/"))
+        bucket, _, prefix = rest.partition("/")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", bucket):
+            raise ValueError("must name a bucket of 3 to 63 lower-case letters, digits, . and -")
+        prefix = prefix.strip("/")
+        return cls(StoreKind.S3, bucket, f"{prefix}/" if prefix else "")
+
+    def url(self) -> str:
+        """The location as people write it (no credentials: it holds none)."""
+        if self.kind is StoreKind.FILE:
+            return f"file://{self.prefix}"
+        return f"s3://{self.bucket}/{self.prefix}"
+
+
+@dataclass(frozen=True)
+class Held:
+    """One DBBackup of an instance, as retention sees it."""
+
+    name: str
+    phase: BackupPhase | None
+    started: datetime | None
+
+
+def expired(held: Sequence[Held], retention: BackupRetention, now: datetime) -> list[str]:
+    """Return the backups retention deletes, oldest first.
+
+    Completed backups beyond the newest ``count``, or older than ``maxAge``, go; the
+    newest completed one always stays (a way back, whatever the settings). A failed
+    backup goes once a newer one completed, or beyond the newest ``count`` failed ones
+    (a schedule that keeps failing does not pile them up). A running one never goes.
+    """
+    done = sorted(
+        (b for b in held if b.phase is BackupPhase.COMPLETED and b.started is not None),
+        key=lambda b: b.started or now,
+        reverse=True,
+    )
+    max_age = timedelta(seconds=duration_seconds(retention.max_age)) if retention.max_age else None
+    doomed = [
+        b
+        for i, b in enumerate(done)
+        if i > 0
+        and (i >= retention.count or (max_age is not None and now - (b.started or now) > max_age))
+    ]
+    failed = sorted(
+        (b for b in held if b.phase is BackupPhase.FAILED and b.started is not None),
+        key=lambda b: b.started or now,
+        reverse=True,
+    )
+    newest = done[0].started if done else None
+    doomed += [
+        b
+        for i, b in enumerate(failed)
+        if i >= retention.count or (newest is not None and (b.started or now) < newest)
+    ]
+    return [b.name for b in sorted(doomed, key=lambda b: b.started or now)]
+
+
+class BackupRequest(_Model):
+    """The backup workflow's input: which instance, and what started it."""
+
+    namespace: str
+    name: str
+    trigger: Trigger = Trigger.SCHEDULE
+
+
+class Begun(_Model):
+    """What ``begin_backup`` found: the DBBackup it recorded, and whether to take it."""
+
+    backup: str | None = Field(default=None, description="The DBBackup; None: none recorded.")
+    uid: str | None = Field(default=None, description="The instance's UID.")
+    reason: str | None = Field(default=None, description="Why not to take it, if so.")
+    message: str | None = None
+
+
+class Taken(_Model):
+    """What a base backup wrote to the store (also its manifest there, ``MANIFEST``)."""
+
+    backup: str
+    size_bytes: int
+    postgres_version: str
+    wal: WalRange
+    location: str
+    files: list[str]
+
+
+class Finish(_Model):
+    """How a backup ended, for ``finish_backup`` to record."""
+
+    namespace: str
+    name: str
+    backup: str
+    taken: Taken | None = None
+    reason: str | None = None
+    message: str | None = None
+
+
+class BackupResult(_Model):
+    """What the backup workflow returns (and ``dbi backup`` prints)."""
+
+    backup: str | None
+    phase: BackupPhase | None
+    reason: str | None = None
+    message: str | None = None
+    size_bytes: int | None = None
+    pruned: list[str] = Field(default_factory=list)

@@ -1,0 +1,244 @@
+"""Backups on the real stack: `dbi backup` takes a physical backup that really restores,
+the schedule takes them and retention prunes them, and a worker lost mid-backup leaves
+a backup that is whole or none."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import uuid
+from pathlib import Path
+from typing import Any, cast
+
+import psycopg
+import pytest
+from kubernetes import client as k8s
+from temporalio.api.enums.v1 import PendingActivityState
+from temporalio.client import Client, ScheduleDescription
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities import backupstore
+from dbi import backups, names, pipeline
+from dbi.backups import BackupPhase, BackupRequest, BackupResult, Trigger
+from dbi.config import Config
+from devstack.stack import StackInfo
+from tests.activities.test_credentials import admin_credential
+from tests.activities.test_lifecycle import SPEC, create, events_of, ready, sql
+from tests.activities.test_worker_crash import worker
+from tests.backupcheck import restored
+from tests.dbi_command import dbi
+from tests.orchestrator import Orchestrator
+from watcher.watcher import Watcher
+
+pytestmark = pytest.mark.stack
+
+
+def dbbackups(kube_api: Any, namespace: str) -> list[dict[str, Any]]:
+    found = k8s.CustomObjectsApi(kube_api).list_namespaced_custom_object(
+        names.GROUP, names.VERSION, namespace, names.BACKUP_PLURAL
+    )
+    return sorted(cast(dict[str, Any], found)["items"], key=lambda i: i["metadata"]["name"])
+
+
+def store() -> backupstore.Store:
+    return backupstore.open_store(Config.from_env())
+
+
+async def test_dbi_backup_takes_a_backup_that_restores_the_rows_it_held(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
+) -> None:
+    """`dbi backup` records a Completed DBBackup whose files restore the rows written
+    before it, and not those written after."""
+    await create(orchestrator, namespace)
+    sql(kube_api, namespace, "CREATE TABLE orders (id int)")
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 1000)")
+    took = await asyncio.to_thread(
+        dbi,
+        local_stack,
+        "backup",
+        "db",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        DBI_TASK_QUEUE=orchestrator.task_queue,
+    )
+    assert took.returncode == 0, took.stderr
+    result = json.loads(took.stdout)
+    assert result["phase"] == "Completed"
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1001, 1010)")
+
+    [item] = dbbackups(kube_api, namespace)
+    assert item["metadata"]["name"] == result["backup"]
+    status = item["status"]
+    assert status["phase"] == "Completed"
+    assert item["spec"] == {"instance": "db", "trigger": "Manual"}
+    assert status["postgresVersion"].startswith("18.")
+    assert status["sizeBytes"] > 0 and status["wal"]["timeline"] == 1
+    ready = next(c for c in status["conditions"] if c["type"] == "Ready")
+    assert ready["status"] == "True"
+    prefix = backups.store_prefix(namespace, "db", result["backup"])
+    assert store().keys(prefix) == sorted(
+        prefix + f for f in ("backup_manifest", "base.tar.gz", "dbi-backup.json", "pg_wal.tar.gz")
+    )
+    with (
+        restored(store(), prefix) as conninfo,
+        psycopg.connect(conninfo.replace("dbname=postgres", "dbname=app")) as conn,
+    ):
+        assert conn.execute("SELECT count(*), max(id) FROM orders").fetchone() == (1000, 1000)
+
+    assert any(
+        reason == "BackupCompleted" and message.startswith(result["backup"])
+        for reason, message in events_of(kube_api, namespace)
+    )
+    # The backup connected as dbi's admin: its password is nowhere in the workflow.
+    password = admin_credential(kube_api, orchestrator, namespace)["password"]
+    history = await orchestrator.client.get_workflow_handle(status["workflowId"]).fetch_history()
+    assert len(password) >= 16 and password not in history.to_json()
+
+    listed = await asyncio.to_thread(dbi, local_stack, "backups", "db", "-n", namespace)
+    assert listed.returncode == 0, listed.stderr
+    assert result["backup"] in listed.stdout and "Completed" in listed.stdout
+
+
+def phases(kube_api: Any, namespace: str) -> dict[str, str | None]:
+    return {
+        i["metadata"]["name"]: i.get("status", {}).get("phase")
+        for i in dbbackups(kube_api, namespace)
+    }
+
+
+async def schedule_of(orchestrator: Orchestrator, namespace: str) -> ScheduleDescription | None:
+    handle = orchestrator.client.get_schedule_handle(names.schedule_id(namespace, "db"))
+    try:
+        return await handle.describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+
+
+async def test_a_schedule_takes_backups_and_retention_keeps_the_newest(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """spec.backup makes a Temporal Schedule whose backups complete; retention deletes
+    the oldest (object and files) and keeps count; suspended pauses it; unset deletes it."""
+    backup = {"schedule": "@every 5s", "retention": {"count": 2}}
+    await create(orchestrator, namespace, {**SPEC, "backup": backup})
+    assert orchestrator.condition(namespace, "db", "BackupScheduled") == ("True", "BackupScheduled")
+    seen: set[str] = set()
+
+    def pruned() -> bool:
+        now = phases(kube_api, namespace)
+        seen.update(now)
+        completed = [name for name, phase in now.items() if phase == "Completed"]
+        return len(seen - set(now)) >= 2 and len(completed) <= 2
+
+    await orchestrator.until(pruned, timeout=180, what="two backups pruned by retention")
+    kept = phases(kube_api, namespace)
+    for name in seen:
+        files = store().keys(backups.store_prefix(namespace, "db", name))
+        if name not in kept:
+            assert files == [], f"{name} was pruned but its files stay"
+        elif kept[name] == "Completed":
+            assert any(f.endswith(backupstore.MANIFEST) for f in files)
+
+    orchestrator.patch(namespace, "db", {"backup": {**backup, "suspended": True}})
+    await ready(orchestrator, namespace)
+    described = await schedule_of(orchestrator, namespace)
+    assert described is not None and described.schedule.state.paused
+
+    orchestrator.patch(namespace, "db", {"backup": None})
+    await ready(orchestrator, namespace)
+    assert await schedule_of(orchestrator, namespace) is None
+    assert orchestrator.condition(namespace, "db", "BackupScheduled") == ("True", "NotRequested")
+
+
+async def test_deleting_an_instance_deletes_its_schedule_and_keeps_its_backups(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """The teardown deletes the schedule first; the DBBackups and their files stay."""
+    backup = {"schedule": "@every 5s"}
+    await create(orchestrator, namespace, {**SPEC, "backup": backup})
+    await orchestrator.until(
+        lambda: "Completed" in phases(kube_api, namespace).values(), what="a scheduled backup"
+    )
+    await orchestrator.delete(namespace, "db")
+    assert await schedule_of(orchestrator, namespace) is None
+    completed = [n for n, p in phases(kube_api, namespace).items() if p == "Completed"]
+    assert completed
+    for name in completed:
+        files = store().keys(backups.store_prefix(namespace, "db", name))
+        assert any(f.endswith(backupstore.MANIFEST) for f in files)
+
+
+async def started_take(client: Client, workflow_id: str) -> None:
+    """Return once take_backup's first attempt runs and has heartbeated."""
+    while True:
+        described = await client.get_workflow_handle(workflow_id).describe()
+        if any(
+            p.activity_type.name == pipeline.TAKE_BACKUP
+            and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            and p.heartbeat_details.payloads
+            for p in described.raw_description.pending_activities
+        ):
+            return
+        await asyncio.sleep(0.2)
+
+
+async def test_a_worker_killed_mid_backup_leaves_a_whole_backup(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
+    tmp_path: Path,
+) -> None:
+    """A worker killed while pg_basebackup runs: another worker takes the backup again
+    from the start, and the DBBackup ends Completed with files that restore."""
+    await create(orchestrator, namespace)
+    sql(kube_api, namespace, "CREATE TABLE orders (id int)")
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 100)")
+    queue = f"backup-crash-{uuid.uuid4().hex[:8]}"
+    slow = worker(local_stack, queue, tmp_path / "slow.log", DBI_BACKUP_MAX_RATE="1M")
+    workflow_id = f"{names.backup_workflow_id(namespace, 'db')}-crash"
+    handle = await orchestrator.client.start_workflow(
+        names.BACKUP_WORKFLOW_TYPE,
+        BackupRequest(namespace=namespace, name="db", trigger=Trigger.MANUAL),
+        id=workflow_id,
+        task_queue=queue,
+        result_type=BackupResult,
+    )
+    try:
+        await asyncio.wait_for(started_take(orchestrator.client, workflow_id), 60)
+        slow.send_signal(signal.SIGKILL)
+        slow.wait(10)
+        assert "Running" in phases(kube_api, namespace).values()
+        other = worker(local_stack, queue, tmp_path / "other.log")
+        try:
+            result = await asyncio.wait_for(handle.result(), 180)
+        finally:
+            other.terminate()
+            other.wait(60)
+    finally:
+        if slow.poll() is None:
+            slow.kill()
+    assert result.phase is BackupPhase.COMPLETED, result
+    attempts = [
+        e.activity_task_started_event_attributes.attempt
+        async for e in handle.fetch_history_events()
+        if e.HasField("activity_task_started_event_attributes")
+    ]
+    assert max(attempts) >= 2, "the killed attempt was not retried"
+    assert phases(kube_api, namespace) == {result.backup: "Completed"}
+    prefix = backups.store_prefix(namespace, "db", result.backup or "")
+    with (
+        restored(store(), prefix) as conninfo,
+        psycopg.connect(conninfo.replace("dbname=postgres", "dbname=app")) as conn,
+    ):
+        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (100,)

@@ -1,0 +1,115 @@
+"""DBBackupWorkflow: one backup of one DBInstance, from its record to retention.
+
+Started by the instance's Temporal Schedule (``spec.backup.schedule``) or by
+``dbi backup NAME``. It records the backup as a DBBackup (``begin_backup``), takes it
+(``take_backup``: pg_basebackup into the store, heartbeating, retried on another worker
+if this one dies), writes how it ended (``finish_backup``: Completed, or Failed with a
+reason and nothing left in the store), then applies the instance's retention
+(``prune_backups``). The workflow never fails because a backup did: the DBBackup says
+Failed, and the result says why. Each activity's summary names what it does, for the
+Temporal UI.
+
+Workflow code: deterministic, no I/O.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from dbi import names, pipeline
+    from dbi.backups import (
+        BackupPhase,
+        BackupRequest,
+        BackupResult,
+        Begun,
+        Finish,
+        Taken,
+        backup_name,
+    )
+
+SHORT = timedelta(seconds=30)
+SHORT_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
+# pg_basebackup heartbeats every 2 s; a worker silent for this long is gone, and the
+# backup starts again on another. A failure other than a lost worker is tried 3 times.
+TAKE_HEARTBEAT = timedelta(seconds=20)
+TAKE_TIMEOUT = timedelta(hours=12)
+TAKE_RETRY = RetryPolicy(
+    initial_interval=timedelta(seconds=5), maximum_interval=timedelta(minutes=1), maximum_attempts=3
+)
+
+
+@workflow.defn(name=names.BACKUP_WORKFLOW_TYPE)
+class DBBackupWorkflow:
+    @workflow.run
+    async def run(self, request: BackupRequest) -> BackupResult:
+        name = backup_name(request.name, workflow.now())
+        workflow.set_current_details(f"backup **{name}** of {request.namespace}/{request.name}")
+        begun: Begun = await workflow.execute_activity(
+            pipeline.BEGIN_BACKUP,
+            args=[request, name],
+            result_type=Begun,
+            start_to_close_timeout=SHORT,
+            retry_policy=SHORT_RETRY,
+            summary=f"begin: record DBBackup {name}",
+        )
+        if begun.backup is None:  # the instance is gone, or the name is another's
+            return BackupResult(backup=None, phase=None, reason=begun.reason, message=begun.message)
+        finish = Finish(namespace=request.namespace, name=request.name, backup=begun.backup)
+        if begun.reason is None:
+            finish = await self._take(begun, request, finish)
+        else:
+            finish = finish.model_copy(update={"reason": begun.reason, "message": begun.message})
+        await workflow.execute_activity(
+            pipeline.FINISH_BACKUP,
+            finish,
+            start_to_close_timeout=SHORT,
+            retry_policy=SHORT_RETRY,
+            summary=f"finish: {'Completed' if finish.taken else 'Failed'}",
+        )
+        pruned: list[str] = []
+        if finish.taken is not None:
+            pruned = await workflow.execute_activity(
+                pipeline.PRUNE_BACKUPS,
+                request,
+                result_type=list[str],
+                start_to_close_timeout=timedelta(minutes=10),
+                retry_policy=SHORT_RETRY,
+                summary="retention: delete what spec.backup.retention no longer keeps",
+            )
+        return BackupResult(
+            backup=begun.backup,
+            phase=BackupPhase.COMPLETED if finish.taken else BackupPhase.FAILED,
+            reason=finish.reason,
+            message=finish.message,
+            size_bytes=finish.taken.size_bytes if finish.taken else None,
+            pruned=pruned,
+        )
+
+    async def _take(self, begun: Begun, request: BackupRequest, finish: Finish) -> Finish:
+        try:
+            taken: Taken = await workflow.execute_activity(
+                pipeline.TAKE_BACKUP,
+                args=[begun, request],
+                result_type=Taken,
+                start_to_close_timeout=TAKE_TIMEOUT,
+                heartbeat_timeout=TAKE_HEARTBEAT,
+                retry_policy=TAKE_RETRY,
+                summary=f"take: pg_basebackup of {request.name} to the store",
+            )
+        except ActivityError as e:
+            # A refusal the activity named (non-retryable) is the reason; anything else
+            # (three failed attempts, a lost worker) is BackupFailed, with what it said.
+            cause = e.cause
+            reason, said = "BackupFailed", str(cause or e)
+            if isinstance(cause, ApplicationError):
+                said = cause.message
+                if cause.non_retryable and cause.type:
+                    reason = cause.type
+            message = said or "pg_basebackup failed; the worker's log says why."
+            return finish.model_copy(update={"reason": reason, "message": message[:1024]})
+        return finish.model_copy(update={"taken": taken})
