@@ -1,7 +1,8 @@
 """The backup workflow's bookkeeping: the DBBackup object, its end, and retention.
 
 - ``begin_backup`` records the backup as a DBBackup (Running) and says whether it can
-  be taken now (an instance stopped as asked is skipped, with nothing recorded); the
+  be taken now (an instance stopped as asked, or being deleted, is skipped, with nothing
+  recorded, but for its final backup, which the teardown waits for); the
   object's name comes from the workflow (``dbi.backups.backup_name``), so a retry
   finds the object it made, and another workflow's object of that name is left alone.
 - ``finish_backup`` writes how it ended: Completed with what the store holds, or Failed
@@ -23,10 +24,10 @@ from temporalio import activity
 from activities import admin, backupstore
 from activities.basebackup import Reason
 from activities.events import emit
-from activities.kube import Instance, Kube
+from activities.kube import Instance, Kube, namespace_terminating
 from activities.step import Activity
 from dbi import backups, names, pipeline
-from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Held
+from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Held, Trigger
 from dbi.config import Config
 from dbi.spec import PowerState
 from dbi.status import Event
@@ -34,35 +35,55 @@ from dbi.status import Event
 API = (names.GROUP, names.VERSION)
 WORKFLOW_ANNOTATION = "dbi.dev/backup-workflow"
 NAME_TAKEN = "NameTaken"
+NAMESPACE_TERMINATING = "NamespaceTerminating"
 
 
 class BeginBackup(Activity):
     @activity.defn(name=pipeline.BEGIN_BACKUP)
     def run(self, request: BackupRequest, backup: str) -> Begun:
         """Record ``backup`` of the instance as Running, once; say whether to take it."""
-        kube = self.ctx.kube
-        instance = kube.instance(request.namespace, request.name)
-        if instance is None or instance.deleting:
+        instance = self.ctx.kube.instance(request.namespace, request.name)
+        final = request.trigger is Trigger.DELETE  # the teardown waits for this one
+        if instance is None or (instance.deleting and not final):
             return Begun(reason=Reason.INSTANCE_GONE, message="The instance is gone.")
-        if instance.model.spec.power_state is PowerState.STOPPED:
+        if instance.model.spec.power_state is PowerState.STOPPED and not final:
             # Stopped as asked: nothing to record (a schedule would pile up failures).
             return Begun(reason=Reason.STOPPED, message="The instance is stopped as asked.")
-        workflow_id = activity.info().workflow_id or ""
-        found = kube.get_custom(*API, request.namespace, names.BACKUP_PLURAL, backup)
-        if found is None:
-            found = _create(kube, request, backup, workflow_id)
-        if found["metadata"].get("annotations", {}).get(WORKFLOW_ANNOTATION) != workflow_id:
-            return Begun(reason=NAME_TAKEN, message=f"Another backup is named {backup}.")
-        if not found.get("status", {}).get("phase"):
-            _write(kube, request.namespace, backup, running(workflow_id))
+        refused = _record(self.ctx.kube, request, backup, activity.info().workflow_id or "")
+        if refused is not None:
+            return refused
         begun = Begun(backup=backup, uid=instance.uid)
         if self.ctx.config.backup_store is None:
             message = "The orchestrator has no backup store: set DBI_BACKUP_STORE."
             return begun.model_copy(update={"reason": Reason.NO_STORE, "message": message})
         if admin.address_of(admin.vmi_of(self.ctx, instance)) is None:
             message = "The instance is not running; start it to back it up."
+            if final:  # a deleted instance is not started again
+                message = (
+                    "The instance is not running, and one being deleted is not started: set "
+                    "spec.backup.onDelete to false, or spec.deletionPolicy to Retain."
+                )
             return begun.model_copy(update={"reason": Reason.NOT_RUNNING, "message": message})
         return begun
+
+
+def _record(kube: Kube, request: BackupRequest, backup: str, workflow_id: str) -> Begun | None:
+    """Create the DBBackup (Running) unless this workflow did already; a Begun that says
+    why not when it cannot be recorded."""
+    found = kube.get_custom(*API, request.namespace, names.BACKUP_PLURAL, backup)
+    if found is None:
+        try:
+            found = _create(kube, request, backup, workflow_id)
+        except k8s.ApiException as e:
+            if not namespace_terminating(e):
+                raise
+            message = "The namespace is being deleted: its disks go with it, unsaved."
+            return Begun(reason=NAMESPACE_TERMINATING, message=message)
+    if found["metadata"].get("annotations", {}).get(WORKFLOW_ANNOTATION) != workflow_id:
+        return Begun(reason=NAME_TAKEN, message=f"Another backup is named {backup}.")
+    if not found.get("status", {}).get("phase"):
+        _write(kube, request.namespace, backup, running(workflow_id))
+    return None
 
 
 def _create(kube: Kube, request: BackupRequest, backup: str, workflow_id: str) -> dict[str, Any]:

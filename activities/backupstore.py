@@ -13,6 +13,7 @@ import io
 import os
 import shutil
 import tempfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit
@@ -28,6 +29,9 @@ from dbi.config import Config
 
 # The file a backup's manifest is written to, last.
 MANIFEST = "dbi-backup.json"
+# How long a restored instance's first boot may take to fetch its backup (S3's limit
+# for a presigned URL is 7 days).
+URL_LIFETIME = timedelta(days=7)
 # Objects above this size are uploaded in parts of this size (S3 allows 10,000 parts).
 PART_BYTES = 64 * 2**20
 
@@ -54,6 +58,9 @@ class Store(Protocol):
 
     def delete(self, prefix: str) -> int:
         """Delete every object under ``prefix``; return how many there were."""
+
+    def url(self, key: str) -> str:
+        """Where a guest fetches ``key`` from: a presigned URL (S3), or a file URL."""
 
 
 def open_store(config: Config) -> Store:
@@ -115,6 +122,10 @@ class DirectoryStore:
         found = self.keys(prefix)
         shutil.rmtree(self._path(prefix), ignore_errors=True)
         return len(found)
+
+    def url(self, key: str) -> str:
+        """A file URL: only a guest on this host reads it (the local stack's stand-in)."""
+        return self._path(key).as_uri()
 
 
 class S3Store:
@@ -190,3 +201,9 @@ class S3Store:
         for key in found:
             self.client.remove_object(self.location.bucket, self._key(key))
         return len(found)
+
+    def url(self, key: str) -> str:
+        """A presigned GET URL, valid for URL_LIFETIME: the guest needs no key of its own."""
+        return self.client.presigned_get_object(
+            self.location.bucket, self._key(key), expires=URL_LIFETIME
+        )

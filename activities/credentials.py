@@ -18,14 +18,18 @@ left; ``DBI_TLS_CERT_LIFETIME``); the tls step makes the guest serve it. An app 
 is made only where there is none; a Secret deleted between the read and the apply (409
 on the UID precondition) gets a fresh one there and then: that is the rotation by
 deletion. One change of the admin credential per look, then Pending; passwords never
-leave this activity. Idempotency key: the Secrets' names and the credential's, keyed
-by the instance's UID; every write applies the values it read or made.
+leave this activity. An instance restored from a backup (``spec.restore``) gets, in its
+boot data, where the backup's files are (``activities.restore``: checked once, before
+its data disk exists; Terminal ``RestoreSourceInvalid`` naming the field when the
+backup is missing, not Completed or of another major). Idempotency key: the Secrets'
+names and the credential's, keyed by the instance's UID; every write applies the
+values it read or made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from enum import StrEnum
 
@@ -33,7 +37,7 @@ from kubernetes import client as k8s
 from pydantic import SecretStr
 from temporalio import activity
 
-from activities import admin_credential, manifests, ownership, secrets, trust
+from activities import admin_credential, manifests, ownership, restore, secrets, trust
 from activities.admin_credential import Credential
 from activities.kube import Instance
 from activities.step import Anatomy, Context
@@ -51,6 +55,8 @@ class Reason(StrEnum):
     ADMIN_RESET = "AdminCredentialReset"
     CA_CREATED = "CACreated"
     CERTIFICATE_ISSUED = "CertificateIssued"
+    RESTORE_DELIVERED = "RestoreDelivered"
+    RESTORE_INVALID = "RestoreSourceInvalid"
 
 
 class Action(StrEnum):
@@ -80,6 +86,9 @@ class Observation:
     # The boot data's server certificate is the CA's, for the Service's names, with its
     # key, and not due for renewal.
     certificate_current: bool = True
+    # spec.restore: the boot data carries the backup to start from (or none is asked).
+    restore_delivered: bool = True
+    restore_invalid: str | None = None  # why spec.restore's backup cannot be restored
     reads: Reads | None = None  # what was read, for the action (None in pure tests)
 
 
@@ -99,6 +108,8 @@ _WRITES = (
      "Missing Secrets or passwords were written."),
     (("certificate_current",), Action.WRITE, Reason.CERTIFICATE_ISSUED,
      "A server certificate was issued into the boot data; the tls step serves it."),
+    (("restore_delivered",), Action.WRITE, Reason.RESTORE_DELIVERED,
+     "The boot data names the backup spec.restore asks for; the first boot starts from it."),
     (("kept_follow_policy",), Action.WRITE, Reason.OWNERS_SYNCED,
      "The cloud-init Secret's owner reference now follows deletionPolicy."),
 )  # fmt: skip
@@ -122,6 +133,9 @@ def decide(obs: Observation) -> Decision[Action]:
     elif obs.legacy_admin:
         message = "The admin credential moved out of the instance's namespace, into dbi's."
         return pending(Reason.ADMIN_MOVED, message, Action.DROP_LEGACY)
+    if obs.restore_invalid is not None:
+        message = obs.restore_invalid[:512]
+        return Decision(SPEC.result(Outcome.TERMINAL, Reason.RESTORE_INVALID, message))
     for facts, action, reason, message in _WRITES:
         if not all(getattr(obs, f) for f in facts):
             return pending(reason, message, action)
@@ -145,6 +159,8 @@ class Reads:
 
     app_name: str
     cloudinit_name: str
+    # The backup the boot data must name (spec.restore), once located; None: none.
+    restore: bootstrap.Restore | None = None
 
     def children(self) -> list[ownership.Child]:
         """The Secrets under the instance's child names (the ownership check)."""
@@ -172,6 +188,8 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     read only when the instance adopts one, the data claim only when the admin credential
     is missing."""
     reads = read_all(ctx, instance)
+    source, invalid = _restore(ctx, instance, reads)
+    reads = replace(reads, restore=source)
     admin, app = reads.admin, reads.app
     legacy = ownership.Child("Secret", secrets.admin_name(instance), reads.legacy.meta)
     missing = not admin.password
@@ -189,8 +207,32 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         data_disk_exists=missing and _own_data_claim(ctx, instance),
         ca_exists=reads.ca is not None,
         certificate_current=certificate_current(instance, reads),
+        restore_delivered=restore_delivered(reads),
+        restore_invalid=invalid,
         reads=reads,
     )
+
+
+def _restore(
+    ctx: Context, instance: Instance, reads: Reads
+) -> tuple[bootstrap.Restore | None, str | None]:
+    """The backup the boot data must name: the one it names already, else (before the
+    data disk exists) the one spec.restore names, located; or why it cannot be."""
+    asked = instance.model.spec.restore
+    if asked is None:
+        return None, None
+    doc = secrets.boot_data(reads.cloudinit)
+    if doc is not None and doc.restore is not None and doc.restore.backup == asked.from_.backup:
+        return doc.restore, None
+    if _own_data_claim(ctx, instance):
+        return None, None  # the data exists: the first boot is past
+    return restore.source(ctx, instance)
+
+
+def restore_delivered(reads: Reads) -> bool:
+    """Whether the boot data names the backup it must (none when none is asked)."""
+    doc = secrets.boot_data(reads.cloudinit)
+    return (doc.restore if doc is not None else None) == reads.restore
 
 
 def _own_data_claim(ctx: Context, instance: Instance) -> bool:
@@ -274,9 +316,11 @@ def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
         memory_bytes=int(instance.model.spec.resources.memory_bytes()),
         server_cert=pair.cert_pem if pair else None,
         server_key=SecretStr(pair.key_pem) if pair else None,
+        restore=reads.restore,
     )
     if (
         not userdata_matches(reads.cloudinit, admin)
+        or not restore_delivered(reads)
         or not ownership.follows_policy(reads.children()[1], instance)
         or not certificate_current(instance, reads)
     ):

@@ -1,4 +1,5 @@
-"""Temporal Schedules as the steps see them: one per instance, that starts its backups.
+"""Temporal as the backup steps see it: one Schedule per instance, that starts its
+backups, and the final backup of an instance being deleted.
 
 Steps run in the worker's threads; the Temporal client is asynchronous and bound to the
 worker's event loop, so each call here is handed to that loop and waited for, with a
@@ -27,12 +28,14 @@ from temporalio.client import (
     ScheduleState,
     ScheduleUpdate,
     ScheduleUpdateInput,
+    WorkflowExecutionStatus,
 )
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
-from dbi.backups import BackupRequest, Trigger
+from dbi.backups import BackupRequest, BackupResult, Trigger
 
 T = TypeVar("T")
 CALL_TIMEOUT_SECONDS = 30.0
@@ -47,6 +50,14 @@ class Wanted:
 
     schedule: str  # spec.backup.schedule, as written
     paused: bool
+
+
+@dataclass(frozen=True)
+class Final:
+    """The instance's final backup workflow (spec.backup.onDelete), as the server has it."""
+
+    running: bool
+    result: BackupResult | None = None  # None while it runs, or when it failed or was ended
 
 
 @dataclass(frozen=True)
@@ -118,13 +129,41 @@ class Schedules:
 
         self._call(delete())
 
+    def final_backup(self, namespace: str, name: str, uid: str) -> Final | None:
+        """The instance's final backup workflow; None when none was started."""
+        return self._call(self._final(names.final_backup_id(namespace, name, uid)))
+
+    async def _final(self, workflow_id: str) -> Final | None:
+        handle = self.client.get_workflow_handle(workflow_id, result_type=BackupResult)
+        try:
+            described = await handle.describe()
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                return None
+            raise
+        if described.status is WorkflowExecutionStatus.RUNNING:
+            return Final(running=True)
+        if described.status is not WorkflowExecutionStatus.COMPLETED:
+            return Final(running=False)
+        return Final(running=False, result=await handle.result())
+
+    def start_final_backup(self, namespace: str, name: str, uid: str) -> None:
+        """Start the instance's final backup; one started already is left as it is."""
+
+        async def start() -> None:
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await self.client.start_workflow(
+                    names.BACKUP_WORKFLOW_TYPE,
+                    BackupRequest(namespace=namespace, name=name, trigger=Trigger.DELETE),
+                    id=names.final_backup_id(namespace, name, uid),
+                    task_queue=self.task_queue,
+                    search_attributes=_attributes(namespace, name),
+                )
+
+        self._call(start())
+
     def _schedule(self, namespace: str, name: str, wanted: Wanted) -> Schedule:
-        attributes = TypedSearchAttributes(
-            [
-                SearchAttributePair(names.NAMESPACE_ATTRIBUTE, namespace),
-                SearchAttributePair(names.NAME_ATTRIBUTE, name),
-            ]
-        )
+        attributes = _attributes(namespace, name)
         return Schedule(
             action=ScheduleActionStartWorkflow(
                 names.BACKUP_WORKFLOW_TYPE,
@@ -137,3 +176,13 @@ class Schedules:
             policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP, catchup_window=CATCHUP),
             state=ScheduleState(note=_NOTE + wanted.schedule, paused=wanted.paused),
         )
+
+
+def _attributes(namespace: str, name: str) -> TypedSearchAttributes:
+    """A backup workflow's search attributes: the instance's, for the UI's filters."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(names.NAMESPACE_ATTRIBUTE, namespace),
+            SearchAttributePair(names.NAME_ATTRIBUTE, name),
+        ]
+    )

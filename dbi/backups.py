@@ -29,6 +29,7 @@ class BackupPhase(StrEnum):
 class Trigger(StrEnum):
     SCHEDULE = "Schedule"  # the instance's Temporal Schedule (spec.backup.schedule)
     MANUAL = "Manual"  # `dbi backup NAME`
+    DELETE = "Delete"  # the final backup of an instance being deleted (spec.backup.onDelete)
 
 
 class DBBackupSpec(_Model):
@@ -37,7 +38,10 @@ class DBBackupSpec(_Model):
     instance: str = Field(
         min_length=1, max_length=63, description="Name of the DBInstance, in this namespace."
     )
-    trigger: Trigger = Field(description="What started the backup: Schedule or Manual.")
+    trigger: Trigger = Field(
+        description="What started the backup: Schedule, Manual, or Delete (the final backup "
+        "of spec.backup.onDelete)."
+    )
 
 
 class WalRange(_Model):

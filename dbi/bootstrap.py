@@ -17,6 +17,13 @@ The document also carries the instance's TLS server certificate and key
 certificate reaches a running server the same way, written by the orchestrator over
 a verified connection (``activities.tls_step``), and is in the document for later
 boots.
+
+An instance restored from a backup (``spec.restore``, version 4) gets ``restore``: where
+to fetch the backup's two tarballs (a presigned HTTPS URL of an S3 store, or a
+``file://`` path the guest can read). The first boot unpacks them as the data
+directory instead of running initdb (PostgreSQL replays the backup's WAL when it
+starts), then sets the admin role's password to the document's verifier, as a reset
+does; later boots ignore it.
 """
 
 from __future__ import annotations
@@ -34,13 +41,23 @@ COMMAND = "/usr/local/bin/dbi-bootstrap"
 USERDATA_KEY = "userdata"
 
 
+class Restore(BaseModel):
+    """Where the first boot fetches the backup it starts from."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    backup: str = Field(description="The DBBackup's name, for the guest's log.")
+    base_url: str = Field(description="base.tar.gz: the data directory.")
+    wal_url: str = Field(description="pg_wal.tar.gz: the WAL that makes it consistent.")
+
+
 class Bootstrap(BaseModel):
     """What the first boot needs: the admin role, its password's verifier, and where to
     listen; and what a later boot acts on: a reset of the admin password."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: int = Field(default=3, description="Document format version.")
+    version: int = Field(default=4, description="Document format version.")
     admin_user: str = Field(default="dbi_admin", pattern=r"^[a-z_][a-z0-9_]*$")
     admin_verifier: str | None = Field(
         default=None,
@@ -62,6 +79,8 @@ class Bootstrap(BaseModel):
     # The server's certificate (PEM) and its key; documents before version 3 have none.
     server_cert: str | None = None
     server_key: SecretStr | None = None
+    # An instance restored from a backup (version 4): its first boot starts from it.
+    restore: Restore | None = None
 
     @model_validator(mode="after")
     def _has_a_credential(self) -> Bootstrap:

@@ -85,6 +85,12 @@ def schedule_id(namespace: str, name: str) -> str:
     return f"{_BACKUP_PREFIX}{namespace}/{name}"
 
 
+def final_backup_id(namespace: str, name: str, uid: str) -> str:
+    """Return the id of the final backup of one DBInstance (spec.backup.onDelete): one per
+    instance, its UID telling it from an earlier instance of the same name."""
+    return f"{_BACKUP_PREFIX}{namespace}/{name}-final-{uid}"
+
+
 def backup_workflow_id(namespace: str, name: str) -> str:
     """Return the id the instance's backup workflows start under: the schedule appends
     the time of each run (``-<RFC 3339 time>``); ``dbi backup`` appends ``-manual-<time>``."""

@@ -335,10 +335,43 @@ class Backup(_Model):
         description="Pause the schedule (backups already taken stay; `dbi backup` still "
         "takes one).",
     )
+    on_delete: bool = Field(
+        default=False,
+        description="Take a final backup when the instance is deleted under deletionPolicy "
+        "Delete, before its disks go; the deletion waits for it, and stalls if it fails.",
+    )
+
+
+class RestoreSource(_Model):
+    """The backup a new instance starts from."""
+
+    backup: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=_DNS_SUBDOMAIN,
+        description="Name of a Completed DBBackup in this namespace, of spec.version's "
+        "major (dbi backups NAME lists them).",
+    )
+
+
+class Restore(_Model):
+    """Create the instance's data from a backup instead of an empty database."""
+
+    from_: RestoreSource = Field(alias="from", description="The backup to start from.")
 
 
 class DBInstanceSpec(_Model):
     """The desired state of a managed PostgreSQL instance."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "has(self.restore) == has(oldSelf.restore)"
+                " && (!has(self.restore) || self.restore == oldSelf.restore)",
+                "restore is set when the instance is created, and never changed",
+            )
+        )
+    )
 
     version: Annotated[SupportedVersion, BeforeValidator(_version_number)] = Field(
         description='PostgreSQL major version, as a number or a string (18 or "18"). '
@@ -393,4 +426,9 @@ class DBInstanceSpec(_Model):
         default=None,
         description="Scheduled physical backups (pg_basebackup and its WAL) into the "
         "orchestrator's backup store. Unset: no schedule (`dbi backup` still takes one).",
+    )
+    restore: Restore | None = Field(
+        default=None,
+        description="Start the new instance's data from a backup (a DBBackup of this "
+        "namespace) instead of an empty database. Set at creation only; immutable.",
     )

@@ -19,7 +19,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import tarfile
 import tempfile
+import urllib.request
 from pathlib import Path
 
 from dbi import bootstrap as boot_data
@@ -84,10 +86,14 @@ class Guest:
         return (self.pgdata / "PG_VERSION").exists()
 
     def initialize(self, bootstrap: Bootstrap) -> None:
-        """Run initdb with the bootstrap's admin role and password (first boot only)."""
+        """Run initdb with the bootstrap's admin role and password (first boot only), or,
+        for a document with ``restore``, unpack that backup and set the admin password."""
         self.disk.mkdir(parents=True, exist_ok=True)
         make_traversable(self.disk)
         self._own(self.disk)
+        if bootstrap.restore is not None:
+            self._restore(bootstrap)
+            return
         # The verifier reaches initdb through a private file, never an argument (initdb
         # stores a SCRAM verifier as it is).
         with tempfile.NamedTemporaryFile("w", dir=self.disk, delete=False) as pwfile:
@@ -150,6 +156,50 @@ class Guest:
             with conf.open("a") as f:
                 f.write(f"\n{include}\n")
 
+    def _restore(self, bootstrap: Bootstrap) -> None:
+        """Unpack the backup's data directory and WAL, give the admin role the document's
+        verifier (the backup's is its source instance's; single-user mode replays the
+        WAL first), and only then move it into place: a boot cut short starts again."""
+        source = bootstrap.restore
+        assert source is not None and bootstrap.admin_verifier is not None
+        restoring = self.disk / "pgdata.restoring"
+        shutil.rmtree(restoring, ignore_errors=True)
+        for url, target in ((source.base_url, restoring), (source.wal_url, restoring / "pg_wal")):
+            with tempfile.TemporaryFile() as tarball:
+                with urllib.request.urlopen(url, timeout=60) as fetched:  # noqa: S310 (file: or https)
+                    shutil.copyfileobj(fetched, tarball)
+                tarball.seek(0)
+                with tarfile.open(fileobj=tarball) as tar:
+                    tar.extractall(target, filter="data")
+        restoring.chmod(0o700)
+        conf = restoring / "postgresql.conf"
+        if "dbi-vm.conf" not in conf.read_text():
+            with conf.open("a") as f:
+                f.write("\ninclude_if_exists = 'dbi-vm.conf'\n")
+        for path in [restoring, *restoring.rglob("*")]:
+            self._own(path)
+        self._set_admin_verifier(restoring, bootstrap.admin_user, bootstrap.admin_verifier)
+        shutil.rmtree(self.pgdata, ignore_errors=True)
+        restoring.rename(self.pgdata)
+
+    def _set_admin_verifier(self, pgdata: Path, user: str, verifier: str) -> None:
+        """ALTER ROLE in single-user mode (the server down), as dbi-bootstrap would."""
+        literal = verifier.replace("'", "''")
+        statement = f"ALTER ROLE \"{user}\" PASSWORD '{literal}';\n"
+        subprocess.run(
+            [
+                *self._as_guest,
+                str(self.bin / "postgres"),
+                "--single",
+                "-D",
+                str(pgdata),
+                "postgres",
+            ],
+            input=statement.encode(),
+            check=True,
+            capture_output=True,
+        )
+
     def apply_reset(self, bootstrap: Bootstrap) -> bool:
         """Set the admin role's password to the document's verifier when it carries a
         reset token this data has not applied (the server must be down); return whether
@@ -160,21 +210,7 @@ class Guest:
             return False
         if done.exists() and done.read_text() == token:
             return False
-        literal = bootstrap.admin_verifier.replace("'", "''")
-        statement = f"ALTER ROLE \"{bootstrap.admin_user}\" PASSWORD '{literal}';\n"
-        subprocess.run(
-            [
-                *self._as_guest,
-                str(self.bin / "postgres"),
-                "--single",
-                "-D",
-                str(self.pgdata),
-                "postgres",
-            ],
-            input=statement.encode(),
-            check=True,
-            capture_output=True,
-        )
+        self._set_admin_verifier(self.pgdata, bootstrap.admin_user, bootstrap.admin_verifier)
         done.write_text(token)
         self._own(done)
         return True

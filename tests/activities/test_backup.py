@@ -19,12 +19,13 @@ from temporalio.client import Client, ScheduleDescription
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import backupstore
+from activities.admin_credential import name_for
 from dbi import backups, names, pipeline
 from dbi.backups import BackupPhase, BackupRequest, BackupResult, Trigger
 from dbi.config import Config
 from devstack.stack import StackInfo
-from tests.activities.test_credentials import admin_credential
-from tests.activities.test_lifecycle import SPEC, create, events_of, ready, sql
+from tests.activities.test_credentials import admin_credential, secret
+from tests.activities.test_lifecycle import SPEC, create, custom, events_of, ready, sql, uri
 from tests.activities.test_worker_crash import worker
 from tests.backupcheck import restored
 from tests.dbi_command import dbi
@@ -242,3 +243,93 @@ async def test_a_worker_killed_mid_backup_leaves_a_whole_backup(
         psycopg.connect(conninfo.replace("dbname=postgres", "dbname=app")) as conn,
     ):
         assert conn.execute("SELECT count(*) FROM orders").fetchone() == (100,)
+
+
+async def test_an_instance_restored_from_a_backup_holds_the_rows_it_held(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
+) -> None:
+    """spec.restore.from.backup: the new instance becomes Ready with the rows written
+    before the backup, not those after, and its own credentials work (admin and app)."""
+    await create(orchestrator, namespace)
+    sql(kube_api, namespace, "CREATE TABLE orders (id int)")
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 100)")
+    took = await asyncio.to_thread(
+        dbi,
+        local_stack,
+        "backup",
+        "db",
+        "-n",
+        namespace,
+        "-o",
+        "json",
+        DBI_TASK_QUEUE=orchestrator.task_queue,
+    )
+    assert took.returncode == 0, took.stderr
+    backup = json.loads(took.stdout)["backup"]
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(101, 110)")
+
+    orchestrator.apply(namespace, "copy", {**SPEC, "restore": {"from": {"backup": backup}}})
+    restored_db = await ready(orchestrator, namespace, "copy")
+    assert restored_db["status"]["observed"]["postgresVersion"].startswith("18.")
+    with psycopg.connect(uri(kube_api, namespace, "copy"), connect_timeout=3) as conn:
+        assert conn.execute("SELECT count(*), max(id) FROM orders").fetchone() == (100, 100)
+    source = admin_credential(kube_api, orchestrator, namespace)["password"]
+    copy_uid = orchestrator.get(namespace, "copy")["metadata"]["uid"]
+    assert source != secret(kube_api, Config().namespace, name_for(copy_uid))["password"]
+
+
+async def test_a_restore_from_a_backup_that_is_not_there_stalls_naming_the_field(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """No VM is made for a restore whose backup is missing: Stalled, naming the field."""
+    orchestrator.apply(namespace, "copy", {**SPEC, "restore": {"from": {"backup": "nope"}}})
+    stalled = ("True", "RestoreSourceInvalid")
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "copy", "Stalled") == stalled,
+        what="Stalled RestoreSourceInvalid",
+    )
+    status = orchestrator.get(namespace, "copy")["status"]
+    said = next(c for c in status["conditions"] if c["type"] == "CredentialsReady")["message"]
+    assert said.startswith("spec.restore.from.backup: there is no DBBackup nope")
+    assert custom(kube_api, namespace, "virtualmachines", "copy") == {}
+
+
+async def test_a_deleted_instance_gets_its_final_backup_before_its_disks_go(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """spec.backup.onDelete: the teardown takes a final backup (trigger Delete), then
+    deletes the VM and disks; the backup stays, with its files."""
+    backup = {"schedule": "0 3 * * *", "onDelete": True}
+    await create(orchestrator, namespace, {**SPEC, "backup": backup})
+    sql(kube_api, namespace, "CREATE TABLE orders (id int)")
+    await orchestrator.delete(namespace, "db", timeout=180)
+    [item] = dbbackups(kube_api, namespace)
+    assert (item["spec"]["trigger"], item["status"]["phase"]) == ("Delete", "Completed")
+    files = store().keys(backups.store_prefix(namespace, "db", item["metadata"]["name"]))
+    assert any(f.endswith(backupstore.MANIFEST) for f in files)
+    assert custom(kube_api, namespace, "virtualmachines", "db") == {}
+
+
+async def test_a_final_backup_that_fails_holds_the_deletion_until_told(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """A stopped instance's final backup fails: the deletion stalls with the disks kept;
+    onDelete set to false lets it go on."""
+    backup = {"schedule": "0 3 * * *", "onDelete": True}
+    await create(orchestrator, namespace, {**SPEC, "backup": backup, "powerState": "Stopped"})
+    orchestrator.kubectl("delete", "dbinstance", "db", "-n", namespace, "--wait=false")
+    # Being deleted, it reads Terminating (kstatus), Stalled False; the step says why.
+    held = ("False", "FinalBackupFailed")
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "db", "BackupScheduleRemoved") == held,
+        what="the deletion held by the failed final backup",
+    )
+    assert custom(kube_api, namespace, "virtualmachines", "db") != {}
+    assert [i["status"]["reason"] for i in dbbackups(kube_api, namespace)] == ["InstanceNotRunning"]
+    orchestrator.patch(namespace, "db", {"backup": {**backup, "onDelete": False}})
+    await orchestrator.delete(namespace, "db")
+    assert custom(kube_api, namespace, "virtualmachines", "db") == {}

@@ -478,6 +478,18 @@ C = credentials.Action
             C.RESET_ADMIN,
             id="lost-credential-is-reset-never-regenerated-blindly",
         ),
+        pytest.param(
+            replace(CREDS, restore_delivered=False),
+            "RestoreDelivered",
+            C.WRITE,
+            id="a-restore-is-written-into-the-boot-data",
+        ),
+        pytest.param(
+            replace(CREDS, restore_delivered=False, restore_invalid="spec.restore.from.backup"),
+            "RestoreSourceInvalid",
+            None,
+            id="a-restore-whose-backup-is-unusable-stalls",
+        ),
     ],
 )
 def test_credentials(obs: credentials.Observation, reason: str, action: credentials.Action) -> None:
@@ -489,6 +501,8 @@ def test_credentials(obs: credentials.Observation, reason: str, action: credenti
     assert (decision.reason, act) == (reason, action)
     if decision.outcome is Outcome.SATISFIED:
         assert decision.facts.credentials_secret_name == name
+    elif reason == "RestoreSourceInvalid":  # a spec change is needed, no action helps
+        assert decision.outcome is Outcome.TERMINAL
     else:
         assert decision.outcome is Outcome.PENDING
 

@@ -108,6 +108,11 @@ def test_the_longest_name_and_a_version_as_a_string_are_accepted(
             ("spec.credentials.username", "is immutable"),
             id="username-change",
         ),
+        pytest.param(
+            ("restore.from", {"backup": "db-20261201-030000"}, {"backup": "db-20261202-030000"}),
+            ("spec", "restore is set when the instance is created, and never changed"),
+            id="restore-change",
+        ),
     ],
 )
 def test_forbidden_changes_are_rejected_naming_the_field(
