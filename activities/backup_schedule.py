@@ -7,7 +7,9 @@ the schedule is deleted if there is one. Idempotency key: the schedule's id, der
 from the instance's; a create that finds it there already leaves it to the next look.
 A worker without Temporal access for steps (the benchmark's in-process peer) says so
 and goes on. Backups already taken are never touched here (``prune_backups`` applies
-retention after each backup).
+retention after each backup). A ``dbi.dev/backup-requested-at`` value not served yet
+starts one backup first (its workflow id derives from the value: started once);
+served once this step is Satisfied, as ``dbi backup NAME`` would.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from activities.kube import Instance
 from activities.schedules import Seen, Wanted
 from activities.step import Anatomy, Context
 from dbi import names
+from dbi.backups import Trigger
 from dbi.pipeline import BACKUP as SPEC
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
@@ -31,9 +34,11 @@ class Reason(StrEnum):
     CREATED = "ScheduleCreated"
     UPDATED = "ScheduleUpdated"
     DELETED = "ScheduleDeleted"
+    REQUESTED = "BackupRequested"
 
 
 class Action(StrEnum):
+    START = "start-requested-backup"  # the backup dbi.dev/backup-requested-at asks for
     CREATE = "create"
     UPDATE = "update"
     DELETE = "delete"
@@ -45,6 +50,9 @@ class Observation:
     seen: Seen | None  # None: no schedule
     schedules: bool = True  # whether this worker reaches Temporal Schedules
     store: bool = True  # whether the orchestrator has a backup store
+    # dbi.dev/backup-requested-at not served yet, and whether its backup was started.
+    requested: str | None = None
+    requested_started: bool = False
 
 
 def decide(obs: Observation) -> Decision[Action]:
@@ -52,20 +60,28 @@ def decide(obs: Observation) -> Decision[Action]:
     if not obs.schedules:
         message = "This worker manages no Temporal Schedules; backups are not scheduled."
         return Decision(SPEC.result(Outcome.SATISFIED, Reason.NO_SCHEDULES, message))
+    if obs.requested is not None and not obs.requested_started:
+        message = "The backup dbi.dev/backup-requested-at asks for was started."
+        return _pending(Reason.REQUESTED, message, Action.START)
     if obs.wanted is None:
         return _unwanted(obs.seen)
-    if not obs.store:
+    return _scheduled(obs.wanted, obs.seen, store=obs.store)
+
+
+def _scheduled(wanted: Wanted, seen: Seen | None, *, store: bool) -> Decision[Action]:
+    """With spec.backup: the schedule created, or made what it says."""
+    if not store:
         message = (
             "spec.backup asks for backups, but the orchestrator has no backup store: set "
             "DBI_BACKUP_STORE on the worker."
         )
         return Decision(SPEC.result(Outcome.TERMINAL, Reason.NO_STORE, message))
-    if obs.seen is None:
+    if seen is None:
         return _pending(Reason.CREATED, "The backup schedule was created.", Action.CREATE)
-    if obs.seen != Seen(schedule=obs.wanted.schedule, paused=obs.wanted.paused):
+    if seen != Seen(schedule=wanted.schedule, paused=wanted.paused):
         return _pending(Reason.UPDATED, "The backup schedule was updated.", Action.UPDATE)
-    state = "suspended" if obs.wanted.paused else "active"
-    message = f"Backups on {obs.wanted.schedule!r} (UTC), {state}."
+    state = "suspended" if wanted.paused else "active"
+    message = f"Backups on {wanted.schedule!r} (UTC), {state}."
     return Decision(SPEC.result(Outcome.SATISFIED, Reason.SCHEDULED, message))
 
 
@@ -90,11 +106,19 @@ def wanted(instance: Instance) -> Wanted | None:
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     if ctx.schedules is None:
         return Observation(wanted=wanted(instance), seen=None, schedules=False)
+    requested = step_input.backup_requested
     return Observation(
         wanted=wanted(instance),
         seen=ctx.schedules.describe(schedule_id(instance)),
         store=ctx.config.backup_store is not None,
+        requested=requested,
+        requested_started=requested is not None
+        and ctx.schedules.run(requested_id(instance, requested)) is not None,
     )
+
+
+def requested_id(instance: Instance, request: str) -> str:
+    return names.requested_backup_id(instance.namespace, instance.name, request)
 
 
 def schedule_id(instance: Instance) -> str:
@@ -102,8 +126,11 @@ def schedule_id(instance: Instance) -> str:
 
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
-    assert ctx.schedules is not None and (obs.wanted is not None or action is Action.DELETE)
-    if action is Action.DELETE:
+    assert ctx.schedules is not None
+    if action is Action.START and obs.requested is not None:
+        workflow_id = requested_id(instance, obs.requested)
+        ctx.schedules.start(instance.namespace, instance.name, Trigger.MANUAL, workflow_id)
+    elif action is Action.DELETE:
         ctx.schedules.delete(instance.namespace, instance.name)
     elif action is Action.CREATE and obs.wanted is not None:
         ctx.schedules.create(instance.namespace, instance.name, obs.wanted)

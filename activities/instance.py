@@ -18,6 +18,7 @@ REQUESTS = {
     "restart_requested_at": names.RESTART_REQUESTED_AT,
     "rotate_requested_at": names.ROTATE_REQUESTED_AT,
     "rotate_admin_requested_at": names.ROTATE_ADMIN_REQUESTED_AT,
+    "backup_requested_at": names.BACKUP_REQUESTED_AT,
 }
 
 

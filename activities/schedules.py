@@ -53,8 +53,9 @@ class Wanted:
 
 
 @dataclass(frozen=True)
-class Final:
-    """The instance's final backup workflow (spec.backup.onDelete), as the server has it."""
+class Run:
+    """One backup workflow (the final one of spec.backup.onDelete, or one an annotation
+    asked for), as the server has it."""
 
     running: bool
     result: BackupResult | None = None  # None while it runs, or when it failed or was ended
@@ -129,11 +130,11 @@ class Schedules:
 
         self._call(delete())
 
-    def final_backup(self, namespace: str, name: str, uid: str) -> Final | None:
-        """The instance's final backup workflow; None when none was started."""
-        return self._call(self._final(names.final_backup_id(namespace, name, uid)))
+    def run(self, workflow_id: str) -> Run | None:
+        """The backup workflow of that id; None when none was started."""
+        return self._call(self._run(workflow_id))
 
-    async def _final(self, workflow_id: str) -> Final | None:
+    async def _run(self, workflow_id: str) -> Run | None:
         handle = self.client.get_workflow_handle(workflow_id, result_type=BackupResult)
         try:
             described = await handle.describe()
@@ -142,20 +143,21 @@ class Schedules:
                 return None
             raise
         if described.status is WorkflowExecutionStatus.RUNNING:
-            return Final(running=True)
+            return Run(running=True)
         if described.status is not WorkflowExecutionStatus.COMPLETED:
-            return Final(running=False)
-        return Final(running=False, result=await handle.result())
+            return Run(running=False)
+        return Run(running=False, result=await handle.result())
 
-    def start_final_backup(self, namespace: str, name: str, uid: str) -> None:
-        """Start the instance's final backup; one started already is left as it is."""
+    def start(self, namespace: str, name: str, trigger: Trigger, workflow_id: str) -> None:
+        """Start a backup of the instance under ``workflow_id``; one started already under
+        it is left as it is (the id is the idempotency key)."""
 
         async def start() -> None:
             with contextlib.suppress(WorkflowAlreadyStartedError):
                 await self.client.start_workflow(
                     names.BACKUP_WORKFLOW_TYPE,
-                    BackupRequest(namespace=namespace, name=name, trigger=Trigger.DELETE),
-                    id=names.final_backup_id(namespace, name, uid),
+                    BackupRequest(namespace=namespace, name=name, trigger=trigger),
+                    id=workflow_id,
                     task_queue=self.task_queue,
                     search_attributes=_attributes(namespace, name),
                 )

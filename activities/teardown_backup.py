@@ -23,9 +23,10 @@ from enum import StrEnum
 from activities import backup_schedule
 from activities.backup import NAMESPACE_TERMINATING
 from activities.kube import Instance
-from activities.schedules import Final
+from activities.schedules import Run
 from activities.step import Anatomy, Context
-from dbi.backups import BackupPhase
+from dbi import names
+from dbi.backups import BackupPhase, Trigger
 from dbi.pipeline import TEARDOWN_BACKUP as SPEC
 from dbi.spec import DeletionPolicy
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
@@ -53,7 +54,7 @@ class Action(StrEnum):
 class Observation:
     scheduled: bool
     final_asked: bool = False  # spec.backup.onDelete under deletionPolicy Delete
-    final: Final | None = None  # the final backup's workflow; None: not started
+    final: Run | None = None  # the final backup's workflow; None: not started
 
 
 def decide(obs: Observation) -> Decision[Action]:
@@ -68,7 +69,7 @@ def decide(obs: Observation) -> Decision[Action]:
     return _final(obs.final)
 
 
-def _final(final: Final | None) -> Decision[Action]:
+def _final(final: Run | None) -> Decision[Action]:
     """Start the final backup, wait for it, and go on once it Completed (pure)."""
     if final is None:
         message = "The final backup (spec.backup.onDelete) was started; the disks wait for it."
@@ -117,7 +118,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     seen = ctx.schedules.describe(backup_schedule.schedule_id(instance))
     asked = final_asked(instance)
     final = (
-        ctx.schedules.final_backup(instance.namespace, instance.name, instance.uid)
+        ctx.schedules.run(names.final_backup_id(instance.namespace, instance.name, instance.uid))
         if asked and seen is None
         else None
     )
@@ -129,7 +130,8 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
     if action is Action.DELETE_SCHEDULE:
         ctx.schedules.delete(instance.namespace, instance.name)
     else:
-        ctx.schedules.start_final_backup(instance.namespace, instance.name, instance.uid)
+        final = names.final_backup_id(instance.namespace, instance.name, instance.uid)
+        ctx.schedules.start(instance.namespace, instance.name, Trigger.DELETE, final)
 
 
 STEP = Anatomy(SPEC, observe, decide, act)

@@ -109,6 +109,10 @@ class Served(_Model):
         default=None,
         description="dbi.dev/rotate-admin-requested-at: dbi's admin password was rotated.",
     )
+    backup_requested_at: str | None = Field(
+        default=None,
+        description="dbi.dev/backup-requested-at: a backup was started (dbi backups lists it).",
+    )
 
     def merged_over(self, older: Served | None) -> Served:
         """These values, and ``older``'s where this has none."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from enum import StrEnum
 
 from temporalio.common import SearchAttributeKey
@@ -42,6 +43,7 @@ RECONCILE_REQUESTED_AT = "dbi.dev/reconcile-requested-at"
 RESTART_REQUESTED_AT = "dbi.dev/restart-requested-at"
 ROTATE_REQUESTED_AT = "dbi.dev/rotate-requested-at"
 ROTATE_ADMIN_REQUESTED_AT = "dbi.dev/rotate-admin-requested-at"
+BACKUP_REQUESTED_AT = "dbi.dev/backup-requested-at"
 PAUSED_ANNOTATION = "dbi.dev/paused"
 # On a PersistentVolume dbi set to reclaimPolicy Retain: the instance (namespace/name)
 # and the policy the volume had before.
@@ -89,6 +91,13 @@ def final_backup_id(namespace: str, name: str, uid: str) -> str:
     """Return the id of the final backup of one DBInstance (spec.backup.onDelete): one per
     instance, its UID telling it from an earlier instance of the same name."""
     return f"{_BACKUP_PREFIX}{namespace}/{name}-final-{uid}"
+
+
+def requested_backup_id(namespace: str, name: str, request: str) -> str:
+    """Return the id of the backup a dbi.dev/backup-requested-at value asks for: the same
+    value is the same backup, started once."""
+    digest = hashlib.sha256(request.encode()).hexdigest()[:16]
+    return f"{_BACKUP_PREFIX}{namespace}/{name}-requested-{digest}"
 
 
 def backup_workflow_id(namespace: str, name: str) -> str:

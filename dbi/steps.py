@@ -108,6 +108,11 @@ class StepInput(BaseModel):
         default=False,
         description="dbi.dev/paused is true: steps observe and decide, and take no action.",
     )
+    backup_requested: str | None = Field(
+        default=None,
+        description="The dbi.dev/backup-requested-at value not served yet: the backup step "
+        "starts that backup.",
+    )
     pass_id: str = Field(
         default="",
         description=(

@@ -212,6 +212,7 @@ class DBInstanceWorkflow:
             allow_restart=bool(self.s.requests.resize_waiters or requested.restart_requested_at),
             paused=paused,
             pass_id=pass_id,
+            backup_requested=requested.backup_requested_at,
         )
         if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
             self.s.generation_seen = (snapshot.generation, workflow.now())

@@ -164,8 +164,11 @@ def annotation_request_id(value: str) -> str:
 def served(requested: Served, report: PassReport, rotated: Served) -> Served | None:
     """The requests a pass served: a reconcile by running; a restart once the resize step
     is Satisfied (the deferred resize applied, or none due) or the pass ends Terminal;
-    rotations once carried out (``rotated``)."""
+    a backup once the backup step, which starts it, is Satisfied; rotations once
+    carried out (``rotated``)."""
     resize = next((r for r in report.results if r.step == steps.RESIZE.name), None)
+    backup = next((r for r in report.results if r.step == steps.BACKUP.name), None)
+    backup_done = backup is not None and backup.outcome is Outcome.SATISFIED
     blocking = report.blocking
     restart_done = (resize is not None and resize.outcome is Outcome.SATISFIED) or (
         blocking is not None and blocking.outcome is Outcome.TERMINAL
@@ -174,6 +177,7 @@ def served(requested: Served, report: PassReport, rotated: Served) -> Served | N
         update={
             "reconcile_requested_at": requested.reconcile_requested_at,
             "restart_requested_at": requested.restart_requested_at if restart_done else None,
+            "backup_requested_at": requested.backup_requested_at if backup_done else None,
         }
     )
     return done if done != Served() else None

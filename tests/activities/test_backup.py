@@ -333,3 +333,39 @@ async def test_a_final_backup_that_fails_holds_the_deletion_until_told(
     orchestrator.patch(namespace, "db", {"backup": {**backup, "onDelete": False}})
     await orchestrator.delete(namespace, "db")
     assert custom(kube_api, namespace, "virtualmachines", "db") == {}
+
+
+async def test_the_backup_annotation_takes_one_backup_per_value(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """dbi.dev/backup-requested-at: a value takes one backup (Manual), recorded as served;
+    the same value again takes none, a new one another."""
+    await create(orchestrator, namespace)
+
+    def annotate(value: str) -> None:
+        orchestrator.kubectl(
+            "annotate",
+            "dbinstance",
+            "db",
+            "-n",
+            namespace,
+            "--overwrite",
+            f"{names.BACKUP_REQUESTED_AT}={value}",
+        )
+
+    def completed() -> list[str]:
+        return [n for n, p in phases(kube_api, namespace).items() if p == "Completed"]
+
+    def served() -> str | None:
+        status = orchestrator.get(namespace, "db").get("status", {})
+        return cast(str | None, status.get("served", {}).get("backupRequestedAt"))
+
+    annotate("first")
+    await orchestrator.until(lambda: len(completed()) == 1 and served() == "first", what="one")
+    orchestrator.kubectl("annotate", "dbinstance", "db", "-n", namespace, "dbi.dev/other=x")
+    await ready(orchestrator, namespace)
+    await asyncio.sleep(3)
+    assert len(dbbackups(kube_api, namespace)) == 1
+    annotate("second")
+    await orchestrator.until(lambda: len(completed()) == 2 and served() == "second", what="two")
+    assert {i["spec"]["trigger"] for i in dbbackups(kube_api, namespace)} == {"Manual"}

@@ -71,6 +71,22 @@ DAILY = Wanted(schedule="@daily", paused=False)
             id="no-store",
         ),
         pytest.param(
+            Observation(wanted=None, seen=None, requested="2026-12-01T12:00:00Z"),
+            Outcome.PENDING,
+            Reason.REQUESTED,
+            Action.START,
+            id="an-annotation-starts-a-backup",
+        ),
+        pytest.param(
+            Observation(
+                wanted=None, seen=None, requested="2026-12-01T12:00:00Z", requested_started=True
+            ),
+            Outcome.SATISFIED,
+            Reason.NOT_ASKED,
+            None,
+            id="a-started-request-is-not-redone",
+        ),
+        pytest.param(
             Observation(wanted=DAILY, seen=None, schedules=False),
             Outcome.SATISFIED,
             Reason.NO_SCHEDULES,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from activities.schedules import Final
+from activities.schedules import Run
 from activities.teardown_backup import Action, Observation, Reason, decide
 from dbi.backups import BackupPhase, BackupResult
 from dbi.steps import Outcome
@@ -41,35 +41,35 @@ GONE_NAMESPACE = BackupResult(backup=None, phase=None, reason="NamespaceTerminat
             id="final-started",
         ),
         pytest.param(
-            Observation(scheduled=False, final_asked=True, final=Final(running=True)),
+            Observation(scheduled=False, final_asked=True, final=Run(running=True)),
             Outcome.PENDING,
             Reason.FINAL_RUNNING,
             None,
             id="the-disks-wait",
         ),
         pytest.param(
-            Observation(scheduled=False, final_asked=True, final=Final(False, DONE)),
+            Observation(scheduled=False, final_asked=True, final=Run(False, DONE)),
             Outcome.SATISFIED,
             Reason.FINAL_TAKEN,
             None,
             id="taken-then-on",
         ),
         pytest.param(
-            Observation(scheduled=False, final_asked=True, final=Final(False, FAILED)),
+            Observation(scheduled=False, final_asked=True, final=Run(False, FAILED)),
             Outcome.TERMINAL,
             Reason.FINAL_FAILED,
             None,
             id="failed-holds-the-disks",
         ),
         pytest.param(
-            Observation(scheduled=False, final_asked=True, final=Final(False, None)),
+            Observation(scheduled=False, final_asked=True, final=Run(False, None)),
             Outcome.TERMINAL,
             Reason.FINAL_FAILED,
             None,
             id="ended-workflow-holds-the-disks",
         ),
         pytest.param(
-            Observation(scheduled=False, final_asked=True, final=Final(False, GONE_NAMESPACE)),
+            Observation(scheduled=False, final_asked=True, final=Run(False, GONE_NAMESPACE)),
             Outcome.SATISFIED,
             Reason.FINAL_SKIPPED,
             None,
