@@ -16,6 +16,7 @@ from typing import Any, cast
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
+from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
 from commands import operate
@@ -51,7 +52,7 @@ async def backup(kube: Kube, namespace: str, name: str, *, timeout: float | None
     except RPCError as e:
         return Answer(FAILED, f"dbi: backup failed to start: {e.message}")
     print(f"backup of {namespace}/{name} started: workflow {workflow_id}", file=sys.stderr)
-    reporting = asyncio.create_task(_report(handle))
+    reporting = asyncio.create_task(_report(handle, client.data_converter))
     try:
         result = await asyncio.wait_for(handle.result(), timeout)
     except TimeoutError:
@@ -80,11 +81,10 @@ def _answer(namespace: str, name: str, result: BackupResult) -> Answer:
     return Answer(REFUSED, text, data)
 
 
-async def _report(handle: WorkflowHandle[Any, BackupResult]) -> None:
+async def _report(handle: WorkflowHandle[Any, BackupResult], converter: DataConverter) -> None:
     """Print what the backup is doing every few seconds: the running activity and its
     last heartbeat (pg_basebackup's bytes written, or the file being uploaded)."""
     started = time.monotonic()
-    converter = handle._client.data_converter
     while True:
         await asyncio.sleep(PROGRESS_SECONDS)
         with contextlib.suppress(RPCError):

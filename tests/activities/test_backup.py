@@ -46,18 +46,10 @@ def store() -> backupstore.Store:
     return backupstore.open_store(Config.from_env())
 
 
-async def test_dbi_backup_takes_a_backup_that_restores_the_rows_it_held(
-    orchestrator: Orchestrator,
-    watcher: Watcher,
-    namespace: str,
-    kube_api: Any,
-    local_stack: StackInfo,
-) -> None:
-    """`dbi backup` records a Completed DBBackup whose files restore the rows written
-    before it, and not those written after."""
-    await create(orchestrator, namespace)
-    sql(kube_api, namespace, "CREATE TABLE orders (id int)")
-    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 1000)")
+async def backed_up(
+    orchestrator: Orchestrator, local_stack: StackInfo, namespace: str
+) -> dict[str, Any]:
+    """Run `dbi backup db -o json` as an operator would; return its answer."""
     took = await asyncio.to_thread(
         dbi,
         local_stack,
@@ -70,7 +62,22 @@ async def test_dbi_backup_takes_a_backup_that_restores_the_rows_it_held(
         DBI_TASK_QUEUE=orchestrator.task_queue,
     )
     assert took.returncode == 0, took.stderr
-    result = json.loads(took.stdout)
+    return cast(dict[str, Any], json.loads(took.stdout))
+
+
+async def test_dbi_backup_takes_a_backup_that_restores_the_rows_it_held(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
+) -> None:
+    """`dbi backup` records a Completed DBBackup whose files restore the rows written
+    before it, and not those written after."""
+    await create(orchestrator, namespace)
+    sql(kube_api, namespace, "CREATE TABLE orders (id int)")
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 1000)")
+    result = await backed_up(orchestrator, local_stack, namespace)
     assert result["phase"] == "Completed"
     sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1001, 1010)")
 
@@ -257,19 +264,7 @@ async def test_an_instance_restored_from_a_backup_holds_the_rows_it_held(
     await create(orchestrator, namespace)
     sql(kube_api, namespace, "CREATE TABLE orders (id int)")
     sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 100)")
-    took = await asyncio.to_thread(
-        dbi,
-        local_stack,
-        "backup",
-        "db",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-        DBI_TASK_QUEUE=orchestrator.task_queue,
-    )
-    assert took.returncode == 0, took.stderr
-    backup = json.loads(took.stdout)["backup"]
+    backup = (await backed_up(orchestrator, local_stack, namespace))["backup"]
     sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(101, 110)")
 
     orchestrator.apply(namespace, "copy", {**SPEC, "restore": {"from": {"backup": backup}}})
