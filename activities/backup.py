@@ -25,10 +25,9 @@ from activities import admin, backupstore
 from activities.basebackup import Reason
 from activities.events import emit
 from activities.kube import Instance, Kube, namespace_terminating
-from activities.step import Activity
+from activities.step import Activity, Context
 from dbi import backups, names, pipeline
-from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Held, Trigger
-from dbi.config import Config
+from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Held, StoreRef, Trigger
 from dbi.spec import PowerState
 from dbi.status import Event
 
@@ -53,8 +52,10 @@ class BeginBackup(Activity):
         if refused is not None:
             return refused
         begun = Begun(backup=backup, uid=instance.uid)
-        if self.ctx.config.backup_store is None:
-            message = "The orchestrator has no backup store: set DBI_BACKUP_STORE."
+        try:
+            backupstore.for_instance(self.ctx.kube, self.ctx.config, instance)
+        except ValueError as e:
+            message = f"No backup store: {e}."
             return begun.model_copy(update={"reason": Reason.NO_STORE, "message": message})
         if admin.address_of(admin.vmi_of(self.ctx, instance)) is None:
             message = "The instance is not running; start it to back it up."
@@ -156,7 +157,7 @@ class FinishBackup(Activity):
         kube = self.ctx.kube
         taken = finish.taken
         if taken is None:
-            _discard(self.ctx.config, finish)
+            _discard(self.ctx, finish)
             reason = finish.reason or "BackupFailed"
             message = finish.message or "The backup failed; the worker's log says why."
             status: dict[str, Any] = {
@@ -178,6 +179,7 @@ class FinishBackup(Activity):
                 "postgresVersion": taken.postgres_version,
                 "wal": taken.wal.model_dump(by_alias=True),
                 "location": taken.location,
+                "store": taken.store.model_dump(by_alias=True) if taken.store else None,
                 "conditions": _conditions(BackupPhase.COMPLETED, "Completed", message),
             }
             event = Event(
@@ -189,10 +191,16 @@ class FinishBackup(Activity):
             emit(kube, instance, event, datetime.now(UTC))
 
 
-def _discard(config: Config, finish: Finish) -> None:
-    if config.backup_store is None:
-        return
-    store = backupstore.open_store(config)
+def _discard(ctx: Context, finish: Finish) -> None:
+    instance = ctx.kube.instance(finish.namespace, finish.name)
+    try:
+        store = (
+            backupstore.for_instance(ctx.kube, ctx.config, instance)
+            if instance is not None
+            else backupstore.open_store(ctx.config)
+        )
+    except ValueError:
+        return  # no store: nothing was written to one
     prefix = backups.store_prefix(finish.namespace, finish.name, finish.backup)
     removed = store.delete(prefix)
     if removed:
@@ -211,10 +219,12 @@ def _held(item: dict[str, Any]) -> Held:
     status = item.get("status", {})
     phase = status.get("phase")
     started = status.get("startedAt")
+    store = status.get("store")
     return Held(
         name=item["metadata"]["name"],
         phase=BackupPhase(phase) if phase in BackupPhase.__members__.values() else None,
         started=datetime.fromisoformat(started) if started else None,
+        store=StoreRef.model_validate(store) if store else None,
     )
 
 
@@ -227,12 +237,12 @@ class PruneBackups(Activity):
         if instance is None or instance.model.spec.backup is None:
             return []  # no retention asked: every backup stays
         retention = instance.model.spec.backup.retention
-        doomed = backups.expired(held(kube, instance), retention, datetime.now(UTC))
-        if not doomed:
-            return []
-        store = backupstore.open_store(self.ctx.config)
+        found = {h.name: h for h in held(kube, instance)}
+        doomed = backups.expired(list(found.values()), retention, datetime.now(UTC))
         for name in doomed:
             activity.heartbeat(name)
+            ref = found[name].store
+            store = backupstore.for_ref(kube, self.ctx.config, instance.namespace, ref)
             store.delete(backups.store_prefix(instance.namespace, instance.name, name))
             kube.delete_custom(*API, instance.namespace, names.BACKUP_PLURAL, name)
         return doomed

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from activities import backupstore
 from activities.kube import Instance
 from activities.schedules import Seen, Wanted
 from activities.step import Anatomy, Context
@@ -49,7 +50,7 @@ class Observation:
     wanted: Wanted | None  # None: spec.backup is unset
     seen: Seen | None  # None: no schedule
     schedules: bool = True  # whether this worker reaches Temporal Schedules
-    store: bool = True  # whether the orchestrator has a backup store
+    store_problem: str | None = None  # why the instance's backups have no store
     # dbi.dev/backup-requested-at not served yet, and whether its backup was started.
     requested: str | None = None
     requested_started: bool = False
@@ -65,17 +66,14 @@ def decide(obs: Observation) -> Decision[Action]:
         return _pending(Reason.REQUESTED, message, Action.START)
     if obs.wanted is None:
         return _unwanted(obs.seen)
-    return _scheduled(obs.wanted, obs.seen, store=obs.store)
+    return _scheduled(obs.wanted, obs.seen, store_problem=obs.store_problem)
 
 
-def _scheduled(wanted: Wanted, seen: Seen | None, *, store: bool) -> Decision[Action]:
+def _scheduled(wanted: Wanted, seen: Seen | None, *, store_problem: str | None) -> Decision[Action]:
     """With spec.backup: the schedule created, or made what it says."""
-    if not store:
-        message = (
-            "spec.backup asks for backups, but the orchestrator has no backup store: set "
-            "DBI_BACKUP_STORE on the worker."
-        )
-        return Decision(SPEC.result(Outcome.TERMINAL, Reason.NO_STORE, message))
+    if store_problem is not None:
+        message = f"spec.backup asks for backups, but they have no store: {store_problem}."
+        return Decision(SPEC.result(Outcome.TERMINAL, Reason.NO_STORE, message[:512]))
     if seen is None:
         return _pending(Reason.CREATED, "The backup schedule was created.", Action.CREATE)
     if seen != Seen(schedule=wanted.schedule, paused=wanted.paused):
@@ -110,11 +108,23 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     return Observation(
         wanted=wanted(instance),
         seen=ctx.schedules.describe(schedule_id(instance)),
-        store=ctx.config.backup_store is not None,
+        store_problem=_store_problem(ctx, instance),
         requested=requested,
         requested_started=requested is not None
         and ctx.schedules.run(requested_id(instance, requested)) is not None,
     )
+
+
+def _store_problem(ctx: Context, instance: Instance) -> str | None:
+    """Why the instance's backups could not be stored now (None: they can); only asked
+    when spec.backup is set (a target's Secret is read)."""
+    if instance.model.spec.backup is None:
+        return None
+    try:
+        backupstore.for_instance(ctx.kube, ctx.config, instance)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 def requested_id(instance: Instance, request: str) -> str:

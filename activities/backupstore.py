@@ -9,6 +9,7 @@ nothing reads it as a backup. Keys are relative to the store's location.
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import shutil
@@ -20,13 +21,17 @@ from urllib.parse import urlsplit
 
 import urllib3
 from minio import Minio
-from minio.credentials.providers import EnvAWSProvider
+from minio.credentials.providers import EnvAWSProvider, StaticProvider
 from minio.error import S3Error
 
+from activities.kube import Instance, Kube
 from dbi import environment
-from dbi.backups import StoreKind, StoreLocation
+from dbi.backups import StoreKind, StoreLocation, StoreRef
 from dbi.config import Config
+from dbi.spec import BackupTarget
 
+# The keys of a tenant's store Secret (spec.backup.target.s3.credentialsSecret).
+KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 # The file a backup's manifest is written to, last.
 MANIFEST = "dbi-backup.json"
 # How long a restored instance's first boot may take to fetch its backup (S3's limit
@@ -61,6 +66,43 @@ class Store(Protocol):
 
     def url(self, key: str) -> str:
         """Where a guest fetches ``key`` from: a presigned URL (S3), or a file URL."""
+
+
+def for_instance(kube: Kube, config: Config, instance: Instance) -> Store:
+    """The store the instance's backups go to: spec.backup.target, else the
+    orchestrator's; ValueError saying why there is none."""
+    backup = instance.model.spec.backup
+    target = backup.target if backup is not None else None
+    return for_ref(kube, config, instance.namespace, ref_of(target))
+
+
+def ref_of(target: BackupTarget | None) -> StoreRef | None:
+    """The reference a DBBackup keeps of ``target`` (None: the orchestrator's store)."""
+    if target is None:
+        return None
+    s3 = target.s3
+    prefix = s3.prefix.strip("/")
+    return StoreRef(
+        url=f"s3://{s3.bucket}/{prefix + '/' if prefix else ''}",
+        endpoint=s3.endpoint,
+        credentials_secret=s3.credentials_secret,
+    )
+
+
+def for_ref(kube: Kube, config: Config, namespace: str, ref: StoreRef | None) -> Store:
+    """The store ``ref`` names, with its keys from its Secret in ``namespace``; the
+    orchestrator's when None. ValueError saying why it cannot be opened."""
+    if ref is None:
+        return open_store(config)
+    field = "spec.backup.target.s3.credentialsSecret"
+    secret = kube.secret(namespace, ref.credentials_secret)
+    data = (secret.data or {}) if secret is not None else {}
+    keys = tuple(base64.b64decode(data.get(k, "")).decode() for k in KEYS)
+    if secret is None or not all(keys):
+        raise ValueError(
+            f"{field}: Secret {namespace}/{ref.credentials_secret} must hold {' and '.join(KEYS)}"
+        )
+    return S3Store(StoreLocation.parse(ref.url), endpoint=ref.endpoint, keys=(keys[0], keys[1]))
 
 
 def open_store(config: Config) -> Store:
@@ -132,18 +174,27 @@ class S3Store:
     """An S3-compatible bucket, with the access key from ``AWS_ACCESS_KEY_ID`` and
     ``AWS_SECRET_ACCESS_KEY`` (never in the location or a log line)."""
 
-    def __init__(self, location: StoreLocation, *, endpoint: str | None) -> None:
+    def __init__(
+        self,
+        location: StoreLocation,
+        *,
+        endpoint: str | None,
+        keys: tuple[str, str] | None = None,
+    ) -> None:
+        """``keys``: the access key and secret key; None: the worker's AWS_* variables."""
         self.location = location
-        if not (environment.AWS_ACCESS_KEY_ID.get() and environment.AWS_SECRET_ACCESS_KEY.get()):
+        env_keys = environment.AWS_ACCESS_KEY_ID.get() and environment.AWS_SECRET_ACCESS_KEY.get()
+        if keys is None and not env_keys:
             raise ValueError(
                 "the S3 backup store needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
             )
+        credentials = EnvAWSProvider() if keys is None else StaticProvider(*keys)
         url = urlsplit(endpoint or "https://s3.amazonaws.com")
         if url.scheme not in {"http", "https"} or not url.netloc:
             raise ValueError(f"DBI_BACKUP_S3_ENDPOINT must be an http(s) URL: {endpoint!r}")
         self.client = Minio(
             url.netloc,
-            credentials=EnvAWSProvider(),
+            credentials=credentials,
             secure=url.scheme == "https",
             region=environment.AWS_REGION.value(),
             http_client=urllib3.PoolManager(

@@ -15,7 +15,7 @@ from activities.health import major
 from activities.kube import Instance
 from activities.step import Context
 from dbi import backups, bootstrap, names
-from dbi.backups import BackupPhase
+from dbi.backups import BackupPhase, StoreRef
 
 FIELD = "spec.restore.from.backup"
 
@@ -38,10 +38,12 @@ def source(ctx: Context, instance: Instance) -> tuple[bootstrap.Restore | None, 
             f"{FIELD}: DBBackup {name} holds PostgreSQL {status.get('postgresVersion')}, "
             f"but spec.version is {spec.version}."
         )
+    ref = status.get("store")
     try:
-        store = backupstore.open_store(ctx.config)
-    except ValueError:
-        return None, f"{FIELD}: the orchestrator has no backup store (DBI_BACKUP_STORE)."
+        store_ref = StoreRef.model_validate(ref) if ref else None
+        store = backupstore.for_ref(ctx.kube, ctx.config, ns, store_ref)
+    except ValueError as e:
+        return None, f"{FIELD}: DBBackup {name}'s store cannot be read ({e})."
     prefix = backups.store_prefix(ns, found.get("spec", {}).get("instance", ""), name)
     if store.read(prefix + backupstore.MANIFEST) is None:
         return None, f"{FIELD}: DBBackup {name}'s files are not in the store."

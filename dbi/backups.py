@@ -52,6 +52,17 @@ class WalRange(_Model):
     timeline: int = Field(ge=1, description="Timeline of the range.")
 
 
+class StoreRef(_Model):
+    """Which store a backup is in, so it can be read after its instance is gone: the
+    orchestrator's when unset, else a tenant's bucket and the Secret with its keys."""
+
+    url: str = Field(max_length=512, description="s3://<bucket>/<prefix>.")
+    endpoint: str | None = Field(default=None, max_length=256, description="S3 endpoint URL.")
+    credentials_secret: str = Field(
+        max_length=253, description="The Secret, in the DBBackup's namespace, with the keys."
+    )
+
+
 class DBBackupStatus(_Model):
     """What the backup workflow observed and did."""
 
@@ -67,6 +78,11 @@ class DBBackupStatus(_Model):
     wal: WalRange | None = Field(default=None, description="The WAL range the backup holds.")
     location: str | None = Field(
         default=None, max_length=1024, description="Where the backup's files are."
+    )
+    store: StoreRef | None = Field(
+        default=None,
+        description="The tenant's store the backup is in (spec.backup.target); unset: the "
+        "orchestrator's.",
     )
     reason: str | None = Field(default=None, max_length=128, description="Why it failed.")
     message: str | None = Field(default=None, max_length=1024, description="What to do.")
@@ -137,6 +153,7 @@ class Held:
     name: str
     phase: BackupPhase | None
     started: datetime | None
+    store: StoreRef | None = None  # where its files are; None: the orchestrator's store
 
 
 def expired(held: Sequence[Held], retention: BackupRetention, now: datetime) -> list[str]:
@@ -199,6 +216,7 @@ class Taken(_Model):
     wal: WalRange
     location: str
     files: list[str]
+    store: StoreRef | None = None  # None: the orchestrator's store
 
 
 class Finish(_Model):

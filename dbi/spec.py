@@ -309,9 +309,44 @@ class BackupRetention(_Model):
     )
 
 
+_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+
+
+class S3Target(_Model):
+    """An S3-compatible bucket of the tenant's, with its keys in a Secret of theirs."""
+
+    bucket: str = Field(pattern=_BUCKET, max_length=63, description="The bucket.")
+    prefix: str = Field(
+        default="",
+        max_length=256,
+        pattern=r"^[A-Za-z0-9!_.*'()/-]*$",
+        description="Where in the bucket the instance's backups go (keys start with it).",
+    )
+    endpoint: str | None = Field(
+        default=None,
+        max_length=256,
+        pattern=r"^https?://[^/\s]+/?$",
+        description="Base URL of an S3-compatible endpoint, such as https://minio.example:9000 "
+        "(http:// only on a trusted network). Unset: AWS S3.",
+    )
+    credentials_secret: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=_DNS_SUBDOMAIN,
+        description="A Secret in this namespace with the keys AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (dbi reads them; the VM never sees them).",
+    )
+
+
+class BackupTarget(_Model):
+    """Where the instance's backups go instead of the orchestrator's store."""
+
+    s3: S3Target = Field(description="An S3-compatible bucket.")
+
+
 class Backup(_Model):
     """Physical backups of the instance on a Temporal Schedule, into the orchestrator's
-    backup store; each one is a DBBackup object."""
+    backup store (or ``target``); each one is a DBBackup object."""
 
     schedule: Annotated[str, AfterValidator(_schedule)] = Field(
         max_length=_QUANTITY_MAX * 2,
@@ -329,6 +364,11 @@ class Backup(_Model):
     )
     retention: BackupRetention = Field(
         default=BackupRetention(), description="Which backups are kept."
+    )
+    target: BackupTarget | None = Field(
+        default=None,
+        description="Where the backups go. Unset: the orchestrator's backup store "
+        "(DBI_BACKUP_STORE).",
     )
     suspended: bool = Field(
         default=False,

@@ -8,6 +8,7 @@ import asyncio
 import json
 import signal
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -20,9 +21,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities import backupstore
 from activities.admin_credential import name_for
+from activities.backupstore import S3Store
 from dbi import backups, names, pipeline
-from dbi.backups import BackupPhase, BackupRequest, BackupResult, Trigger
+from dbi.backups import BackupPhase, BackupRequest, BackupResult, StoreLocation, Trigger
 from dbi.config import Config
+from devstack import s3server
 from devstack.stack import StackInfo
 from tests.activities.test_credentials import admin_credential, secret
 from tests.activities.test_lifecycle import SPEC, create, custom, events_of, ready, sql, uri
@@ -364,3 +367,73 @@ async def test_the_backup_annotation_takes_one_backup_per_value(
     annotate("second")
     await orchestrator.until(lambda: len(completed()) == 2 and served() == "second", what="two")
     assert {i["spec"]["trigger"] for i in dbbackups(kube_api, namespace)} == {"Manual"}
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with s3server.serving(tmp_path_factory.mktemp("s3"), bucket="tenant-backups") as endpoint:
+        yield endpoint
+
+
+async def test_a_tenants_bucket_takes_the_backups_and_restores_them(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
+    s3_endpoint: str,
+) -> None:
+    """spec.backup.target.s3: the backup goes to the tenant's bucket with the keys of the
+    tenant's Secret (the DBBackup names both), and a new instance restores from it."""
+    keys = {"AWS_ACCESS_KEY_ID": "tenant", "AWS_SECRET_ACCESS_KEY": "tenant-secret"}
+    k8s.CoreV1Api(kube_api).create_namespaced_secret(
+        namespace,
+        k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s3-keys"), string_data=keys),
+    )
+    s3 = {
+        "bucket": "tenant-backups",
+        "prefix": f"{namespace}/pg",
+        "endpoint": s3_endpoint,
+        "credentialsSecret": "s3-keys",
+    }
+    target = {"schedule": "0 3 * * *", "target": {"s3": s3}}
+    await create(orchestrator, namespace, {**SPEC, "backup": target})
+    sql(kube_api, namespace, "CREATE TABLE orders (id int)")
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 50)")
+    backup = (await backed_up(orchestrator, local_stack, namespace))["backup"]
+    [item] = dbbackups(kube_api, namespace)
+    assert item["status"]["store"] == {
+        "url": f"s3://tenant-backups/{namespace}/pg/",
+        "endpoint": s3_endpoint,
+        "credentialsSecret": "s3-keys",
+    }
+    tenant = S3Store(
+        StoreLocation.parse(item["status"]["store"]["url"]),
+        endpoint=s3_endpoint,
+        keys=("tenant", "tenant-secret"),
+    )
+    files = tenant.keys(backups.store_prefix(namespace, "db", backup))
+    assert any(f.endswith(backupstore.MANIFEST) for f in files)
+    assert store().keys(backups.store_prefix(namespace, "db", backup)) == []
+
+    orchestrator.apply(namespace, "copy", {**SPEC, "restore": {"from": {"backup": backup}}})
+    await ready(orchestrator, namespace, "copy")
+    with psycopg.connect(uri(kube_api, namespace, "copy"), connect_timeout=3) as conn:
+        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (50,)
+
+
+async def test_a_target_without_its_secret_stalls_naming_it(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str
+) -> None:
+    """spec.backup.target's Secret is missing: the backup step stalls, naming it."""
+    s3 = {"bucket": "tenant-backups", "credentialsSecret": "nowhere"}
+    spec = {**SPEC, "backup": {"schedule": "@daily", "target": {"s3": s3}}}
+    orchestrator.apply(namespace, "db", spec)
+    stalled = ("True", "NoBackupStore")
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "db", "Stalled") == stalled,
+        what="Stalled NoBackupStore",
+    )
+    status = orchestrator.get(namespace, "db")["status"]
+    said = next(c for c in status["conditions"] if c["type"] == "BackupScheduled")["message"]
+    assert f"spec.backup.target.s3.credentialsSecret: Secret {namespace}/nowhere" in said

@@ -64,7 +64,7 @@ DAILY = Wanted(schedule="@daily", paused=False)
             id="as-asked",
         ),
         pytest.param(
-            Observation(wanted=DAILY, seen=None, store=False),
+            Observation(wanted=DAILY, seen=None, store_problem="DBI_BACKUP_STORE is not set"),
             Outcome.TERMINAL,
             Reason.NO_STORE,
             None,
