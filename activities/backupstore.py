@@ -71,9 +71,13 @@ class Store(Protocol):
 def for_instance(kube: Kube, config: Config, instance: Instance) -> Store:
     """The store the instance's backups go to: spec.backup.target, else the
     orchestrator's; ValueError saying why there is none."""
+    return for_ref(kube, config, instance.namespace, ref_of(target_of(instance)))
+
+
+def target_of(instance: Instance) -> BackupTarget | None:
+    """spec.backup.target, or None (the orchestrator's store)."""
     backup = instance.model.spec.backup
-    target = backup.target if backup is not None else None
-    return for_ref(kube, config, instance.namespace, ref_of(target))
+    return backup.target if backup is not None else None
 
 
 def ref_of(target: BackupTarget | None) -> StoreRef | None:
@@ -81,9 +85,8 @@ def ref_of(target: BackupTarget | None) -> StoreRef | None:
     if target is None:
         return None
     s3 = target.s3
-    prefix = s3.prefix.strip("/")
     return StoreRef(
-        url=f"s3://{s3.bucket}/{prefix + '/' if prefix else ''}",
+        url=StoreLocation.parse(f"s3://{s3.bucket}/{s3.prefix}").url(),
         endpoint=s3.endpoint,
         credentials_secret=s3.credentials_secret,
     )

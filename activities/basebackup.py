@@ -35,7 +35,6 @@ from activities.step import Activity, Context
 from dbi import backups, pipeline
 from dbi.backups import Taken, WalRange
 from dbi.config import ADMIN_USER
-from dbi.spec import BackupTarget
 
 HEARTBEAT_SECONDS = 2.0
 # What pg_basebackup says when the server's pg_hba.conf has no replication entry: an
@@ -102,7 +101,7 @@ def take(ctx: Context, instance: Instance, backup: str) -> Taken:
             wal=wal_range(json.loads((target / "backup_manifest").read_text())),
             location=store.location.url() + prefix,
             files=files,
-            store=backupstore.ref_of(_target(instance)),
+            store=backupstore.ref_of(backupstore.target_of(instance)),
         )
     store.write(prefix + backupstore.MANIFEST, taken.model_dump_json(indent=2).encode())
     return taken
@@ -137,11 +136,6 @@ def _scratch(backup: str) -> Iterator[Path]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
-
-
-def _target(instance: Instance) -> BackupTarget | None:
-    backup = instance.model.spec.backup
-    return backup.target if backup is not None else None
 
 
 def wal_range(manifest: dict[str, object]) -> WalRange:

@@ -30,7 +30,6 @@ from temporalio.client import (
     ScheduleUpdateInput,
     WorkflowExecutionStatus,
 )
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -159,13 +158,13 @@ class Schedules:
                     BackupRequest(namespace=namespace, name=name, trigger=trigger),
                     id=workflow_id,
                     task_queue=self.task_queue,
-                    search_attributes=_attributes(namespace, name),
+                    search_attributes=names.instance_attributes(namespace, name),
                 )
 
         self._call(start())
 
     def _schedule(self, namespace: str, name: str, wanted: Wanted) -> Schedule:
-        attributes = _attributes(namespace, name)
+        attributes = names.instance_attributes(namespace, name)
         return Schedule(
             action=ScheduleActionStartWorkflow(
                 names.BACKUP_WORKFLOW_TYPE,
@@ -178,13 +177,3 @@ class Schedules:
             policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP, catchup_window=CATCHUP),
             state=ScheduleState(note=_NOTE + wanted.schedule, paused=wanted.paused),
         )
-
-
-def _attributes(namespace: str, name: str) -> TypedSearchAttributes:
-    """A backup workflow's search attributes: the instance's, for the UI's filters."""
-    return TypedSearchAttributes(
-        [
-            SearchAttributePair(names.NAMESPACE_ATTRIBUTE, namespace),
-            SearchAttributePair(names.NAME_ATTRIBUTE, name),
-        ]
-    )

@@ -15,7 +15,6 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from temporalio.client import WorkflowFailureError, WorkflowHandle
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
@@ -42,12 +41,7 @@ async def backup(kube: Kube, namespace: str, name: str, *, timeout: float | None
             id=workflow_id,
             task_queue=environment.TASK_QUEUE.value(),
             result_type=BackupResult,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(names.NAMESPACE_ATTRIBUTE, namespace),
-                    SearchAttributePair(names.NAME_ATTRIBUTE, name),
-                ]
-            ),
+            search_attributes=names.instance_attributes(namespace, name),
         )
     except RPCError as e:
         return Answer(FAILED, f"dbi: backup failed to start: {e.message}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 from enum import StrEnum
 
-from temporalio.common import SearchAttributeKey
+from temporalio.common import SearchAttributeKey, SearchAttributePair, TypedSearchAttributes
 
 GROUP = "dbi.dev"
 VERSION = "v1alpha1"
@@ -118,6 +118,18 @@ NAME_ATTRIBUTE = SearchAttributeKey.for_keyword("DbiName")
 PHASE_ATTRIBUTE = SearchAttributeKey.for_keyword("DbiPhase")
 STEP_ATTRIBUTE = SearchAttributeKey.for_keyword("DbiStep")
 READY_ATTRIBUTE = SearchAttributeKey.for_bool("DbiReady")
+
+
+def instance_attributes(namespace: str, name: str) -> TypedSearchAttributes:
+    """The search attributes a workflow of one DBInstance starts with (its own, and its
+    backups'): the instance's namespace and name, for the UI's filters."""
+    return TypedSearchAttributes(
+        [
+            SearchAttributePair(NAMESPACE_ATTRIBUTE, namespace),
+            SearchAttributePair(NAME_ATTRIBUTE, name),
+        ]
+    )
+
 
 # Registered on the Temporal namespace by the local stack (and by operators in a
 # real deployment).

@@ -22,7 +22,7 @@ from kubernetes import config as k8s_config
 from temporalio.client import Client
 
 from dbi import connect, names
-from devstack import tools
+from devstack import s3server, tools
 from devstack.stack import LocalStack, StackInfo
 from devstack.temporal import NAMESPACE
 
@@ -82,6 +82,17 @@ def dbinstance_crd(kubectl: Kubectl, repo_root: Path) -> str:
         crd_name = f"{plural}.{names.GROUP}"
         kubectl("wait", "--for=condition=Established", f"crd/{crd_name}", "--timeout=60s")
     return f"{names.PLURAL}.{names.GROUP}"
+
+
+S3_BUCKET = "dbi-backups"
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An S3-compatible server (gofakes3, devstack.s3server) with S3_BUCKET, for the
+    session; any access key is accepted."""
+    with s3server.serving(tmp_path_factory.mktemp("s3"), bucket=S3_BUCKET) as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

@@ -18,7 +18,6 @@ from datetime import timedelta
 from opentelemetry import propagate, trace
 from opentelemetry.trace import SpanKind
 from temporalio.client import Client
-from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
@@ -170,12 +169,7 @@ class Wakeups:
             start_signal=names.WAKE,
             start_signal_args=[wake],
             rpc_timeout=RPC_TIMEOUT,
-            search_attributes=TypedSearchAttributes(
-                [
-                    SearchAttributePair(names.NAMESPACE_ATTRIBUTE, namespace),
-                    SearchAttributePair(names.NAME_ATTRIBUTE, name),
-                ]
-            ),
+            search_attributes=names.instance_attributes(namespace, name),
         )
         self.counters.signals_sent += 1
 

@@ -8,7 +8,6 @@ import asyncio
 import json
 import signal
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,7 +24,6 @@ from activities.backupstore import S3Store
 from dbi import backups, names, pipeline
 from dbi.backups import BackupPhase, BackupRequest, BackupResult, StoreLocation, Trigger
 from dbi.config import Config
-from devstack import s3server
 from devstack.stack import StackInfo
 from tests.activities.test_credentials import admin_credential, secret
 from tests.activities.test_lifecycle import SPEC, create, custom, events_of, ready, sql, uri
@@ -33,6 +31,7 @@ from tests.activities.test_worker_crash import worker
 from tests.backupcheck import restored
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
+from tests.stack import S3_BUCKET
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -369,12 +368,6 @@ async def test_the_backup_annotation_takes_one_backup_per_value(
     assert {i["spec"]["trigger"] for i in dbbackups(kube_api, namespace)} == {"Manual"}
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with s3server.serving(tmp_path_factory.mktemp("s3"), bucket="tenant-backups") as endpoint:
-        yield endpoint
-
-
 async def test_a_tenants_bucket_takes_the_backups_and_restores_them(
     orchestrator: Orchestrator,
     watcher: Watcher,
@@ -391,7 +384,7 @@ async def test_a_tenants_bucket_takes_the_backups_and_restores_them(
         k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s3-keys"), string_data=keys),
     )
     s3 = {
-        "bucket": "tenant-backups",
+        "bucket": S3_BUCKET,
         "prefix": f"{namespace}/pg",
         "endpoint": s3_endpoint,
         "credentialsSecret": "s3-keys",
@@ -403,7 +396,7 @@ async def test_a_tenants_bucket_takes_the_backups_and_restores_them(
     backup = (await backed_up(orchestrator, local_stack, namespace))["backup"]
     [item] = dbbackups(kube_api, namespace)
     assert item["status"]["store"] == {
-        "url": f"s3://tenant-backups/{namespace}/pg/",
+        "url": f"s3://{S3_BUCKET}/{namespace}/pg/",
         "endpoint": s3_endpoint,
         "credentialsSecret": "s3-keys",
     }
@@ -426,7 +419,7 @@ async def test_a_target_without_its_secret_stalls_naming_it(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str
 ) -> None:
     """spec.backup.target's Secret is missing: the backup step stalls, naming it."""
-    s3 = {"bucket": "tenant-backups", "credentialsSecret": "nowhere"}
+    s3 = {"bucket": S3_BUCKET, "credentialsSecret": "nowhere"}
     spec = {**SPEC, "backup": {"schedule": "@daily", "target": {"s3": s3}}}
     orchestrator.apply(namespace, "db", spec)
     stalled = ("True", "NoBackupStore")

@@ -4,22 +4,13 @@ S3-compatible server running on this machine (devstack.s3server, gofakes3)."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from activities.backupstore import DirectoryStore, S3Store, Store
 from dbi.backups import StoreLocation
-from devstack import s3server
-
-BUCKET = "dbi-backups"
-
-
-@pytest.fixture(scope="module")
-def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    with s3server.serving(tmp_path_factory.mktemp("s3"), bucket=BUCKET) as endpoint:
-        yield endpoint
+from tests.stack import S3_BUCKET
 
 
 @pytest.fixture(params=["directory", "s3"])
@@ -29,7 +20,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "dbi-test")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "dbi-test-secret")
     endpoint = request.getfixturevalue("s3_endpoint")
-    prefix = f"s3://{BUCKET}/{tmp_path.name}/"
+    prefix = f"s3://{S3_BUCKET}/{tmp_path.name}/"
     return S3Store(StoreLocation.parse(prefix), endpoint=endpoint)
 
 
@@ -67,7 +58,7 @@ def test_an_s3_store_without_credentials_is_an_error_naming_them(
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "x")
     with pytest.raises(ValueError, match="AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"):
-        S3Store(StoreLocation.parse(f"s3://{BUCKET}/x/"), endpoint=s3_endpoint)
+        S3Store(StoreLocation.parse(f"s3://{S3_BUCKET}/x/"), endpoint=s3_endpoint)
 
 
 def test_a_key_cannot_leave_the_directory_store(tmp_path: Path) -> None:

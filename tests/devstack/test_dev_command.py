@@ -91,26 +91,20 @@ def test_dev_up_runs_the_orchestrator_and_ctrl_c_stops_everything(state_dir: Pat
         )
         assert {"KUBECONFIG", "TEMPORAL_ADDRESS"} <= exports.keys()
         outside = {k: v for k, v in os.environ.items() if k not in exports}
-        described = subprocess.run(
-            [DBI, "describe", "orders"],
-            env={**outside, **exports},
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+
+        def printed(*args: str) -> subprocess.CompletedProcess[str]:
+            """Run `dbi ARGS` with the printed exports, as a newcomer does."""
+            env = {**outside, **exports}
+            return subprocess.run(
+                [DBI, *args], env=env, capture_output=True, text=True, timeout=120, check=False
+            )
+
+        described = printed("describe", "orders")
         assert described.returncode == 0, described.stderr
         assert "Ready" in described.stdout
         # `dbi backup orders`, as printed: the stack's worker has a store and pg_basebackup.
         assert f"dbi backup orders       (into {state_dir}/backups)" in output
-        backed_up = subprocess.run(
-            [DBI, "backup", "orders"],
-            env={**outside, **exports},
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        backed_up = printed("backup", "orders")
         assert backed_up.returncode == 0, backed_up.stderr
         assert "Completed" in backed_up.stdout
         assert list((state_dir / "backups" / "default" / "orders").glob("*/dbi-backup.json"))
