@@ -254,6 +254,14 @@ class Kube:
     def pvc(self, namespace: str, name: str) -> k8s.V1PersistentVolumeClaim | None:
         return or_none(lambda: self.core.read_namespaced_persistent_volume_claim(name, namespace))
 
+    def pvcs(self, namespace: str, labels: dict[str, str]) -> list[k8s.V1PersistentVolumeClaim]:
+        """The claims in ``namespace`` with all of ``labels``."""
+        selector = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+        found = self.core.list_namespaced_persistent_volume_claim(
+            namespace, label_selector=selector
+        )
+        return list(found.items)
+
     def storage_class(self, name: str) -> k8s.V1StorageClass | None:
         return or_none(lambda: k8s.StorageV1Api(self.core.api_client).read_storage_class(name))
 

@@ -2,9 +2,17 @@
 
 Sizes follow KubeVirt's hot-plug defaults: up to 4x the sockets and 4x the guest
 memory can be added live; anything beyond needs a restart.
+
+Disks: a VM boots a root disk made from its image (``<name>-root-<hash of the
+image>``, one per image, so a repave makes the next one beside the current one) and
+keeps PostgreSQL's data on a blank data disk (``<name>-data``). Instances created
+before root disks have one disk, ``<name>-data``, made from the image (its claim
+carries the image annotation): they keep that layout (``one_disk``).
 """
 
 from __future__ import annotations
+
+import hashlib
 
 from activities.kube import Instance, Manifest
 from activities.secrets import cloudinit_name
@@ -12,20 +20,55 @@ from dbi import names
 
 HOTPLUG_FACTOR = 4
 IMAGE_ANNOTATION = "harvesterhci.io/imageId"
+# Harvester writes the StorageClass a claim made from an image must use here.
+IMAGE_STORAGE_CLASS = "storageClassName"
+# Which of an instance's disks a claim is: ``root`` or ``data``.
+DISK_LABEL = "dbi.dev/disk"
+ROOT, DATA = "root", "data"
+# A root disk holds the OS and PostgreSQL's binaries: the image's size, rounded up.
+ROOT_DISK_SIZE = "10Gi"
 
 
 def data_claim_name(instance: Instance) -> str:
     return f"{instance.name}-data"
 
 
+def root_claim_name(instance_name: str, image: str) -> str:
+    """The root disk made from ``image`` (``namespace/name``): one name per image."""
+    digest = hashlib.sha256(image.encode()).hexdigest()[:6]  # as long as -credentials
+    return f"{instance_name}-root-{digest}"
+
+
+def image_of(claim: Manifest | None) -> str | None:
+    """The image a claim was made from (Harvester's imageId annotation), if any."""
+    annotations = ((claim or {}).get("metadata") or {}).get("annotations") or {}
+    return annotations.get(IMAGE_ANNOTATION) or None
+
+
+def claim_of(template_spec: Manifest, volume: str) -> str | None:
+    """The claim a VM's (or VMI's) spec mounts as ``volume``, if any."""
+    for v in template_spec.get("volumes") or []:
+        if v.get("name") == volume:
+            claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            return str(claim) if claim else None
+    return None
+
+
+def root_of(vm: Manifest | None) -> str | None:
+    """The root claim a VM's template boots (None: none, or a one-disk VM)."""
+    return claim_of(((vm or {}).get("spec") or {}).get("template", {}).get("spec") or {}, ROOT)
+
+
 def vm(
     instance: Instance,
     *,
     run_strategy: str,
+    root_claim: str | None,
     max_sockets: int | None = None,
     max_guest_mebibytes: int | None = None,
 ) -> Manifest:
-    """Return the VirtualMachine: CPU, memory, the data disk and the cloud-init Secret.
+    """Return the VirtualMachine: CPU, memory, the root disk ``root_claim`` (None: a
+    one-disk VM, booting its data disk), the data disk and the cloud-init Secret.
 
     The hot-plug limits are boot-time settings: the VM's current ones (``max_*``) are
     kept while the spec fits in them, so a change within them stays live; a change
@@ -37,6 +80,22 @@ def vm(
         max_sockets = min(resources.cpu * HOTPLUG_FACTOR, 128)
     if max_guest_mebibytes is None or max_guest_mebibytes < mebibytes:
         max_guest_mebibytes = mebibytes * HOTPLUG_FACTOR
+    disks: list[Manifest] = []
+    volumes: list[Manifest] = []
+    if root_claim is not None:
+        disks.append({"name": ROOT, "bootOrder": 1, "disk": {"bus": "virtio"}})
+        volumes.append({"name": ROOT, "persistentVolumeClaim": {"claimName": root_claim}})
+    disks += [
+        {"name": DATA, "disk": {"bus": "virtio"}},
+        {"name": "cloudinit", "disk": {"bus": "virtio"}},
+    ]
+    volumes += [
+        {"name": DATA, "persistentVolumeClaim": {"claimName": data_claim_name(instance)}},
+        {
+            "name": "cloudinit",
+            "cloudInitNoCloud": {"secretRef": {"name": cloudinit_name(instance)}},
+        },
+    ]
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
@@ -57,42 +116,50 @@ def vm(
                             "guest": f"{mebibytes}Mi",
                             "maxGuest": f"{max_guest_mebibytes}Mi",
                         },
-                        "devices": {
-                            "disks": [
-                                {"name": "data", "disk": {"bus": "virtio"}},
-                                {"name": "cloudinit", "disk": {"bus": "virtio"}},
-                            ]
-                        },
+                        "devices": {"disks": disks},
                     },
-                    "volumes": [
-                        {
-                            "name": "data",
-                            "persistentVolumeClaim": {"claimName": data_claim_name(instance)},
-                        },
-                        {
-                            "name": "cloudinit",
-                            "cloudInitNoCloud": {"secretRef": {"name": cloudinit_name(instance)}},
-                        },
-                    ],
+                    "volumes": volumes,
                 },
             },
         },
     }
 
 
-def data_claim(instance: Instance, *, image: str) -> Manifest:
-    """Return the data disk's PVC, made from the image (Harvester's imageId annotation)."""
+def data_claim(instance: Instance, *, image: str | None = None) -> Manifest:
+    """Return the data disk's PVC: blank, or, for a one-disk instance, made from
+    ``image`` (Harvester's imageId annotation, kept as it was)."""
+    metadata = instance.child_metadata(
+        data_claim_name(instance),
+        kept=True,
+        annotations={IMAGE_ANNOTATION: image} if image else {},
+    )
+    if not image:
+        metadata["labels"][DISK_LABEL] = DATA
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": instance.child_metadata(
-            data_claim_name(instance), kept=True, annotations={IMAGE_ANNOTATION: image}
-        ),
+        "metadata": metadata,
         "spec": {
             "accessModes": ["ReadWriteOnce"],
             "resources": {"requests": {"storage": instance.model.spec.resources.storage}},
         },
     }
+
+
+def root_claim(instance: Instance, image: str, *, storage_class: str | None = None) -> Manifest:
+    """Return a root disk's PVC, made from ``image`` (with the StorageClass Harvester
+    gives the image, when it says one)."""
+    metadata = instance.child_metadata(
+        root_claim_name(instance.name, image), kept=True, annotations={IMAGE_ANNOTATION: image}
+    )
+    metadata["labels"][DISK_LABEL] = ROOT
+    spec: Manifest = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": ROOT_DISK_SIZE}},
+    }
+    if storage_class:
+        spec["storageClassName"] = storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata, "spec": spec}
 
 
 def covers(desired: object, observed: object) -> bool:

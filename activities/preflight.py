@@ -2,7 +2,8 @@
 
 Observes the instance, the VirtualMachineImage it would boot and the data disk's
 capacity. Terminal when retrying cannot help (a version with no image, an image that
-does not exist, storage below what the disk already has); otherwise adds the
+does not exist, an image labelled ``dbi.dev/postgresql-version`` with another major
+than ``spec.version``, storage below what the disk already has); otherwise adds the
 finalizer (Pending), then is Satisfied. Idempotency key: the finalizer list; the patch
 names the list it read and its resourceVersion, so a concurrent change makes it fail
 (409) and the loop looks again, never dropping another's finalizer.
@@ -27,6 +28,7 @@ class Reason(StrEnum):
     FINALIZER_ADDED = "FinalizerAdded"
     UNSUPPORTED_VERSION = "UnsupportedVersion"
     IMAGE_NOT_FOUND = "ImageNotFound"
+    IMAGE_VERSION_MISMATCH = "ImageVersionMismatch"
     STORAGE_BELOW_CAPACITY = "StorageBelowCapacity"
 
 
@@ -39,6 +41,7 @@ class Observation:
     version: int
     image: str | None  # the image to boot, None when the version has none configured
     image_exists: bool
+    image_version: str | None = None  # what the image's dbi.dev/postgresql-version says
     storage: Decimal
     # The size dbi last asked of the data disk (the claim's request). Its capacity may be
     # larger: a provisioner may round up, and the spec is not below what it asked.
@@ -54,22 +57,21 @@ def image_for(instance: Instance, images: dict[int, str]) -> str | None:
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     image = image_for(instance, ctx.config.images)
-    exists = False
+    found = None
     if image is not None:
         namespace, name = image.split("/", 1)
-        exists = (
-            ctx.kube.get_custom(
-                "harvesterhci.io", "v1beta1", namespace, "virtualmachineimages", name
-            )
-            is not None
+        found = ctx.kube.get_custom(
+            "harvesterhci.io", "v1beta1", namespace, "virtualmachineimages", name
         )
+    labels = ((found or {}).get("metadata") or {}).get("labels") or {}
     disk = ctx.kube.pvc(instance.namespace, f"{instance.name}-data")
     requests = disk.spec.resources.requests if disk and disk.spec and disk.spec.resources else None
     request = (requests or {}).get("storage")
     return Observation(
         version=instance.model.spec.version,
         image=image,
-        image_exists=exists,
+        image_exists=found is not None,
+        image_version=labels.get(names.IMAGE_VERSION_LABEL),
         storage=parse_quantity(instance.model.spec.resources.storage),
         disk_request=parse_quantity(request) if request else None,
         has_finalizer=names.FINALIZER in instance.finalizers,
@@ -92,6 +94,13 @@ def decide(obs: Observation) -> Decision[Action]:
         return terminal(
             Reason.IMAGE_NOT_FOUND,
             f"spec.image: the VirtualMachineImage {obs.image} does not exist.",
+        )
+    if obs.image_version and obs.image_version.split(".")[0] != str(obs.version):
+        return terminal(
+            Reason.IMAGE_VERSION_MISMATCH,
+            f"spec.image: the VirtualMachineImage {obs.image} holds PostgreSQL "
+            f"{obs.image_version}, but spec.version is {obs.version}; an image of another "
+            "major would not run this instance's data.",
         )
     if obs.disk_request is not None and obs.storage < obs.disk_request:
         return terminal(

@@ -48,8 +48,9 @@ def table() -> str:
         "needs, past lock_timeout)"
     )
     rows.append(f"| (any step) | its own | {failed} |")
+    watchful = ", ".join(m.STEP.spec.name for m in registry.MODULES if m.STEP.children)
     rows.append(
-        "| (credentials, vm, retention, access, monitoring) | its own | "
+        f"| ({watchful}) | its own | "
         f"{_reasons(ownership.Reason)} (an object with a child's name that is not the "
         "instance's: [ownership](#ownership-and-deletion)) |"
     )

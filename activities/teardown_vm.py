@@ -1,13 +1,14 @@
 """teardown_vm (VMReleased): the VM and its disk go, or stay released, as deletionPolicy says.
 
-Observes the instance's own VM, data claim, cloud-init, credentials and (legacy)
+Observes the instance's own VM, data claim, root disk claims, cloud-init, credentials
+and (legacy)
 ``<name>-admin`` Secrets, its admin credential (in dbi's namespace) and its volume;
 objects that are not the instance's are neither observed nor touched
 (``activities.ownership``), and the garbage collector is not leaned on, whatever
 cascade the deletion asked for.
 
 - ``Delete``: deletes every one of them, Pending until all are gone.
-- ``Retain``: takes the instance's owner reference off the VM, the claim and the
+- ``Retain``: takes the instance's owner reference off the VM, the claims and the
   cloud-init Secret (marking them with the instance's UID, as new children are), sets
   the claim's volume to ``reclaimPolicy: Retain``, keeps the admin credential (an
   instance that adopts the data needs it) and deletes the credentials Secret; Pending
@@ -74,6 +75,14 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         ),
         secret(secrets.cloudinit_name(instance)),
         secret(secrets.admin_name(instance)),
+    ]
+    roots = kube.pvcs(
+        ns, {names.INSTANCE_LABEL: instance.name, manifests.DISK_LABEL: manifests.ROOT}
+    )
+    kept += [
+        ownership.Child("PersistentVolumeClaim", str(c.metadata.name), ownership.meta_of(c, kube))
+        for c in roots
+        if c.metadata is not None
     ]
     rest = [secret(secrets.app_name(instance))]
     home, name = ctx.config.namespace, admin_credential.name_for(instance.uid)

@@ -1,14 +1,18 @@
-"""vm (VMProvisioned): the KubeVirt VirtualMachine and its data disk.
+"""vm (VMProvisioned): the KubeVirt VirtualMachine and its disks.
 
-Observes the VM; creates it (and the data PVC from the image) when missing, or
+Observes the VM; creates it (and its disks: a root disk from the image, a blank data
+disk, ``activities.manifests``) when missing, or
 re-applies it when a field we own drifted (someone edited the CPU by hand), with
 server-side apply: fields other managers own are left alone. A VM or claim of that
 name that is not the instance's stops the step (``activities.ownership``). The VM has
 an owner reference to the instance only under ``deletionPolicy: Delete``. Pending
 after a write, Satisfied when the VM matches. Idempotency key: the names (the VM is
-the instance's, the claim ``<name>-data``), so a retried create after a worker crash
-applies the same object again and cannot leak a second VM. ``runStrategy`` belongs to
-the power step: an apply carries its current value.
+the instance's, the claims ``<name>-data`` and ``<name>-root-<hash of the image>``), so a
+retried create after a worker crash applies the same objects again and cannot leak a
+second VM. ``runStrategy`` belongs to the power step and the root disk a VM boots to
+the repave step: an apply carries their current values. A VM created where a one-disk
+instance's data claim is (one made from an image: a retained disk adopted, a VM
+deleted by hand) is a one-disk VM again, booting that disk.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ class Reason(StrEnum):
 
 
 class Action(StrEnum):
-    CREATE = "create"  # the VM, and the data claim if there is none
+    CREATE = "create"  # the VM, and the claims there are none of
     APPLY = "apply"  # the VM's fields we own
 
 
@@ -43,6 +47,7 @@ class Observation:
     observed: Manifest | None
     uid: str  # the instance's: its owner reference counts both ways
     claim_exists: bool = True
+    root_exists: bool = True
     children: tuple[ownership.Child, ...] = ()
 
 
@@ -74,14 +79,18 @@ def decide(obs: Observation) -> Decision[Action]:
     return Decision(SPEC.result(Outcome.SATISFIED, Reason.PROVISIONED, message))
 
 
-def desired_vm(instance: Instance, observed: Manifest | None) -> Manifest:
-    """Return the VM to apply: our fields, with runStrategy and hot-plug limits as observed."""
+def desired_vm(
+    instance: Instance, observed: Manifest | None, *, root_claim: str | None
+) -> Manifest:
+    """Return the VM to apply: our fields and the root disk ``root_claim``, with
+    runStrategy and hot-plug limits as observed."""
     spec = (observed or {}).get("spec", {})
     domain = spec.get("template", {}).get("spec", {}).get("domain", {})
     max_guest = domain.get("memory", {}).get("maxGuest")
     return manifests.vm(
         instance,
         run_strategy=spec.get("runStrategy") or desired_strategy(instance),
+        root_claim=root_claim,
         max_sockets=domain.get("cpu", {}).get("maxSockets"),
         max_guest_mebibytes=int(parse_quantity(max_guest) // 2**20) if max_guest else None,
     )
@@ -91,25 +100,57 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     kube = ctx.kube
     observed = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
     children = [ownership.Child("VirtualMachine", instance.name, ownership.meta_of(observed, kube))]
-    claim_exists = True
-    if observed is None:  # about to create: the disk's name must be free or ours too
-        name = manifests.data_claim_name(instance)
-        meta = ownership.meta_of(kube.pvc(instance.namespace, name), kube)
-        children.append(ownership.Child("PersistentVolumeClaim", name, meta))
-        claim_exists = meta is not None
+    if observed is not None:
+        return Observation(
+            desired=desired_vm(instance, observed, root_claim=manifests.root_of(observed)),
+            observed=observed,
+            uid=instance.uid,
+            children=tuple(children),
+        )
+    # About to create: the disks' names must be free or ours too.
+    name = manifests.data_claim_name(instance)
+    data = kube.pvc(instance.namespace, name)
+    meta = ownership.meta_of(data, kube)
+    children.append(ownership.Child("PersistentVolumeClaim", name, meta))
+    root, root_exists = None, True
+    if manifests.image_of({"metadata": meta}) is None:  # none, or a blank data disk
+        root = manifests.root_claim_name(
+            instance.name, image_for(instance, ctx.config.images) or ""
+        )
+        root_meta = ownership.meta_of(kube.pvc(instance.namespace, root), kube)
+        children.append(ownership.Child("PersistentVolumeClaim", root, root_meta))
+        root_exists = root_meta is not None
     return Observation(
-        desired=desired_vm(instance, observed),
-        observed=observed,
+        desired=desired_vm(instance, None, root_claim=root),
+        observed=None,
         uid=instance.uid,
-        claim_exists=claim_exists,
+        claim_exists=meta is not None,
+        root_exists=root_exists,
         children=tuple(children),
     )
 
 
+def image_storage_class(ctx: Context, image: str) -> str | None:
+    """The StorageClass Harvester gives an image's disks (its status says), if any."""
+    namespace, name = image.split("/", 1)
+    found = ctx.kube.get_custom(
+        "harvesterhci.io", "v1beta1", namespace, "virtualmachineimages", name
+    )
+    return ((found or {}).get("status") or {}).get(manifests.IMAGE_STORAGE_CLASS) or None
+
+
+def create_root(ctx: Context, instance: Instance, image: str) -> None:
+    """Create the root disk made from ``image`` (idempotent: its name is the image's)."""
+    claim = manifests.root_claim(instance, image, storage_class=image_storage_class(ctx, image))
+    ctx.kube.apply_pvc(claim)
+
+
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
-    if action is Action.CREATE and not obs.claim_exists:
-        image = image_for(instance, ctx.config.images) or ""
-        ctx.kube.apply_pvc(manifests.data_claim(instance, image=image))
+    if action is Action.CREATE:
+        if not obs.claim_exists:
+            ctx.kube.apply_pvc(manifests.data_claim(instance))
+        if not obs.root_exists:
+            create_root(ctx, instance, image_for(instance, ctx.config.images) or "")
     ctx.kube.apply_custom(*KUBEVIRT, "virtualmachines", obs.desired)
 
 

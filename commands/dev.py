@@ -219,5 +219,6 @@ def _dev_build(args: argparse.Namespace) -> int:
     print(controlplane.build())
     print(gitops.build())
     print(s3server.build())
-    print(postgresql.install())
+    for build in postgresql.BUILDS:  # each dev image's
+        print(postgresql.install(build))
     return 0

@@ -117,7 +117,8 @@ IMAGES = _var(
     "DBI_IMAGES",
     None,
     "JSON object of PostgreSQL major version to VirtualMachineImage `namespace/name`; "
-    "unset: `dbi-images/postgres-<version>`.",
+    "unset: `dbi-images/postgres-<version>`. An instance without `spec.image` boots its "
+    "version's; changing it repaves those instances.",
     WORKER,
 )
 NAMESPACE = _var(

@@ -58,6 +58,7 @@ class Phase(StrEnum):
     STOPPING = "Stopping"
     STOPPED = "Stopped"
     RESIZING = "Resizing"
+    UPGRADING = "Upgrading"
     DEGRADED = "Degraded"
     FAILED = "Failed"
     DELETING = "Deleting"
@@ -83,6 +84,10 @@ class Observed(_Model):
     power_state: PowerState | None = Field(default=None, description="Running or Stopped.")
     postgres_version: str | None = Field(
         default=None, description="Server version PostgreSQL reports."
+    )
+    image: str | None = Field(
+        default=None,
+        description="The VirtualMachineImage (namespace/name) the VM's root disk was made from.",
     )
     address: str | None = Field(
         default=None,
@@ -128,8 +133,8 @@ class DBInstanceStatus(_Model):
     phase: Phase | None = Field(
         default=None,
         description="A one-word summary for people (Provisioning, Starting, Running, "
-        "Stopping, Stopped, Resizing, Degraded, Failed, Deleting, Paused). Scripts should "
-        "read conditions instead.",
+        "Stopping, Stopped, Resizing, Upgrading, Degraded, Failed, Deleting, Paused). "
+        "Scripts should read conditions instead.",
     )
     conditions: list[Condition] = Field(
         default_factory=list,

@@ -33,6 +33,9 @@ INSTANCE_LABEL = "dbi.dev/instance"
 # Every child carries its instance's UID here: what makes it the instance's, whether
 # or not it has an owner reference (objects deletionPolicy Retain keeps have none).
 INSTANCE_UID_ANNOTATION = "dbi.dev/instance-uid"
+# On a VirtualMachineImage: the PostgreSQL version it holds (e.g. 16.15.0); preflight
+# refuses an image whose major is not spec.version's.
+IMAGE_VERSION_LABEL = "dbi.dev/postgresql-version"
 # On a DBInstance: the UID of a deleted instance of the same name whose retained
 # objects (VM, data disk, Secrets) this one may take over, with their data.
 ADOPT_ANNOTATION = "dbi.dev/adopt"

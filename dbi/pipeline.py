@@ -64,6 +64,9 @@ CREDENTIALS = StepSpec(
 VM = StepSpec("vm", "VMProvisioned", "vm: the KubeVirt VirtualMachine")
 # While power is Pending the phase says Starting or Stopping (dbi.status).
 POWER = StepSpec("power", "PowerSynced", "power: runStrategy from powerState")
+REPAVE = StepSpec(
+    "repave", "RootDiskCurrent", "repave: the root disk from the image", Phase.UPGRADING
+)
 RESIZE = StepSpec("resize", "SizeSynced", "resize: CPU, memory and disk", Phase.RESIZING)
 RETENTION = StepSpec(
     "retention", "RetentionSynced", "retention: what deletionPolicy keeps, out of reach"
@@ -82,6 +85,7 @@ CONVERGE: tuple[StepSpec, ...] = (
     CREDENTIALS,
     VM,
     POWER,
+    REPAVE,
     RESIZE,
     RETENTION,
     TLS,

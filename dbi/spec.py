@@ -424,7 +424,10 @@ class DBInstanceSpec(_Model):
         max_length=2 * _NAME_MAX + 1,
         pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-.a-z0-9]*[a-z0-9])?$",
         description="Harvester VirtualMachineImage to boot, as namespace/name. When "
-        "unset, the orchestrator's configured image for the version is used.",
+        "unset, the orchestrator's configured image for the version is used. A change "
+        "repaves: the VM restarts on a root disk made from the new image and keeps its "
+        "data disk. An image labelled dbi.dev/postgresql-version must hold spec.version's "
+        "major.",
     )
     resources: Resources = Field(description="CPU, memory and storage of the VM.")
     power_state: PowerState = Field(

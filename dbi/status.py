@@ -294,6 +294,7 @@ def _observed(facts: Facts, previous: Observed | None) -> Observed | None:
         "storage": facts.storage,
         "power_state": facts.power_state,
         "postgres_version": facts.postgres_version,
+        "image": facts.image,
         "address": facts.address,
     }
     fresh = {k: v for k, v in seen.items() if v is not None}

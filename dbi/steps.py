@@ -60,6 +60,7 @@ class Facts(BaseModel):
     storage: str | None = None
     power_state: PowerState | None = None
     postgres_version: str | None = None
+    image: str | None = None
     address: str | None = None
     credentials_secret_name: str | None = None
 

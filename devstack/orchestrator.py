@@ -63,8 +63,7 @@ def install(api: k8s.ApiClient) -> None:
             force=True,
             _content_type="application/apply-patch+yaml",
         )
-    for version in SUPPORTED_VERSIONS:
-        image = dev_image(version)
+    for image in dev_images():
         objects.patch_namespaced_custom_object(
             "harvesterhci.io",
             "v1beta1",
@@ -78,19 +77,26 @@ def install(api: k8s.ApiClient) -> None:
         )
 
 
-def dev_image(major: int) -> dict[str, Any]:
-    """The dev VirtualMachineImage ``dbi-images/postgres-<major>``: the stand-in boots its
-    VMs with the PostgreSQL build its label names."""
-    return {
-        "apiVersion": "harvesterhci.io/v1beta1",
-        "kind": "VirtualMachineImage",
-        "metadata": {
-            "name": f"postgres-{major}",
-            "namespace": IMAGES_NAMESPACE,
-            "labels": {postgresql.VERSION_LABEL: postgresql.BY_MAJOR[major]},
-        },
-        "spec": {"displayName": f"PostgreSQL {major} (dev)", "sourceType": "download"},
-    }
+def dev_images() -> list[dict[str, Any]]:
+    """The dev VirtualMachineImages: ``dbi-images/postgres-<major>`` (each supported
+    major's newest build, what DBI_IMAGES names by default) and one per build,
+    ``dbi-images/postgres-<major>.<minor>`` (16.13, 16.15, ...: a spec.image to repave
+    between). The stand-in boots a VM with the PostgreSQL build its image's label names."""
+
+    def image(name: str, build: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "harvesterhci.io/v1beta1",
+            "kind": "VirtualMachineImage",
+            "metadata": {
+                "name": name,
+                "namespace": IMAGES_NAMESPACE,
+                "labels": {postgresql.VERSION_LABEL: build},
+            },
+            "spec": {"displayName": f"PostgreSQL {build} (dev)", "sourceType": "download"},
+        }
+
+    majors = [image(f"postgres-{v}", postgresql.BY_MAJOR[v]) for v in SUPPORTED_VERSIONS]
+    return majors + [image(postgresql.image_name(b), b) for b in postgresql.BUILDS]
 
 
 SAMPLE = tools.REPO_ROOT / "deploy" / "samples" / "dbinstance.yaml"

