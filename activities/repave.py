@@ -10,7 +10,10 @@ action per look, in this order:
 2. point the VM's ``root`` volume at it (``RootDiskSwitched``): KubeVirt marks the VM
    RestartRequired;
 3. restart the VM (``Repaving``: its VMI deleted, so KubeVirt boots a new one from the
-   template), unless the instance is stopped: it boots the new disk when started;
+   template), unless the instance is stopped: it boots the new disk when started. A
+   maintenance window holds the restart until it opens (``MaintenanceWindow``, the
+   opening as a durable timer), unless ``dbi resize --force`` or the restart annotation
+   asks for it now;
 4. once the VM runs on the new disk (or is stopped), delete the root disks of former
    images (``OldRootDiskDeleted``).
 
@@ -25,13 +28,14 @@ the VMI's UID (a restart deletes the VMI observed; a retry finds a new one, or n
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from activities import manifests, ownership, vm
 from activities.kube import KUBEVIRT, Instance, or_none
 from activities.preflight import image_for
 from activities.step import Anatomy, Context
-from dbi import names
+from dbi import maintenance, names
 from dbi.pipeline import REPAVE as SPEC
 from dbi.spec import PowerState
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
@@ -49,6 +53,7 @@ class Reason(StrEnum):
     RESTARTING = "RootDiskRestarting"
     OLD_DELETED = "OldRootDiskDeleted"
     OWNERS_SYNCED = "OwnerReferencesSynced"
+    MAINTENANCE_WINDOW = "MaintenanceWindow"
 
 
 class Action(StrEnum):
@@ -74,6 +79,7 @@ class Observation:
     vmi_deleting: bool = False
     old_roots: tuple[str, ...] = ()  # the instance's root disks of other images
     version: str | None = None  # the PostgreSQL version last observed (for the message)
+    hold: maintenance.Hold | None = None  # the restart waits for the window
     children: tuple[ownership.Child, ...] = ()
 
 
@@ -126,6 +132,9 @@ def _restart(obs: Observation) -> Decision[Action] | None:
     if obs.vmi_deleting:
         message = f"The VM restarts on the root disk from {obs.image}."
         return _pending(Reason.RESTARTING, message, None, RESTART_CHECK_SECONDS)
+    if obs.hold is not None:
+        message = obs.hold.message(f"The restart onto the root disk from {obs.image}")
+        return _pending(Reason.MAINTENANCE_WINDOW, message[:512], None, obs.hold.seconds)
     was = f", was PostgreSQL {obs.version}" if obs.version else ""
     message = f"The VM restarts on a root disk from {obs.image}{was}; the data disk stays."
     return _pending(Reason.REPAVING, message, Action.RESTART, RESTART_CHECK_SECONDS)
@@ -173,7 +182,8 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         for name, meta in sorted(listed.items())
     )
     mine = {c.name for c in children if ownership.classify(c, instance.uid) is ownership.Claim.OURS}
-    stopped = instance.model.spec.power_state is PowerState.STOPPED
+    spec = instance.model.spec
+    stopped = spec.power_state is PowerState.STOPPED
     vmi = None
     if not stopped and template_root == root:
         vmi = kube.get_custom(*KUBEVIRT, ns, "virtualmachineinstances", instance.name)
@@ -192,6 +202,11 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         vmi_deleting=bool(((vmi or {}).get("metadata") or {}).get("deletionTimestamp")),
         old_roots=tuple(sorted(mine - {root})),
         version=observed_status.postgres_version if observed_status else None,
+        hold=maintenance.hold(
+            spec.maintenance.window if spec.maintenance else None,
+            datetime.now(UTC),
+            forced=step_input.allow_restart,
+        ),
         children=children,
     )
 

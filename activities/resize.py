@@ -2,8 +2,10 @@
 
 The vm step puts CPU and memory into the VM's template; KubeVirt applies what it can
 live. This step observes the rest: a VM that reports ``RestartRequired`` is restarted
-(its VMI deleted, so KubeVirt boots a new one) under ``resizePolicy: Restart`` or when
-a ``force_resize`` update allows it, and otherwise waits (Pending, RestartRequired);
+(its VMI deleted, so KubeVirt boots a new one) under ``resizePolicy: Restart`` (in the
+maintenance window, if the spec has one: until it opens, Pending MaintenanceWindow
+with the opening as its durable timer) or when a ``force_resize`` update or the restart
+annotation allows it, and otherwise waits (Pending, RestartRequired);
 a live change is Pending until the VMI shows it. Storage grows through the PVC
 request, Pending until its capacity shows it; a claim whose StorageClass does not allow
 volume expansion is Terminal (StorageNotExpandable, naming the class), as the API
@@ -15,12 +17,14 @@ restart deletes the VMI the step observed; a retry finds a new one, or none).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 
 from activities import manifests
 from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.step import Anatomy, Context
+from dbi import maintenance
 from dbi.pipeline import RESIZE as SPEC
 from dbi.quantity import parse_quantity
 from dbi.spec import PowerState, ResizePolicy
@@ -35,6 +39,7 @@ class Reason(StrEnum):
     EXPANDING = "StorageExpanding"
     RESTARTING = "Restarting"
     RESTART_REQUIRED = "RestartRequired"
+    MAINTENANCE_WINDOW = "MaintenanceWindow"
     LIVE_RESIZING = "LiveResizing"
     NOT_EXPANDABLE = "StorageNotExpandable"
 
@@ -64,6 +69,8 @@ class Observation:
     # As written (the spec's memory, the claim's capacity), for status.
     memory_quantity: str | None = None
     capacity: str | None = None
+    # A restart under resizePolicy Restart waits for this (None: it may run now).
+    hold: maintenance.Hold | None = None
 
 
 def decide(obs: Observation) -> Decision[Action]:
@@ -78,9 +85,12 @@ def decide(obs: Observation) -> Decision[Action]:
     if (disk := _disk(obs)) is not None:
         return disk
     if not obs.stopped and obs.restart_required:
-        if obs.policy is ResizePolicy.RESTART or obs.allow_restart:
+        if obs.allow_restart or (obs.policy is ResizePolicy.RESTART and obs.hold is None):
             message = "The VM restarts to take its new size."
             return pending(Reason.RESTARTING, message, Action.RESTART)
+        if obs.policy is ResizePolicy.RESTART and obs.hold is not None:
+            message = obs.hold.message("The restart for the new size")
+            return pending(Reason.MAINTENANCE_WINDOW, message, after=obs.hold.seconds)
         return pending(
             Reason.RESTART_REQUIRED,
             "The new size needs a restart; resizePolicy is Deferred, so it waits for force_resize.",
@@ -171,6 +181,11 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         expandable=expandable,
         memory_quantity=spec.resources.memory,
         capacity=capacity,
+        hold=maintenance.hold(
+            spec.maintenance.window if spec.maintenance else None,
+            datetime.now(UTC),
+            forced=step_input.allow_restart,
+        ),
     )
 
 

@@ -35,6 +35,8 @@ _KEEP = {
     "maximum",
     "minLength",
     "maxLength",
+    "minItems",
+    "maxItems",
     "pattern",
     "format",
     "required",

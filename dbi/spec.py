@@ -10,11 +10,20 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from cronsim import CronSim, CronSimError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from dbi.quantity import parse_quantity
@@ -382,6 +391,105 @@ class Backup(_Model):
     )
 
 
+# A window's openings: five cron fields (minute hour day-of-month month day-of-week, UTC).
+_WINDOW_CRON = rf"^{_CRON_FIELD}( {_CRON_FIELD}){{4}}$"
+WINDOW_MAX_HOURS = 168
+
+
+def _window_cron(value: str | None) -> str | None:
+    """Five cron fields that fire (cronsim reads them as the worker will)."""
+    if value is None:
+        return None
+    try:
+        next(CronSim(value, datetime(2000, 1, 1, tzinfo=UTC)))
+    except (CronSimError, StopIteration) as e:
+        raise ValueError(f"{value!r} is not a cron expression: {e}") from None
+    return value
+
+
+def _window_length(value: str) -> str:
+    if not 60 <= duration_seconds(value) <= WINDOW_MAX_HOURS * 3600:
+        raise ValueError(f"must be between 1m and {WINDOW_MAX_HOURS}h")
+    return value
+
+
+class Weekday(StrEnum):
+    MON = "Mon"
+    TUE = "Tue"
+    WED = "Wed"
+    THU = "Thu"
+    FRI = "Fri"
+    SAT = "Sat"
+    SUN = "Sun"
+
+
+class MaintenanceWindow(_Model):
+    """When the orchestrator may restart the VM for a planned change, in UTC: from
+    ``start`` on ``days`` (or at the times of ``schedule``) for ``duration``."""
+
+    model_config = ConfigDict(
+        json_schema_extra=_rules(
+            (
+                "has(self.start) != has(self.schedule)",
+                "set exactly one of start (with days) or schedule",
+            ),
+            ("!has(self.days) || has(self.start)", "days go with start"),
+        )
+    )
+
+    days: list[Weekday] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=7,
+        description="The days it opens on (Mon to Sun, UTC). Unset: every day.",
+    )
+    start: str | None = Field(
+        default=None,
+        max_length=5,
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="When it opens, as HH:MM in UTC, such as 02:00.",
+    )
+    schedule: Annotated[str | None, AfterValidator(_window_cron)] = Field(
+        default=None,
+        max_length=_QUANTITY_MAX * 2,
+        pattern=_WINDOW_CRON,
+        description="When it opens, as five cron fields in UTC (minute hour day-of-month "
+        "month day-of-week), such as '0 2 * * 6' (Saturdays at 02:00); instead of start "
+        "and days.",
+    )
+    duration: Annotated[str, AfterValidator(_window_length)] = Field(
+        max_length=_QUANTITY_MAX,
+        pattern=_DURATION.pattern,
+        description=f"How long it stays open, between 1m and {WINDOW_MAX_HOURS}h, such as 4h.",
+        json_schema_extra=_rules(
+            (
+                "duration(self) >= duration('1m') && "
+                f"duration(self) <= duration('{WINDOW_MAX_HOURS}h')",
+                f"must be between 1m and {WINDOW_MAX_HOURS}h",
+            )
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> MaintenanceWindow:
+        if (self.start is None) == (self.schedule is None):
+            raise ValueError("set exactly one of start (with days) or schedule")
+        if self.days is not None and self.start is None:
+            raise ValueError("days go with start")
+        return self
+
+
+class Maintenance(_Model):
+    """When planned disruption may happen."""
+
+    window: MaintenanceWindow | None = Field(
+        default=None,
+        description="A restart a resize or a repave needs waits for this window (a "
+        "durable timer); dbi resize --force and dbi.dev/restart-requested-at apply it at "
+        "once. Unset: at once.",
+    )
+
+
 class RestoreSource(_Model):
     """The backup a new instance starts from."""
 
@@ -469,6 +577,10 @@ class DBInstanceSpec(_Model):
         default=None,
         description="Scheduled physical backups (pg_basebackup and its WAL) into the "
         "orchestrator's backup store. Unset: no schedule (`dbi backup` still takes one).",
+    )
+    maintenance: Maintenance | None = Field(
+        default=None,
+        description="When a VM restart for a planned change may happen. Unset: at once.",
     )
     restore: Restore | None = Field(
         default=None,

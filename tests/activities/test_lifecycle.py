@@ -364,7 +364,7 @@ async def test_deletion_leaves_what_the_policy_says(
         assert not vms[0]["metadata"].get("ownerReferences")
         # The data disk, and the root disk the kept VM boots.
         claims = core.list_namespaced_persistent_volume_claim(namespace).items
-        assert sorted(c.metadata.name for c in claims if c.metadata) == sorted(
+        assert sorted(str(c.metadata.name) for c in claims if c.metadata) == sorted(
             ["db-data", str(manifests.root_of(vms[0]))]
         )
         assert not any(c.metadata.owner_references for c in claims if c.metadata)

@@ -33,8 +33,8 @@ def test_a_readable_instance_reads_as_it_is() -> None:
     ("spec", "names", "policy"),
     [
         pytest.param(
-            {**SPEC, "maintenance": {"window": "Sun 02:00-04:00"}},
-            "spec.maintenance: Extra inputs are not permitted",
+            {**SPEC, "hibernation": {"window": "Sun 02:00-04:00"}},
+            "spec.hibernation: Extra inputs are not permitted",
             DeletionPolicy.DELETE,
             id="a-newer-field",
         ),

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from activities import repave
+from dbi import maintenance
 from dbi.steps import Outcome
 
+HELD = maintenance.Hold(
+    until=datetime(2026, 12, 5, 2, tzinfo=UTC), seconds=600.0, window="Sat 02:00 UTC for 4h"
+)
 NEW, OLD = "dbi-images/postgres-16.15", "dbi-images/postgres-16.13"
 # Settled on the new image's root disk, running.
 R = repave.Observation(
@@ -44,6 +49,27 @@ CHANGED = replace(
             "Repaving",
             repave.Action.RESTART,
             id="restart-onto-new",
+        ),
+        pytest.param(
+            replace(R, vmi_root="db-root-old", hold=HELD),
+            Outcome.PENDING,
+            "MaintenanceWindow",
+            None,
+            id="restart-held-for-the-window",
+        ),
+        pytest.param(
+            replace(R, stopped=True, vmi_root=None, hold=HELD, old_roots=("db-root-old",)),
+            Outcome.PENDING,
+            "OldRootDiskDeleted",
+            repave.Action.DELETE_OLD,
+            id="stopped-needs-no-window",
+        ),
+        pytest.param(
+            replace(CHANGED, hold=HELD),
+            Outcome.PENDING,
+            "RootDiskCreated",
+            repave.Action.CREATE,
+            id="preparing-needs-no-window",
         ),
         pytest.param(
             replace(R, vmi_root="db-root-old", vmi_deleting=True, old_roots=("db-root-old",)),

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
 
 from activities import resize
+from dbi import maintenance
 from dbi.spec import ResizePolicy
 from dbi.steps import Outcome
 
 GI = Decimal(2**30)
+HELD = maintenance.Hold(
+    until=datetime(2026, 12, 5, 2, tzinfo=UTC), seconds=3600.0, window="Sat 02:00 UTC for 4h"
+)
 
 
 RS = resize.Observation(
@@ -69,6 +74,27 @@ RS = resize.Observation(
             resize.Action.RESTART,
             id="forced",
         ),
+        pytest.param(
+            replace(RS, restart_required=True, hold=HELD),
+            "MaintenanceWindow",
+            None,
+            id="held-for-the-window",
+        ),
+        pytest.param(
+            replace(RS, restart_required=True, hold=HELD, allow_restart=True),
+            "Restarting",
+            resize.Action.RESTART,
+            id="forced-through-the-window",
+        ),
+        pytest.param(
+            replace(RS, restart_required=True, hold=HELD, policy=ResizePolicy.DEFERRED),
+            "RestartRequired",
+            None,
+            id="deferred-waits-for-force-window-or-not",
+        ),
+        pytest.param(
+            replace(RS, memory=3 * GI, hold=HELD), "LiveResizing", None, id="live-never-held"
+        ),
         pytest.param(replace(RS, memory=3 * GI), "LiveResizing", None, id="live-pending"),
         pytest.param(
             replace(RS, stopped=True, restart_required=True, vmi_sockets=None, vmi_memory=None),
@@ -96,3 +122,10 @@ def test_a_disk_that_cannot_grow_stalls_naming_the_class(storage_class: str | No
     expected = "StorageClass fixed" if storage_class else "no StorageClass"
     assert expected in decided.result.message
     assert "allowVolumeExpansion" in decided.result.message
+
+
+def test_a_held_restart_looks_again_when_the_window_opens() -> None:
+    """The step's hint is the time to the opening: the workflow's durable timer."""
+    decided = resize.decide(replace(RS, restart_required=True, hold=HELD))
+    assert decided.result.requeue_after_seconds == 3600.0
+    assert "2026-12-05T02:00:00Z" in decided.result.message

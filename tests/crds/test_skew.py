@@ -26,7 +26,7 @@ pytestmark = pytest.mark.stack
 
 NEWER_FIELD = {
     "type": "object",
-    "description": "Maintenance windows (a newer dbi).",
+    "description": "Hibernation windows (a newer dbi).",
     "properties": {"window": {"type": "string"}},
 }
 
@@ -38,7 +38,7 @@ def newer_crd(kubectl: Kubectl, repo_root: Path, dbinstance_crd: str) -> Iterato
     crd = yaml.safe_load(committed.read_text())
     newer = copy.deepcopy(crd)
     schema = newer["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    schema["properties"]["spec"]["properties"]["maintenance"] = NEWER_FIELD
+    schema["properties"]["spec"]["properties"]["hibernation"] = NEWER_FIELD
     schema["properties"]["spec"]["properties"]["powerState"]["enum"].append("Hibernated")
     apply = ("apply", "--server-side", "--force-conflicts", "--field-manager=dbi-tests", "-f", "-")
     kubectl(*apply, stdin=json.dumps(newer))
@@ -63,13 +63,13 @@ async def test_a_spec_field_only_a_newer_worker_knows_stalls_and_deletion_still_
     sql(kube_api, namespace, "CREATE TABLE kept (n int)")
     vm_before = custom(kube_api, namespace, "virtualmachines", "db")["metadata"]["resourceVersion"]
 
-    orchestrator.patch(namespace, "db", {"maintenance": {"window": "Sun 02:00-04:00"}})
+    orchestrator.patch(namespace, "db", {"hibernation": {"window": "Sun 02:00-04:00"}})
     await orchestrator.until(
         lambda: orchestrator.condition(namespace, "db", "Stalled") == ("True", "SpecUnreadable"),
         what="Stalled SpecUnreadable",
     )
     said = message(orchestrator, namespace, "Ready")
-    assert "spec.maintenance: Extra inputs are not permitted" in said, said
+    assert "spec.hibernation: Extra inputs are not permitted" in said, said
     assert "deleting the instance still tears it down" in said
     vm_after = custom(kube_api, namespace, "virtualmachines", "db")["metadata"]["resourceVersion"]
     assert vm_after == vm_before  # nothing converged on a stand-in spec

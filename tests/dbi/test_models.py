@@ -62,6 +62,24 @@ INVALID_SPECS = [
     pytest.param("backup.schedule", "0 3 * * *; rm", "spec.backup.schedule", id="backup-junk"),
     pytest.param("backup.retention", {"count": 0}, "spec.backup.retention", id="keep-none"),
     pytest.param("backup.retention", {"maxAge": "7d"}, "spec.backup.retention", id="max-age-days"),
+    *[
+        pytest.param("maintenance.window", window, "spec.maintenance.window", id=f"window-{why}")
+        for why, window in [
+            ("no-opening", {"duration": "4h"}),
+            ("start-and-schedule", {"start": "02:00", "schedule": "0 2 * * *", "duration": "4h"}),
+            ("days-without-start", {"days": ["Sat"], "schedule": "0 2 * * 6", "duration": "1h"}),
+            ("hour-24", {"start": "24:00", "duration": "1h"}),
+            ("start-without-colon", {"start": "0200", "duration": "1h"}),
+            ("too-long", {"start": "02:00", "duration": "169h"}),
+            ("too-short", {"start": "02:00", "duration": "30s"}),
+            ("duration-in-days", {"start": "02:00", "duration": "1d"}),
+            ("day-name", {"days": ["Saturday"], "start": "02:00", "duration": "1h"}),
+            ("no-days", {"days": [], "start": "02:00", "duration": "1h"}),
+            ("cron-four-fields", {"schedule": "0 2 * *", "duration": "1h"}),
+            ("cron-junk", {"schedule": "0 2 * * 6; rm", "duration": "1h"}),
+            ("no-duration", {"start": "02:00"}),
+        ]
+    ],
 ]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
@@ -13,9 +13,10 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
-from dbi import pipeline
+from dbi import maintenance, pipeline
 from dbi.messages import TASK_TIMEOUT, Progress, ResizeResult, RotationResult, Wake
 from dbi.models import Phase
+from dbi.spec import MaintenanceWindow
 from dbi.status import StatusInput, summarize
 from dbi.steps import Outcome
 from tests.workflows.conftest import running, settled, until
@@ -149,6 +150,30 @@ async def test_pending_waits_for_the_requeue_hint_and_a_wake_cuts_it_short(
         await handle.signal("wake", Wake(reason="VirtualMachine db changed"))
         await until(lambda: len(world.reports) == 3)
         assert _gaps(world)[-1] < 5
+
+
+async def test_a_restart_held_for_a_window_days_away_waits_one_durable_timer(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A restart held until the maintenance window opens (Saturday 02:00, seen on a
+    Tuesday at 22:00: 76 h away) is one timer of that length, not a poll; the pass at
+    the opening goes on."""
+    saturdays = MaintenanceWindow.model_validate(
+        {"days": ["Sat"], "start": "02:00", "duration": "4h"}
+    )
+    held = maintenance.hold(saturdays, datetime(2026, 12, 1, 22, tzinfo=UTC), forced=False)
+    assert held is not None and held.seconds == 76 * 3600
+    world = World()
+    world.then("resize", Scripted(Outcome.PENDING, "MaintenanceWindow", held.seconds))
+    world.always["resize"] = Scripted(Outcome.SATISFIED, "SizeSynced")
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        await time_env.sleep(timedelta(hours=75, minutes=59))
+        await _quiet(world, 1)
+        await time_env.sleep(timedelta(minutes=2))
+        await settled(handle, 2)
+        assert _gaps(world) == [76 * 3600]
+        assert world.reports[-1].report.blocking is None
 
 
 async def test_a_transition_still_under_way_is_looked_at_less_often(
