@@ -310,6 +310,7 @@ def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
             keep=app.password,
         )
     pair = _server_pair(ctx, instance, reads)
+    written = secrets.boot_data(reads.cloudinit)
     doc = bootstrap.Bootstrap(
         admin_verifier=scram.verifier(admin.password),
         reset=admin.reset,
@@ -317,6 +318,8 @@ def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
         server_cert=pair.cert_pem if pair else None,
         server_key=SecretStr(pair.key_pem) if pair else None,
         restore=reads.restore,
+        # A major upgrade's instruction belongs to the upgrade (activities.upgrade).
+        upgrade=written.upgrade if written is not None else None,
     )
     if (
         not userdata_matches(reads.cloudinit, admin)

@@ -83,8 +83,11 @@ def decide(obs: Observation) -> Decision[None]:
     if unhealthy is not None:
         outcome, reason, message = unhealthy
         after = BOOT_CHECK_SECONDS if outcome is Outcome.PENDING else None
-        seen = {"postgres_version": obs.version} if obs.version else {}
-        return Decision(SPEC.result(outcome, reason, message, requeue_after_seconds=after, **seen))
+        return Decision(
+            SPEC.result(
+                outcome, reason, message, requeue_after_seconds=after, postgres_version=obs.version
+            )
+        )
     return Decision(
         SPEC.result(
             Outcome.SATISFIED,

@@ -125,13 +125,18 @@ def vm(
     }
 
 
-def data_claim(instance: Instance, *, image: str | None = None) -> Manifest:
+def data_claim(
+    instance: Instance, *, image: str | None = None, data_major: str | None = None
+) -> Manifest:
     """Return the data disk's PVC: blank, or, for a one-disk instance, made from
-    ``image`` (Harvester's imageId annotation, kept as it was)."""
+    ``image`` (Harvester's imageId annotation, kept as it was); ``data_major``: the
+    PostgreSQL major of its data (``dbi.dev/data-major``, kept as it was: only an
+    upgrade moves it)."""
+    annotations = {IMAGE_ANNOTATION: image} if image else {}
+    if data_major:
+        annotations[names.DATA_MAJOR_ANNOTATION] = data_major
     metadata = instance.child_metadata(
-        data_claim_name(instance),
-        kept=True,
-        annotations={IMAGE_ANNOTATION: image} if image else {},
+        data_claim_name(instance), kept=True, annotations=annotations
     )
     if not image:
         metadata["labels"][DISK_LABEL] = DATA

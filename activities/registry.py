@@ -29,11 +29,13 @@ from activities import (
     teardown_monitoring,
     teardown_vm,
     tls,
+    upgrade,
     vm,
 )
 from activities.backup import BeginBackup, FinishBackup, PruneBackups
 from activities.basebackup import TakeBackup
 from activities.instance import LoadInstance
+from activities.pgupgrade import Upgrades
 from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
 from activities.step import Anatomy, Context
@@ -46,6 +48,7 @@ MODULES = (
     credentials,
     vm,
     power,
+    upgrade,
     repave,
     resize,
     retention,
@@ -87,4 +90,13 @@ def step_activity(ctx: Context, step: Anatomy[Any, Any]) -> Callable[..., Any]:
 def all_activities(ctx: Context) -> list[Callable[..., Any]]:
     """Return every activity: each step of the table (in table order), then the others."""
     steps = [STEPS[spec.name] for spec in (*pipeline.CONVERGE, *pipeline.TEARDOWN)]
-    return [*(step_activity(ctx, s) for s in steps), *(other(ctx).run for other in OTHERS)]
+    upgrades = Upgrades(ctx)
+    return [
+        *(step_activity(ctx, s) for s in steps),
+        *(other(ctx).run for other in OTHERS),
+        upgrades.begin,
+        upgrades.run,
+        upgrades.verify,
+        upgrades.rollback,
+        upgrades.finish,
+    ]

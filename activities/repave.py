@@ -84,11 +84,15 @@ class Observation:
 
 
 def _pending(
-    reason: Reason, message: str, action: Action | None, after: float = AT_ONCE
+    reason: Reason,
+    message: str,
+    action: Action | None,
+    after: float = AT_ONCE,
+    *,
+    held: bool = False,
 ) -> Decision[Action]:
-    return Decision(
-        SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=after), action
-    )
+    result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=after, held=held)
+    return Decision(result, action)
 
 
 def decide(obs: Observation) -> Decision[Action]:
@@ -134,7 +138,7 @@ def _restart(obs: Observation) -> Decision[Action] | None:
         return _pending(Reason.RESTARTING, message, None, RESTART_CHECK_SECONDS)
     if obs.hold is not None:
         message = obs.hold.message(f"The restart onto the root disk from {obs.image}")
-        return _pending(Reason.MAINTENANCE_WINDOW, message[:512], None, obs.hold.seconds)
+        return _pending(Reason.MAINTENANCE_WINDOW, message[:512], None, obs.hold.seconds, held=True)
     was = f", was PostgreSQL {obs.version}" if obs.version else ""
     message = f"The VM restarts on a root disk from {obs.image}{was}; the data disk stays."
     return _pending(Reason.REPAVING, message, Action.RESTART, RESTART_CHECK_SECONDS)

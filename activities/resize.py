@@ -77,9 +77,16 @@ def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one action to take (pure)."""
 
     def pending(
-        reason: Reason, message: str, action: Action | None = None, after: float = CHECK_SECONDS
+        reason: Reason,
+        message: str,
+        action: Action | None = None,
+        after: float = CHECK_SECONDS,
+        *,
+        held: bool = False,
     ) -> Decision[Action]:
-        result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=after)
+        result = SPEC.result(
+            Outcome.PENDING, reason, message, requeue_after_seconds=after, held=held
+        )
         return Decision(result, action)
 
     if (disk := _disk(obs)) is not None:
@@ -90,11 +97,12 @@ def decide(obs: Observation) -> Decision[Action]:
             return pending(Reason.RESTARTING, message, Action.RESTART)
         if obs.policy is ResizePolicy.RESTART and obs.hold is not None:
             message = obs.hold.message("The restart for the new size")
-            return pending(Reason.MAINTENANCE_WINDOW, message, after=obs.hold.seconds)
+            return pending(Reason.MAINTENANCE_WINDOW, message, after=obs.hold.seconds, held=True)
         return pending(
             Reason.RESTART_REQUIRED,
             "The new size needs a restart; resizePolicy is Deferred, so it waits for force_resize.",
             after=DEFERRED_CHECK_SECONDS,
+            held=True,
         )
     live = (obs.vmi_sockets, obs.vmi_memory) == (obs.cpu, obs.memory)
     if not obs.stopped and not live:

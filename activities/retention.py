@@ -146,10 +146,14 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
     kube, claim, volume = ctx.kube, obs.claim, obs.bound
     assert claim is not None
     if action is Action.APPLY_CLAIM:
-        image = ((claim.metadata.annotations if claim.metadata else None) or {}).get(
-            manifests.IMAGE_ANNOTATION, ""
+        annotations = (claim.metadata.annotations if claim.metadata else None) or {}
+        kube.apply_pvc(
+            manifests.data_claim(
+                instance,
+                image=annotations.get(manifests.IMAGE_ANNOTATION),
+                data_major=annotations.get(names.DATA_MAJOR_ANNOTATION),
+            )
         )
-        kube.apply_pvc(manifests.data_claim(instance, image=image))
         return
     assert volume is not None and volume.metadata is not None and volume.spec is not None
     if action is Action.RETAIN_VOLUME:

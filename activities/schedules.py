@@ -1,5 +1,6 @@
-"""Temporal as the backup steps see it: one Schedule per instance, that starts its
-backups, and the final backup of an instance being deleted.
+"""Temporal as the backup and upgrade steps see it: one Schedule per instance, that
+starts its backups, the final backup of an instance being deleted, and an instance's
+major upgrade.
 
 Steps run in the worker's threads; the Temporal client is asynchronous and bound to the
 worker's event loop, so each call here is handed to that loop and waited for, with a
@@ -35,8 +36,10 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
 from dbi.backups import BackupRequest, BackupResult, Trigger
+from dbi.upgrades import UpgradeRequest, UpgradeResult
 
 T = TypeVar("T")
+R = TypeVar("R")
 CALL_TIMEOUT_SECONDS = 30.0
 # A run missed while the server or workers were down is still taken this long after.
 CATCHUP = timedelta(hours=1)
@@ -58,6 +61,14 @@ class Run:
 
     running: bool
     result: BackupResult | None = None  # None while it runs, or when it failed or was ended
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """One major upgrade workflow, as the server has it."""
+
+    running: bool
+    result: UpgradeResult | None = None  # None while it runs, or when it was ended
 
 
 @dataclass(frozen=True)
@@ -134,7 +145,13 @@ class Schedules:
         return self._call(self._run(workflow_id))
 
     async def _run(self, workflow_id: str) -> Run | None:
-        handle = self.client.get_workflow_handle(workflow_id, result_type=BackupResult)
+        found = await self._ended(workflow_id, BackupResult)
+        return None if found is None else Run(running=found[0], result=found[1])
+
+    async def _ended(self, workflow_id: str, result_type: type[R]) -> tuple[bool, R | None] | None:
+        """Whether the workflow runs, and its result once it completed; None: not started
+        (a failed or ended one has no result)."""
+        handle = self.client.get_workflow_handle(workflow_id, result_type=result_type)
         try:
             described = await handle.describe()
         except RPCError as e:
@@ -142,10 +159,33 @@ class Schedules:
                 return None
             raise
         if described.status is WorkflowExecutionStatus.RUNNING:
-            return Run(running=True)
+            return True, None
         if described.status is not WorkflowExecutionStatus.COMPLETED:
-            return Run(running=False)
-        return Run(running=False, result=await handle.result())
+            return False, None
+        return False, await handle.result()
+
+    def upgrade(self, workflow_id: str) -> Upgrade | None:
+        """The upgrade workflow of that id; None when none was started."""
+        return self._call(self._upgrade(workflow_id))
+
+    async def _upgrade(self, workflow_id: str) -> Upgrade | None:
+        found = await self._ended(workflow_id, UpgradeResult)
+        return None if found is None else Upgrade(running=found[0], result=found[1])
+
+    def start_upgrade(self, request: UpgradeRequest, workflow_id: str) -> None:
+        """Start the upgrade under ``workflow_id``; one started already is left as it is."""
+
+        async def start() -> None:
+            with contextlib.suppress(WorkflowAlreadyStartedError):
+                await self.client.start_workflow(
+                    names.UPGRADE_WORKFLOW_TYPE,
+                    request,
+                    id=workflow_id,
+                    task_queue=self.task_queue,
+                    search_attributes=names.instance_attributes(request.namespace, request.name),
+                )
+
+        self._call(start())
 
     def start(self, namespace: str, name: str, trigger: Trigger, workflow_id: str) -> None:
         """Start a backup of the instance under ``workflow_id``; one started already under

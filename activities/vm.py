@@ -148,7 +148,8 @@ def create_root(ctx: Context, instance: Instance, image: str) -> None:
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
     if action is Action.CREATE:
         if not obs.claim_exists:
-            ctx.kube.apply_pvc(manifests.data_claim(instance))
+            major = str(int(instance.model.spec.version))
+            ctx.kube.apply_pvc(manifests.data_claim(instance, data_major=major))
         if not obs.root_exists:
             create_root(ctx, instance, image_for(instance, ctx.config.images) or "")
     ctx.kube.apply_custom(*KUBEVIRT, "virtualmachines", obs.desired)

@@ -24,12 +24,23 @@ to fetch the backup's two tarballs (a presigned HTTPS URL of an S3 store, or a
 directory instead of running initdb (PostgreSQL replays the backup's WAL when it
 starts), then sets the admin role's password to the document's verifier, as a reset
 does; later boots ignore it.
+
+A major upgrade (version 5) gets ``upgrade``: a boot on a root disk of major ``to``
+whose data is of major ``from`` runs ``pg_upgrade`` (``--check`` first; then a copy
+into a new data directory, the old one kept, as ``delete_old_cluster.sh`` of the
+upgrade's working directory can remove it) and boots the new data; if the check or the
+upgrade fails it boots the old data with the old major's binaries (an image of a major
+carries the previous majors' binaries for this) and leaves the new directory out.
+Either way it writes ``dbi-upgrade.json`` (the token, ``ok``, the phase that failed and
+pg_upgrade's last lines) into the data directory it boots, where the orchestrator reads
+it over SQL. ``action: rollback`` makes a boot go back to the old data directory, if
+it is still there, and drop the new one.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
@@ -51,13 +62,32 @@ class Restore(BaseModel):
     wal_url: str = Field(description="pg_wal.tar.gz: the WAL that makes it consistent.")
 
 
+class Upgrade(BaseModel):
+    """A major upgrade a boot carries out (or rolls back), once per token."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    from_major: int = Field(ge=10, le=99, description="The data's major before.")
+    to_major: int = Field(ge=10, le=99, description="The major of the root disk's binaries.")
+    token: str = Field(max_length=200, description="Which upgrade: the guest's report names it.")
+    action: Literal["run", "rollback"] = "run"
+
+
+# Where a boot reports an upgrade, in the data directory it boots; the orchestrator
+# reads it with pg_read_file as the admin.
+UPGRADE_REPORT = "dbi-upgrade.json"
+# pg_upgrade writes this into its working directory, the data directory's parent: it
+# removes the old data directory (the upgrade's point of no return).
+DELETE_OLD_CLUSTER = "delete_old_cluster.sh"
+
+
 class Bootstrap(BaseModel):
     """What the first boot needs: the admin role, its password's verifier, and where to
     listen; and what a later boot acts on: a reset of the admin password."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    version: int = Field(default=4, description="Document format version.")
+    version: int = Field(default=5, description="Document format version.")
     admin_user: str = Field(default="dbi_admin", pattern=r"^[a-z_][a-z0-9_]*$")
     admin_verifier: str | None = Field(
         default=None,
@@ -81,6 +111,8 @@ class Bootstrap(BaseModel):
     server_key: SecretStr | None = None
     # An instance restored from a backup (version 4): its first boot starts from it.
     restore: Restore | None = None
+    # A major upgrade (version 5): see the module's documentation.
+    upgrade: Upgrade | None = None
 
     @model_validator(mode="after")
     def _has_a_credential(self) -> Bootstrap:

@@ -103,6 +103,19 @@ def requested_backup_id(namespace: str, name: str, request: str) -> str:
     return f"{_BACKUP_PREFIX}{namespace}/{name}-requested-{digest}"
 
 
+UPGRADE_WORKFLOW_TYPE = "DBUpgradeWorkflow"
+# On an instance's data disk claim: the PostgreSQL major its data is (set at creation,
+# moved by a major upgrade at its end).
+DATA_MAJOR_ANNOTATION = "dbi.dev/data-major"
+
+
+def upgrade_workflow_id(namespace: str, name: str, uid: str, to_major: int, attempt: str) -> str:
+    """Return the id of the major upgrade of one DBInstance to ``to_major``: one per
+    instance (its UID) and target, and per ``attempt`` (a new one after a failure)."""
+    suffix = f"-{attempt}" if attempt else ""
+    return f"dbupgrade/{namespace}/{name}-{uid}-to-{to_major}{suffix}"
+
+
 def backup_workflow_id(namespace: str, name: str) -> str:
     """Return the id the instance's backup workflows start under: the schedule appends
     the time of each run (``-<RFC 3339 time>``); ``dbi backup`` appends ``-manual-<time>``."""

@@ -41,9 +41,11 @@ class StepSpec:
         message: str,
         *,
         requeue_after_seconds: float | None = None,
+        held: bool = False,
         **facts: object,
     ) -> StepResult:
-        """Return this step's result; ``facts`` are the fields of ``dbi.steps.Facts``."""
+        """Return this step's result; ``facts`` are the fields of ``dbi.steps.Facts``;
+        ``held``: a Pending action waits, and the steps after this one run anyway."""
         return StepResult.model_validate(
             {
                 "step": self.name,
@@ -52,6 +54,7 @@ class StepSpec:
                 "reason": reason,
                 "message": message,
                 "requeue_after_seconds": requeue_after_seconds,
+                "held": held,
                 "facts": facts,
             }
         )
@@ -64,6 +67,12 @@ CREDENTIALS = StepSpec(
 VM = StepSpec("vm", "VMProvisioned", "vm: the KubeVirt VirtualMachine")
 # While power is Pending the phase says Starting or Stopping (dbi.status).
 POWER = StepSpec("power", "PowerSynced", "power: runStrategy from powerState")
+UPGRADE = StepSpec(
+    "upgrade",
+    "VersionCurrent",
+    "upgrade: the data is spec.version's major (pg_upgrade)",
+    Phase.UPGRADING,
+)
 REPAVE = StepSpec(
     "repave", "RootDiskCurrent", "repave: the root disk from the image", Phase.UPGRADING
 )
@@ -85,6 +94,7 @@ CONVERGE: tuple[StepSpec, ...] = (
     CREDENTIALS,
     VM,
     POWER,
+    UPGRADE,
     REPAVE,
     RESIZE,
     RETENTION,
@@ -127,6 +137,12 @@ BEGIN_BACKUP = "begin_backup"
 TAKE_BACKUP = "take_backup"
 FINISH_BACKUP = "finish_backup"
 PRUNE_BACKUPS = "prune_backups"
+# The major upgrade workflow's activities (activities/pgupgrade.py).
+BEGIN_UPGRADE = "begin_upgrade"
+RUN_UPGRADE = "run_upgrade"
+VERIFY_UPGRADE = "verify_upgrade"
+ROLLBACK_UPGRADE = "rollback_upgrade"
+FINISH_UPGRADE = "finish_upgrade"
 # The activities that serve the updates of the same names.
 ROTATE_CREDENTIALS = names.ROTATE_CREDENTIALS
 ROTATE_ADMIN_CREDENTIALS = names.ROTATE_ADMIN_CREDENTIALS

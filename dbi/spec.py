@@ -54,8 +54,8 @@ def _int_or_string_version(schema: dict[str, Any]) -> None:
             "message": f"must be one of {_VERSIONS} (a number or a string)",
         },
         {
-            "rule": "string(self) == string(oldSelf)",
-            "message": "is immutable; create a new instance to upgrade",
+            "rule": "int(string(self)) >= int(string(oldSelf))",
+            "message": "may go up (a major upgrade), never down",
         },
     ]
 
@@ -523,8 +523,8 @@ class DBInstanceSpec(_Model):
 
     version: Annotated[SupportedVersion, BeforeValidator(_version_number)] = Field(
         description='PostgreSQL major version, as a number or a string (18 or "18"). '
-        "Immutable: a new major version is a new instance. Supported: "
-        f"{_VERSIONS}.",
+        "It may go up (a major upgrade with pg_upgrade, the old data kept until the new "
+        f"server answers), never down. Supported: {_VERSIONS}.",
         json_schema_extra=_int_or_string_version,
     )
     image: str | None = Field(

@@ -74,8 +74,15 @@ class PassReport(BaseModel):
 
     @property
     def blocking(self) -> StepResult | None:
-        """Return the result that ended the pass early, if one did."""
-        return None if self.converged or not self.results else self.results[-1]
+        """Return the result that keeps the instance from converging, if one does: the
+        one that ended the pass, else the first held one (a pass goes on past those)."""
+        if self.converged or not self.results:
+            return None
+        unsettled = [r for r in self.results if r.outcome is not Outcome.SATISFIED]
+        ended = [r for r in unsettled if not r.held]
+        if ended:
+            return ended[0]
+        return unsettled[0] if unsettled else self.results[-1]
 
 
 class Summary(BaseModel):

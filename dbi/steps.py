@@ -90,6 +90,12 @@ class StepResult(BaseModel):
     requeue_after_seconds: float | None = Field(
         default=None, ge=0, description="When to look again if nothing wakes the workflow."
     )
+    held: bool = Field(
+        default=False,
+        description="Pending only: a planned action waits for a maintenance window or an "
+        "operator (resizePolicy Deferred); the steps after this one still run, and the "
+        "instance is still checked at its healthCheckInterval.",
+    )
     facts: Facts = Field(default_factory=Facts)
 
 

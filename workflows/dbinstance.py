@@ -216,7 +216,7 @@ class DBInstanceWorkflow:
         )
         if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
             self.s.generation_seen = (snapshot.generation, workflow.now())
-        results = await run_pass(pipeline, step_input, local=local)
+        results = await run_pass(pipeline, step_input, local=local, past_held=patches.past_held)
         report = PassReport(
             workflow_id=workflow.info().workflow_id,
             generation=snapshot.generation,

@@ -18,6 +18,9 @@ histories/ that lack a marker are dropped at that point too.
 - ``backup-steps``: the backup step joins the pipeline, last, and teardown_backup the
   teardown, first;
 - ``repave-step``: the repave step joins the pipeline, after power;
+- ``upgrade-step``: the upgrade step joins the pipeline, after power;
+- ``held-steps-go-on``: a pass goes on past a step whose action is held (a maintenance
+  window, resizePolicy Deferred), and waits at most healthCheckInterval after it;
 - ``rotations-when-ready``: a rotation a dbi.dev/rotate-*requested-at annotation asks
   for waits until a pass found the instance Ready (one on a new instance was tried,
   and failed, before it ran), and is then carried out at once.
@@ -48,6 +51,8 @@ TLS_STEP = "tls-step"
 ROTATIONS_WHEN_READY = "rotations-when-ready"
 BACKUP_STEPS = "backup-steps"
 REPAVE_STEP = "repave-step"
+HELD_STEPS_GO_ON = "held-steps-go-on"
+UPGRADE_STEP = "upgrade-step"
 # The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
@@ -56,6 +61,7 @@ PATCHED_STEPS = (
     (steps.BACKUP.name, BACKUP_STEPS),
     (steps.TEARDOWN_BACKUP.name, BACKUP_STEPS),
     (steps.REPAVE.name, REPAVE_STEP),
+    (steps.UPGRADE.name, UPGRADE_STEP),
 )
 
 
@@ -68,6 +74,11 @@ def pipeline(snapshot: InstanceSnapshot) -> tuple[steps.StepSpec, ...]:
         step for step, patch in PATCHED_STEPS if step in names and not workflow.patched(patch)
     }
     return tuple(s for s in chosen if s.name not in absent)
+
+
+def past_held() -> bool:
+    """Whether a pass goes on past a held step (asked only when one is held)."""
+    return workflow.patched(HELD_STEPS_GO_ON)
 
 
 def local_pass(*, forced: bool, health_check: bool, last: PassReport | None) -> bool:

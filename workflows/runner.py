@@ -12,7 +12,7 @@ server's task queues per step. The workflow chooses which (workflows/dbinstance.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -67,9 +67,18 @@ def failed(step: StepSpec) -> StepResult:
 
 
 async def run_pass(
-    steps: Sequence[StepSpec], step_input: BaseModel, *, local: bool = False
+    steps: Sequence[StepSpec],
+    step_input: BaseModel,
+    *,
+    local: bool = False,
+    past_held: Callable[[], bool] = lambda: False,
 ) -> list[StepResult]:
     """Run ``steps`` in order while they are Satisfied; return the results of those that ran.
+
+    A Pending step whose action is held (``StepResult.held``: it waits for a window or
+    an operator) does not end the pass when ``past_held()`` says so: the steps after it
+    run (health checks go on while a restart waits for days). ``past_held`` is asked
+    only when a held result comes (the workflow's patch marker).
 
     A step whose activity keeps raising becomes a Transient result with the generic
     reason ``StepFailed``: the workflow never fails because a step did. The error's
@@ -93,6 +102,8 @@ async def run_pass(
             workflow.logger.warning("step %s failed after retries", step.name)
             result = failed(step)
         results.append(result)
-        if result.outcome is not Outcome.SATISFIED:
+        if result.outcome is Outcome.SATISFIED:
+            continue
+        if not (result.outcome is Outcome.PENDING and result.held and past_held()):
             break
     return results

@@ -1,6 +1,7 @@
 """Decide how a DBInstance workflow waits after a pass: pure, deterministic, tested with data.
 
-Durable timers replace RequeueAfter: Pending waits for the step's requeue hint (none
+Durable timers replace RequeueAfter: Pending waits for the step's requeue hint (at most
+healthCheckInterval for a held action, whose pass checked the rest; none
 at all for a hint of 0: the step has just changed something, and the next pass looks;
 doubled for each pass in a row that found the same step waiting for the same reason,
 up to PENDING_CAP, since the watcher's wake, not the timer, is what brings a pass
@@ -102,6 +103,8 @@ def next_wait(
         delay = AT_ONCE_FALLBACK
     if delay and pending_streak > 1:
         delay = min(delay * (1 << min(pending_streak - 1, 16)), max(delay, PENDING_CAP))
+    if blocking.held:  # the rest of the instance is still checked at its interval
+        delay = min(delay, timedelta(seconds=snapshot.health_check_interval_seconds))
     if not delay:
         return Wait(
             delay,

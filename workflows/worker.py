@@ -1,5 +1,5 @@
-"""The worker: hosts DBInstanceWorkflow, DBBackupWorkflow and their activities on the
-``dbi`` task queue.
+"""The worker: hosts DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow and their
+activities on the ``dbi`` task queue.
 
 Run it with ``python -m workflows.worker`` (or ``dbi worker``). It connects to
 ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233) in ``TEMPORAL_NAMESPACE`` (default
@@ -34,6 +34,7 @@ from dbi.config import Config
 from dbi.health import Health, connect_temporal
 from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
+from workflows.upgrade import DBUpgradeWorkflow
 
 log = logging.getLogger("dbi.worker")
 
@@ -56,7 +57,7 @@ def build_worker(
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[DBInstanceWorkflow, DBBackupWorkflow],
+        workflows=[DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow],
         activities=list(activities),
         activity_executor=executor,
         max_concurrent_activities=ACTIVITY_THREADS,

@@ -364,17 +364,27 @@ class StandIn:
             self._unschedulable(vm, state)
             return
         self._vm_status(vm, state, "Starting", ready=False, restart=False)
-        state.guest.use(self._image_version(vm))  # the root disk may be a new one
-        if not state.guest.initialized():
-            state.guest.initialize(bootstrap)
-        elif state.guest.apply_reset(bootstrap):
-            log.info("reset the admin password of %s", vm["metadata"]["name"])
-        state.guest.configure_tls(bootstrap)
+        self._prepare(vm, state, bootstrap)
         state.ready_seen = False
         if state.boots:  # a restart: a new pod, a new address (KubeVirt's too)
             state.guest.address = self.addresses.renew(vm["metadata"]["uid"])
         state.boots += 1
         state.guest.boot(kubevirt.size_of(vmi["spec"]))
+
+    def _prepare(self, vm: Manifest, state: VM, bootstrap: Bootstrap) -> None:
+        """What the guest's dbi-bootstrap does before PostgreSQL starts: the binaries of
+        the root disk's image, initdb (or a restore) once, an upgrade or a reset the boot
+        data asks for, the binaries of the data's major, TLS."""
+        state.guest.use(self._image_version(vm))  # the root disk may be a new one
+        first = not state.guest.initialized()
+        if first:
+            state.guest.initialize(bootstrap)
+        elif bootstrap.upgrade is not None:
+            state.guest.apply_upgrade(bootstrap.upgrade, bootstrap.admin_user)
+        state.guest.boot_data_major()
+        if not first and state.guest.apply_reset(bootstrap):
+            log.info("reset the admin password of %s", vm["metadata"]["name"])
+        state.guest.configure_tls(bootstrap)
 
     def _waits_for_a_node(self, vm: Manifest, state: VM, vmi: Manifest | None) -> bool:
         """Whether the VM's VMI waits, unschedulable, for a node; one that fits now

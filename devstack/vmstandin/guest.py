@@ -8,11 +8,19 @@ a reset of the admin password the document asks for once (``apply_reset``). Ever
 installs the document's TLS certificate and key and dbi's ``pg_hba.conf`` (TLS with
 SCRAM only: ``configure_tls``). PostgreSQL refuses to run as root, so when the
 stand-in is root the server runs as ``nobody``.
+
+A major upgrade (the document's ``upgrade``, ``dbi.bootstrap``) runs at boot, as a real
+image's ``dbi-bootstrap`` would (``apply_upgrade``): ``pg_upgrade --check``, then a copy
+into ``pgdata-<major>`` beside the old data directory, which stays until
+``delete_old_cluster.sh`` removes it; the file ``current`` names the data directory a
+boot uses. A guest boots its data's major: an image carries the previous majors'
+binaries (pg_upgrade needs them), here the cached build of that major.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import pwd
 import shutil
@@ -85,10 +93,155 @@ class Guest:
 
     @property
     def pgdata(self) -> Path:
-        return self.disk / "pgdata"
+        """The data directory this disk boots: the one ``current`` names (an upgrade's),
+        else ``pgdata``."""
+        pointer = self.disk / "current"
+        name = pointer.read_text().strip() if pointer.exists() else ""
+        return self.disk / (name or "pgdata")
 
     def initialized(self) -> bool:
         return (self.pgdata / "PG_VERSION").exists()
+
+    def data_major(self) -> int:
+        return int((self.pgdata / "PG_VERSION").read_text().strip())
+
+    def boot_data_major(self) -> None:
+        """Boot the binaries of the data's major when the image's are newer (the image
+        carries the previous majors' binaries, as pg_upgrade needs them)."""
+        major = self.data_major()
+        if major < int(self.version.split(".")[0]) and major in postgresql.BY_MAJOR:
+            self.use(postgresql.BY_MAJOR[major])
+
+    # A major upgrade -------------------------------------------------------------
+
+    def apply_upgrade(self, upgrade: boot_data.Upgrade, admin_user: str) -> None:
+        """Carry out (or roll back) the document's upgrade once (the server down), and
+        report it in the data directory the boot then uses (``dbi.bootstrap``)."""
+        make_traversable(self.disk)
+        old, major = self.pgdata, self.data_major()
+        if upgrade.action == "rollback":
+            self._roll_back(upgrade)
+            return
+        if major == upgrade.to_major or _report(old).get("token") == upgrade.token:
+            return  # done, or failed already: the orchestrator decides what comes next
+        if major != upgrade.from_major:
+            said = f"the data is PostgreSQL {major}, not {upgrade.from_major}"
+            self._write_report(old, upgrade, ok=False, phase="check", output=said)
+            return
+        new = self.disk / f"pgdata-{upgrade.to_major}"
+        shutil.rmtree(new, ignore_errors=True)
+        old_bin = postgresql.install(postgresql.BY_MAJOR[upgrade.from_major])
+        hba = (old / "pg_hba.conf").read_text()
+        try:
+            failed = self._pg_upgrade(old, new, old_bin, admin_user)
+        finally:
+            (old / "pg_hba.conf").write_text(hba)
+        if failed is not None:
+            phase, output = failed
+            shutil.rmtree(new, ignore_errors=True)
+            (self.disk / boot_data.DELETE_OLD_CLUSTER).unlink(missing_ok=True)
+            self._write_report(old, upgrade, ok=False, phase=phase, output=output)
+            return
+        with (new / "postgresql.conf").open("a") as conf:
+            conf.write("\ninclude_if_exists = 'dbi-vm.conf'\n")
+        self._point_at(new)
+        self._write_report(new, upgrade, ok=True, phase="upgraded", output="", old=old.name)
+
+    def _pg_upgrade(
+        self, old: Path, new: Path, old_bin: Path, admin_user: str
+    ) -> tuple[str, str] | None:
+        """initdb the new data directory, then pg_upgrade --check and pg_upgrade (copy),
+        over a private socket with trust (the guest's own, for the run only); return the
+        phase that failed and pg_upgrade's last lines, or None."""
+        initdb = [str(self.bin / "initdb"), "-D", str(new), "-U", admin_user, "-E", "UTF8"]
+        checksums = subprocess.run(
+            [*self._as_guest, str(old_bin / "pg_controldata"), str(old)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+        new_major = int(self.version.split(".")[0])
+        if new_major >= 18 and "Data page checksum version:           0" in checksums:
+            initdb.append("--no-data-checksums")  # 18 turns them on; pg_upgrade wants equal
+        ran = subprocess.run(
+            [*self._as_guest, *initdb, "--auth=trust", "--no-sync"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if ran.returncode != 0:
+            return "check", _tail(ran.stdout + ran.stderr)
+        (old / "pg_hba.conf").write_text("local all all trust\n")
+        (new / "pg_hba.conf").write_text("local all all trust\n")
+        # A short path: a Unix socket's path is at most 107 bytes (a disk's can be longer).
+        sockets = Path(tempfile.mkdtemp(prefix="dbi-upgrade-"))
+        self._own(sockets)
+        try:
+            for phase, extra in (("check", ["--check"]), ("copy", [])):
+                ran = subprocess.run(
+                    [
+                        *self._as_guest,
+                        str(self.bin / "pg_upgrade"),
+                        *extra,
+                        "-b",
+                        str(old_bin),
+                        "-B",
+                        str(self.bin),
+                        "-d",
+                        str(old),
+                        "-D",
+                        str(new),
+                        "-U",
+                        admin_user,
+                        "-s",
+                        str(sockets),
+                    ],
+                    cwd=self.disk,
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                )
+                if ran.returncode != 0:
+                    return phase, _tail(ran.stdout + ran.stderr)
+        finally:
+            shutil.rmtree(sockets, ignore_errors=True)
+        return None
+
+    def _roll_back(self, upgrade: boot_data.Upgrade) -> None:
+        """Boot the old data directory again, if the upgrade's is in use and the old one
+        is still there, and drop the new one."""
+        new = self.pgdata
+        report = _report(new)
+        old = self.disk / str(report.get("old") or "")
+        if report.get("token") != upgrade.token or not report.get("old") or not old.is_dir():
+            return
+        self._point_at(old)
+        shutil.rmtree(new, ignore_errors=True)
+        (self.disk / boot_data.DELETE_OLD_CLUSTER).unlink(missing_ok=True)
+        self._write_report(old, upgrade, ok=False, phase="rolled-back", output="")
+
+    def _point_at(self, data: Path) -> None:
+        pointer = self.disk / "current"
+        staged = self.disk / ".current"
+        staged.write_text(data.name)
+        staged.rename(pointer)
+
+    def _write_report(
+        self,
+        data: Path,
+        upgrade: boot_data.Upgrade,
+        *,
+        ok: bool,
+        phase: str,
+        output: str,
+        old: str | None = None,
+    ) -> None:
+        report = {"token": upgrade.token, "ok": ok, "phase": phase, "output": output}
+        if old is not None:
+            report["old"] = old
+        path = data / boot_data.UPGRADE_REPORT
+        path.write_text(json.dumps(report))
+        self._own(path)
 
     def initialize(self, bootstrap: Bootstrap) -> None:
         """Run initdb with the bootstrap's admin role and password (first boot only), or,
@@ -335,6 +488,21 @@ class Guest:
     def _own(self, path: Path) -> None:
         if self.user is not None:
             os.chown(path, self.user.pw_uid, self.user.pw_gid)
+
+
+def _report(data: Path) -> dict[str, object]:
+    """The upgrade report in a data directory, or {}."""
+    try:
+        found = json.loads((data / boot_data.UPGRADE_REPORT).read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _tail(output: str, lines: int = 12) -> str:
+    """What a tool said last, without pg_upgrade's "... ok" progress lines."""
+    said = [line for line in output.strip().splitlines() if not line.rstrip().endswith(" ok")]
+    return "\n".join(line.strip() for line in said[-lines:] if line.strip())[-2000:]
 
 
 def _group(pgid: int) -> list[int]:

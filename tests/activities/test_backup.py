@@ -14,8 +14,7 @@ from typing import Any, cast
 import psycopg
 import pytest
 from kubernetes import client as k8s
-from temporalio.api.enums.v1 import PendingActivityState
-from temporalio.client import Client, ScheduleDescription
+from temporalio.client import ScheduleDescription
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import backupstore
@@ -27,7 +26,7 @@ from dbi.config import Config
 from devstack.stack import StackInfo
 from tests.activities.test_credentials import admin_credential, secret
 from tests.activities.test_lifecycle import SPEC, create, custom, events_of, ready, sql, uri
-from tests.activities.test_worker_crash import worker
+from tests.activities.test_worker_crash import heartbeating, worker
 from tests.backupcheck import restored
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
@@ -187,20 +186,6 @@ async def test_deleting_an_instance_deletes_its_schedule_and_keeps_its_backups(
         assert any(f.endswith(backupstore.MANIFEST) for f in files)
 
 
-async def started_take(client: Client, workflow_id: str) -> None:
-    """Return once take_backup's first attempt runs and has heartbeated."""
-    while True:
-        described = await client.get_workflow_handle(workflow_id).describe()
-        if any(
-            p.activity_type.name == pipeline.TAKE_BACKUP
-            and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
-            and p.heartbeat_details.payloads
-            for p in described.raw_description.pending_activities
-        ):
-            return
-        await asyncio.sleep(0.2)
-
-
 async def test_a_worker_killed_mid_backup_leaves_a_whole_backup(
     orchestrator: Orchestrator,
     watcher: Watcher,
@@ -225,7 +210,9 @@ async def test_a_worker_killed_mid_backup_leaves_a_whole_backup(
         result_type=BackupResult,
     )
     try:
-        await asyncio.wait_for(started_take(orchestrator.client, workflow_id), 60)
+        await asyncio.wait_for(
+            heartbeating(orchestrator.client, workflow_id, pipeline.TAKE_BACKUP), 60
+        )
         slow.send_signal(signal.SIGKILL)
         slow.wait(10)
         assert "Running" in phases(kube_api, namespace).values()

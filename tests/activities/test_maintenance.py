@@ -88,7 +88,13 @@ async def test_a_held_repave_goes_ahead_on_the_restart_annotation(
     )
     await asyncio.sleep(2)
     assert vmi_uid(kube_api, namespace) == before
-    assert orchestrator.get(namespace, "db")["status"]["observed"]["postgresVersion"] == "16.13"
+    db = orchestrator.get(namespace, "db")
+    assert db["status"]["observed"]["postgresVersion"] == "16.13"
+    # The pass went on past the held restart: the later steps checked this generation.
+    for kind in ("DatabaseHealthy", "AccessReady", "BackupScheduled"):
+        found = condition(orchestrator, namespace, kind)
+        assert found["status"] == "True", found
+        assert found["observedGeneration"] == db["metadata"]["generation"], found
 
     orchestrator.kubectl(
         "annotate", "dbinstance", "db", "-n", namespace, f"{names.RESTART_REQUESTED_AT}=now"

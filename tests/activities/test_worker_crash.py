@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
+from temporalio.api.enums.v1 import PendingActivityState
 from temporalio.client import Client
 
 from dbi import names
@@ -48,6 +49,22 @@ def worker(local_stack: StackInfo, queue: str, log: Path, **extra: str) -> subpr
         assert process.poll() is None and time.monotonic() < deadline, log.read_text()
         time.sleep(0.1)
     return process
+
+
+async def heartbeating(client: Client, workflow_id: str, activity: str) -> None:
+    """Return once ``activity`` of the workflow has started and heartbeated: what a
+    worker killed now is in the middle of."""
+    handle = client.get_workflow_handle(workflow_id)
+    while True:
+        described = await handle.describe()
+        if any(
+            p.activity_type.name == activity
+            and p.state == PendingActivityState.PENDING_ACTIVITY_STATE_STARTED
+            and p.heartbeat_details.payloads
+            for p in described.raw_description.pending_activities
+        ):
+            return
+        await asyncio.sleep(0.2)
 
 
 def vms(kubectl: Kubectl, namespace: str) -> list[dict[str, Any]]:

@@ -102,7 +102,10 @@ def test_the_longest_name_and_a_version_as_a_string_are_accepted(
             ("spec.resources", "storage may grow but never shrink"),
             id="storage-shrink",
         ),
-        pytest.param(("version", 17, 18), ("spec.version", "is immutable"), id="version-change"),
+        pytest.param(("version", 18, 17), ("spec.version", "never down"), id="version-downgrade"),
+        pytest.param(
+            ("version", 18, "16"), ("spec.version", "never down"), id="version-downgrade-string"
+        ),
         pytest.param(
             ("credentials.username", "app", "orders"),
             ("spec.credentials.username", "is immutable"),

@@ -283,3 +283,39 @@ def test_served_requests_accumulate_in_status() -> None:
     assert status.served == Served(rotate_requested_at="a", reconcile_requested_at="b")
     status, _ = derive(status, converged(), now=T0)
     assert status.served == Served(rotate_requested_at="a", reconcile_requested_at="b")
+
+
+def held_then(*later: StepResult) -> PassReport:
+    """A pass that went on past resize held for a window: every other step as given."""
+    names = [s.name for s in STEPS]
+    before = [result(n) for n in names[: names.index("resize")]]
+    waiting = result("resize", Outcome.PENDING, "MaintenanceWindow").model_copy(
+        update={"held": True}
+    )
+    return report(*before, waiting, *later)
+
+
+def test_a_held_step_is_what_keeps_the_instance_from_ready_and_later_steps_report() -> None:
+    """A pass that went on past a held restart: Ready False for the held step, Reconciling,
+    and the steps after it have their own conditions (not NotReached)."""
+    names = [s.name for s in STEPS]
+    after = [result(n) for n in names[names.index("resize") + 1 :]]
+    status, _ = derive(DBInstanceStatus(), held_then(*after), now=T0)
+    found = conditions(status)
+    assert found["Ready"] == ("False", "MaintenanceWindow")
+    assert found["Reconciling"] == ("True", "MaintenanceWindow")
+    assert found["Stalled"][0] == "False"
+    assert found["SizeSynced"] == ("False", "MaintenanceWindow")
+    assert found["DatabaseHealthy"] == ("True", "Ok")
+    assert status.phase is Phase.RESIZING
+
+
+def test_a_later_step_that_ends_the_pass_blocks_before_a_held_one() -> None:
+    """Held, then health Terminal: the Terminal one is what the instance waits on."""
+    names = [s.name for s in STEPS]
+    between = [result(n) for n in names[names.index("resize") + 1 : names.index("health")]]
+    broken = result("health", Outcome.TERMINAL, "AdminPasswordRefused")
+    pass_ = held_then(*between, broken)
+    assert pass_.blocking == broken
+    status, _ = derive(DBInstanceStatus(), pass_, now=T0)
+    assert conditions(status)["Stalled"] == ("True", "AdminPasswordRefused")

@@ -33,6 +33,7 @@ class Scripted:
     outcome: Outcome
     reason: str = "Scripted"
     requeue_after: float | None = None
+    held: bool = False  # a Pending action that waits (a window): the pass goes on
 
 
 @dataclass
@@ -124,6 +125,7 @@ def _result(step: str, condition: str, scripted: Scripted) -> StepResult:
         reason=scripted.reason,
         message=f"{step} is {scripted.outcome.value.lower()} (scripted).",
         requeue_after_seconds=scripted.requeue_after,
+        held=scripted.held,
     )
 
 

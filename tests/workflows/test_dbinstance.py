@@ -152,27 +152,32 @@ async def test_pending_waits_for_the_requeue_hint_and_a_wake_cuts_it_short(
         assert _gaps(world)[-1] < 5
 
 
-async def test_a_restart_held_for_a_window_days_away_waits_one_durable_timer(
+async def test_a_restart_held_for_a_window_days_away_waits_on_a_durable_timer(
     time_env: WorkflowEnvironment,
 ) -> None:
     """A restart held until the maintenance window opens (Saturday 02:00, seen on a
-    Tuesday at 22:00: 76 h away) is one timer of that length, not a poll; the pass at
-    the opening goes on."""
+    Tuesday at 22:00: 76 h away) is a timer of that length, capped by the health check
+    interval (24 h here): the pass goes on past the held step (health and the rest run),
+    re-checks each interval, and the pass at the opening applies it."""
     saturdays = MaintenanceWindow.model_validate(
         {"days": ["Sat"], "start": "02:00", "duration": "4h"}
     )
     held = maintenance.hold(saturdays, datetime(2026, 12, 1, 22, tzinfo=UTC), forced=False)
     assert held is not None and held.seconds == 76 * 3600
-    world = World()
-    world.then("resize", Scripted(Outcome.PENDING, "MaintenanceWindow", held.seconds))
+    world = World(interval_seconds=24 * 3600)
+    hints = [held.seconds - n * 24 * 3600 for n in range(4)]  # as the step sees it each day
+    world.then(
+        "resize", *[Scripted(Outcome.PENDING, "MaintenanceWindow", h, held=True) for h in hints]
+    )
     world.always["resize"] = Scripted(Outcome.SATISFIED, "SizeSynced")
     async with running(time_env, world) as handle:
         await settled(handle, 1)
-        await time_env.sleep(timedelta(hours=75, minutes=59))
-        await _quiet(world, 1)
-        await time_env.sleep(timedelta(minutes=2))
-        await settled(handle, 2)
-        assert _gaps(world) == [76 * 3600]
+        first = world.reports[0].report
+        assert [r.step for r in first.results] == [s.name for s in pipeline.CONVERGE]
+        assert first.blocking is not None and first.blocking.reason == "MaintenanceWindow"
+        await time_env.sleep(timedelta(hours=76, minutes=1))
+        await settled(handle, 5)
+        assert _gaps(world) == [24 * 3600, 24 * 3600, 24 * 3600, 4 * 3600]
         assert world.reports[-1].report.blocking is None
 
 

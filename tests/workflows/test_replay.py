@@ -19,6 +19,7 @@ from temporalio.worker import Replayer
 from tests.workflows import conftest
 from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
+from workflows.upgrade import DBUpgradeWorkflow
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -47,7 +48,7 @@ async def test_a_recorded_history_replays_on_the_current_code(path: Path) -> Non
     """Replaying a recorded history issues the same commands as when it was recorded."""
     history = WorkflowHistory.from_json(f"dbinstance/{path.stem}", path.read_text())
     replayer = Replayer(
-        workflows=[DBInstanceWorkflow, DBBackupWorkflow],
+        workflows=[DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow],
         data_converter=pydantic_data_converter,
         interceptors=[TracingInterceptor()],  # as the worker runs it
     )

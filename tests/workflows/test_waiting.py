@@ -9,7 +9,7 @@ import pytest
 
 from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome
-from tests.dbi.test_status import converged, until
+from tests.dbi.test_status import converged, held_then, until
 from workflows.waiting import (
     AT_ONCE_LIMIT,
     HEALTH_SPREAD,
@@ -187,3 +187,14 @@ def test_a_transient_pass_waits_at_least_what_the_server_asked() -> None:
     asked = throttled.model_copy(update={"results": [*throttled.results[:-1], blocking]})
     assert next_wait(asked, SNAPSHOT, transient_streak=1).timeout == timedelta(seconds=40)
     assert next_wait(asked, SNAPSHOT, transient_streak=8).timeout == backoff(8)
+
+
+def test_a_held_action_waits_for_its_hint_at_most_one_health_interval() -> None:
+    """A restart held for a window days away: the pass checked everything else, so the
+    next one comes at the health check interval (or at the opening, if sooner)."""
+    far = held_then().model_copy(deep=True)
+    far.results[-1] = far.results[-1].model_copy(update={"requeue_after_seconds": 3 * 86400})
+    assert next_wait(far, SNAPSHOT, transient_streak=0).timeout == timedelta(seconds=120)
+    near = held_then().model_copy(deep=True)
+    near.results[-1] = near.results[-1].model_copy(update={"requeue_after_seconds": 45})
+    assert next_wait(near, SNAPSHOT, transient_streak=0).timeout == timedelta(seconds=45)

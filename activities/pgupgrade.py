@@ -1,0 +1,271 @@
+"""The major upgrade workflow's activities (``dbi.upgrades`` tells the sequence).
+
+Each observes before it acts, so a retry after a lost worker finds what was done and
+goes on: ``run_upgrade`` writes the boot data's instruction only if it is not there,
+points the VM at the new root disk only if it does not, and restarts the VM only if its
+running VMI booted another root disk; then it waits, heartbeating, for the guest's
+report (``dbi.bootstrap.UPGRADE_REPORT``) with this upgrade's token. The guest keeps the
+old data directory until ``finish_upgrade`` runs the ``delete_old_cluster.sh`` that
+pg_upgrade wrote beside it (through the server, as its OS user: ``COPY ... TO
+PROGRAM``, dbi's admin being the superuser): the point of no return. Until then
+``rollback_upgrade`` boots the old root disk and the old data again.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import admin, admin_credential, manifests, postgres, secrets, trust, vm
+from activities.events import emit
+from activities.health import major
+from activities.kube import KUBEVIRT, Instance, or_none
+from activities.preflight import image_for
+from activities.step import Activity
+from dbi import bootstrap, names, pipeline
+from dbi.spec import PowerState
+from dbi.status import Event
+from dbi.upgrades import Plan, Ran, UpgradeRequest
+
+LOOK_SECONDS = 2.0
+INSTANCE_GONE = "InstanceGone"
+NOT_RUNNING = "NotRunning"
+
+
+class Upgrades(Activity):
+    """The five activities of DBUpgradeWorkflow, sharing what they look at."""
+
+    @activity.defn(name=pipeline.BEGIN_UPGRADE)
+    def begin(self, request: UpgradeRequest) -> Plan:
+        """Check the instance can be upgraded now, and make the new major's root disk."""
+        instance = self._instance(request)
+        if instance is None:
+            return Plan(reason=INSTANCE_GONE, message="The instance is gone.")
+        if instance.model.spec.power_state is PowerState.STOPPED:
+            message = "The instance is stopped; start it to upgrade it."
+            return Plan(reason=NOT_RUNNING, message=message)
+        image = image_for(instance, self.ctx.config.images) or ""
+        observed = self.ctx.kube.get_custom(
+            *KUBEVIRT, instance.namespace, "virtualmachines", instance.name
+        )
+        plan = Plan(
+            new_root=manifests.root_claim_name(instance.name, image),
+            old_root=manifests.root_of(observed) or "",
+            new_image=image,
+        )
+        if self.ctx.kube.pvc(instance.namespace, plan.new_root) is None:
+            vm.create_root(self.ctx, instance, image)
+        _event(
+            self.ctx,
+            instance,
+            "UpgradeStarted",
+            f"Major upgrade to PostgreSQL {request.to_major} started: {image}, "
+            f"pg_upgrade --check, then pg_upgrade; the old data stays until the new answers.",
+        )
+        return plan
+
+    def _instance(self, request: UpgradeRequest) -> Instance | None:
+        instance = self.ctx.kube.instance(request.namespace, request.name)
+        if instance is None or instance.uid != request.uid or instance.deleting:
+            return None
+        return instance
+
+    @activity.defn(name=pipeline.RUN_UPGRADE)
+    def run(self, request: UpgradeRequest, plan: Plan) -> Ran:
+        """Boot the new root disk with the upgrade's instruction; wait for the report."""
+        return self._boot(request, plan.new_root, "run")
+
+    def _boot(self, request: UpgradeRequest, root: str, action: str) -> Ran:
+        instance = self._instance(request)
+        if instance is None:
+            raise ApplicationError("The instance is gone.", type=INSTANCE_GONE, non_retryable=True)
+        token = activity.info().workflow_id or ""
+        _instruct(
+            self.ctx,
+            instance,
+            bootstrap.Upgrade(
+                from_major=request.from_major,
+                to_major=request.to_major,
+                token=token,
+                action="rollback" if action == "rollback" else "run",
+            ),
+        )
+        kube, ns = self.ctx.kube, instance.namespace
+        observed = kube.get_custom(*KUBEVIRT, ns, "virtualmachines", instance.name)
+        if manifests.root_of(observed) != root:
+            desired = vm.desired_vm(instance, observed, root_claim=root)
+            kube.apply_custom(*KUBEVIRT, "virtualmachines", desired)
+        vmi = admin.vmi_of(self.ctx, instance)
+        if vmi is not None and manifests.claim_of(vmi.get("spec") or {}, manifests.ROOT) != root:
+            or_none(
+                lambda: kube.objects.delete_namespaced_custom_object(
+                    *KUBEVIRT, ns, "virtualmachineinstances", instance.name
+                )
+            )
+        while True:
+            report = self._report(instance, root)
+            if report is not None and report[0].get("token") == token:
+                found, version = report
+                return Ran(
+                    ok=bool(found.get("ok")) and action == "run",
+                    phase=str(found.get("phase") or ""),
+                    output=str(found.get("output") or "")[:2000],
+                    version=version,
+                )
+            activity.heartbeat(f"waiting for the guest's {action} report")
+            time.sleep(LOOK_SECONDS)
+
+    def _report(self, instance: Instance, root: str) -> tuple[dict[str, Any], str] | None:
+        """The guest's report and the server's version, once a VMI booted ``root`` answers."""
+        vmi = admin.vmi_of(self.ctx, instance)
+        address = admin.address_of(vmi)
+        on_root = manifests.claim_of((vmi or {}).get("spec") or {}, manifests.ROOT) == root
+        if address is None or not on_root:
+            return None
+        server = trust.server(self.ctx.kube, self.ctx.config.namespace, instance, address)
+        password = admin_credential.read(self.ctx.kube, self.ctx.config.namespace, instance.uid)
+        try:
+            with postgres.connect(server, password=password.password) as conn:
+                row = conn.execute(
+                    "SELECT pg_read_file(%s, 0, 100000, true), current_setting('server_version')",
+                    (bootstrap.UPGRADE_REPORT,),
+                ).fetchone()
+        except psycopg.Error as e:
+            activity.logger.info("upgrade report not readable yet: %s", type(e).__name__)
+            return None
+        if row is None or not row[0]:
+            return None
+        try:
+            found = json.loads(row[0])
+        except ValueError:
+            return None
+        return (found, str(row[1])) if isinstance(found, dict) else None
+
+    @activity.defn(name=pipeline.ROLLBACK_UPGRADE)
+    def rollback(self, request: UpgradeRequest, plan: Plan) -> Ran:
+        """Boot the old root disk and the old data again; clear the instruction."""
+        ran = self._boot(request, plan.old_root, "rollback")
+        instance = self._instance(request)
+        if instance is not None:
+            _instruct(self.ctx, instance, None)
+            _event(
+                self.ctx,
+                instance,
+                "UpgradeRolledBack",
+                f"The upgrade to PostgreSQL {request.to_major} was rolled back: the old data "
+                f"runs on its old root disk, PostgreSQL {ran.version}.",
+                kind="Warning",
+            )
+        return ran
+
+    @activity.defn(name=pipeline.VERIFY_UPGRADE)
+    def verify(self, request: UpgradeRequest, plan: Plan) -> Ran:
+        """The new server answers as the admin, is of the new major, and has planner
+        statistics again (pg_upgrade does not carry them): ANALYZE in every database."""
+        instance = self._instance(request)
+        if instance is None:
+            return Ran(ok=False, phase="verify", output="The instance is gone.")
+        address = admin.address_of(admin.vmi_of(self.ctx, instance))
+        if address is None:
+            return Ran(ok=False, phase="verify", output="The VM has no address.")
+        server = trust.server(self.ctx.kube, self.ctx.config.namespace, instance, address)
+        password = admin_credential.read(self.ctx.kube, self.ctx.config.namespace, instance.uid)
+        try:
+            with postgres.connect(server, password=password.password) as conn:
+                version = _server_version(conn)
+                databases = [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT datname FROM pg_database WHERE datallowconn ORDER BY datname"
+                    ).fetchall()
+                ]
+            if major(version) != request.to_major:
+                said = f"PostgreSQL {version} answers, not {request.to_major}."
+                return Ran(ok=False, phase="verify", output=said, version=version)
+            for database in databases:
+                activity.heartbeat(f"ANALYZE {database}")
+                with postgres.connect(server, password=password.password, dbname=database) as db:
+                    db.execute("SET statement_timeout = 0")
+                    db.execute("ANALYZE")
+        except psycopg.Error as e:
+            said = f"The new server does not answer as it should ({type(e).__name__})."
+            return Ran(ok=False, phase="verify", output=said)
+        return Ran(ok=True, phase="verified", version=version)
+
+    @activity.defn(name=pipeline.FINISH_UPGRADE)
+    def finish(self, request: UpgradeRequest, plan: Plan) -> str:
+        """The point of no return: remove the old data (pg_upgrade's own script), record
+        the data's new major on the data disk, clear the boot data's instruction."""
+        instance = self._instance(request)
+        if instance is None:
+            raise ApplicationError("The instance is gone.", type=INSTANCE_GONE, non_retryable=True)
+        address = admin.address_of(admin.vmi_of(self.ctx, instance))
+        if address is None:
+            raise ApplicationError("The VM has no address yet.")
+        server = trust.server(self.ctx.kube, self.ctx.config.namespace, instance, address)
+        password = admin_credential.read(self.ctx.kube, self.ctx.config.namespace, instance.uid)
+        script = f"../{bootstrap.DELETE_OLD_CLUSTER}"
+        with postgres.connect(server, password=password.password) as conn:
+            version = _server_version(conn)
+            if major(version) != request.to_major:
+                raise ApplicationError(
+                    f"PostgreSQL {version} answers, not {request.to_major}: the old data stays.",
+                    non_retryable=True,
+                )
+            conn.execute(
+                f"COPY (SELECT 1) TO PROGRAM "
+                f"'test ! -f {script} || (sh {script} && rm -f {script})'"
+            )
+        self.ctx.kube.patch(
+            "PersistentVolumeClaim",
+            instance.namespace,
+            manifests.data_claim_name(instance),
+            {"metadata": {"annotations": {names.DATA_MAJOR_ANNOTATION: str(request.to_major)}}},
+        )
+        _instruct(self.ctx, instance, None)
+        _event(
+            self.ctx,
+            instance,
+            "Upgraded",
+            f"PostgreSQL {version} runs the data; the old data directory was removed.",
+        )
+        return version
+
+
+def _server_version(conn: psycopg.Connection[Any]) -> str:
+    row = conn.execute("SHOW server_version").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def _instruct(ctx: Any, instance: Instance, upgrade: bootstrap.Upgrade | None) -> None:
+    """Put ``upgrade`` into the boot data (None: take it out), unless it is there."""
+    name = secrets.cloudinit_name(instance)
+    read = secrets.read(ctx.kube, instance.namespace, name)
+    doc = secrets.boot_data(read)
+    if doc is None:
+        raise ApplicationError("The instance has no boot data yet.")
+    if doc.upgrade == upgrade:
+        return
+    updated = doc.model_copy(update=dict(upgrade=upgrade))  # a keyword: "upgrade" is a step
+    secrets.apply(
+        ctx.kube,
+        instance,
+        name,
+        {**read.data, bootstrap.USERDATA_KEY: bootstrap.to_userdata(updated)},
+        uid=read.uid,
+    )
+
+
+def _event(ctx: Any, instance: Instance, reason: str, message: str, kind: str = "Normal") -> None:
+    emit(ctx.kube, instance, Event(type=kind, reason=reason, message=message), _now())
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)

@@ -1,0 +1,139 @@
+"""DBUpgradeWorkflow in the time-skipping environment, with stub activities: the order of
+the upgrade's steps, the rollback before the point of no return, and a lost attempt."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from temporalio import activity
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from dbi import pipeline
+from dbi.upgrades import Plan, Ran, UpgradeRequest, UpgradeResult
+from tests.workflows.conftest import _record
+from workflows.upgrade import DBUpgradeWorkflow
+
+REQUEST = UpgradeRequest(namespace="team-a", name="orders", uid="u1", from_major=16, to_major=17)
+PLAN = Plan(new_root="orders-root-17aaaa", old_root="orders-root-16bbbb", new_image="i/p-17")
+UPGRADED = Ran(ok=True, phase="upgraded", version="17.11")
+
+
+@dataclass
+class Script:
+    """What the stub activities answer, and what they were called with."""
+
+    plan: Plan = PLAN
+    run: Callable[[int], Ran] = lambda attempt: UPGRADED
+    verify: Ran = field(default_factory=lambda: Ran(ok=True, phase="verified", version="17.11"))
+    calls: list[str] = field(default_factory=list)
+
+    def activities(self) -> list[Callable[..., Any]]:
+        @activity.defn(name=pipeline.BEGIN_UPGRADE)
+        async def begin(request: UpgradeRequest) -> Plan:
+            self.calls.append("begin")
+            return self.plan
+
+        @activity.defn(name=pipeline.RUN_UPGRADE)
+        async def run(request: UpgradeRequest, plan: Plan) -> Ran:
+            self.calls.append("run")
+            return self.run(activity.info().attempt)
+
+        @activity.defn(name=pipeline.VERIFY_UPGRADE)
+        async def verify(request: UpgradeRequest, plan: Plan) -> Ran:
+            self.calls.append("verify")
+            return self.verify
+
+        @activity.defn(name=pipeline.ROLLBACK_UPGRADE)
+        async def rollback(request: UpgradeRequest, plan: Plan) -> Ran:
+            self.calls.append("rollback")
+            return Ran(ok=False, phase="rolled-back", version="16.15")
+
+        @activity.defn(name=pipeline.FINISH_UPGRADE)
+        async def finish(request: UpgradeRequest, plan: Plan) -> str:
+            self.calls.append("finish")
+            return "17.11"
+
+        return [begin, run, verify, rollback, finish]
+
+
+async def upgrade(env: WorkflowEnvironment, script: Script) -> UpgradeResult:
+    queue = f"upgrade-{uuid.uuid4()}"
+    async with Worker(
+        env.client, task_queue=queue, workflows=[DBUpgradeWorkflow], activities=script.activities()
+    ):
+        handle = await env.client.start_workflow(
+            DBUpgradeWorkflow.run,
+            REQUEST,
+            id=f"dbupgrade/team-a/orders-u1-to-17-{uuid.uuid4().hex[:8]}",
+            task_queue=queue,
+        )
+        result = await handle.result()
+        if os.environ.get("DBI_RECORD_HISTORIES"):
+            await _record(env, handle)
+    return result
+
+
+async def test_an_upgrade_begins_runs_verifies_then_finishes(
+    time_env: WorkflowEnvironment,
+) -> None:
+    script = Script()
+    result = await upgrade(time_env, script)
+    assert script.calls == ["begin", "run", "verify", "finish"]
+    assert result.ok and result.reason == "Upgraded" and "17.11" in result.message
+
+
+@pytest.mark.parametrize(
+    ("phase", "verified", "reason", "calls"),
+    [
+        pytest.param("check", True, "UpgradeCheckFailed", ["begin", "run", "rollback"], id="check"),
+        pytest.param("copy", True, "UpgradeFailed", ["begin", "run", "rollback"], id="copy"),
+        pytest.param(
+            "upgraded",
+            False,
+            "UpgradeVerifyFailed",
+            ["begin", "run", "verify", "rollback"],
+            id="verify",
+        ),
+    ],
+)
+async def test_a_failure_before_the_point_of_no_return_rolls_back(
+    time_env: WorkflowEnvironment, phase: str, verified: bool, reason: str, calls: list[str]
+) -> None:
+    """The old data is removed (finish) only after the new server was verified; any
+    failure before rolls back, and the result says where it failed."""
+    failed = phase != "upgraded"
+    script = Script(
+        run=lambda attempt: Ran(ok=not failed, phase=phase, output="pg_upgrade: no"),
+        verify=Ran(ok=verified, phase="verify", output="PostgreSQL 16.15 answers, not 17."),
+    )
+    result = await upgrade(time_env, script)
+    assert script.calls == calls
+    assert not result.ok and result.reason == reason
+    assert "finish" not in script.calls
+
+
+async def test_a_run_lost_with_its_worker_is_tried_again(time_env: WorkflowEnvironment) -> None:
+    """An attempt that fails (its worker gone, an API error) is retried, not rolled back."""
+
+    def flaky(attempt: int) -> Ran:
+        if attempt < 3:
+            raise RuntimeError("the worker went away")
+        return UPGRADED
+
+    script = Script(run=flaky)
+    result = await upgrade(time_env, script)
+    assert result.ok
+    assert script.calls == ["begin", "run", "run", "run", "verify", "finish"]
+
+
+async def test_an_upgrade_that_cannot_begin_changes_nothing(time_env: WorkflowEnvironment) -> None:
+    script = Script(plan=Plan(reason="NotRunning", message="The instance is stopped."))
+    result = await upgrade(time_env, script)
+    assert script.calls == ["begin"]
+    assert not result.ok and result.reason == "NotRunning"
