@@ -108,21 +108,28 @@ class Upgrades(Activity):
                     *KUBEVIRT, ns, "virtualmachineinstances", instance.name
                 )
             )
+        # Where the boot ends: the new major (an upgrade), the old one (a rollback).
+        goal = request.to_major if action == "run" else request.from_major
         while True:
-            report = self._report(instance, root)
-            if report is not None and report[0].get("token") == token:
-                found, version = report
-                return Ran(
-                    ok=bool(found.get("ok")) and action == "run",
-                    phase=str(found.get("phase") or ""),
-                    output=str(found.get("output") or "")[:2000],
-                    version=version,
-                )
+            seen = self._report(instance, root)
+            if seen is not None:
+                found, version = seen
+                if found.get("token") == token:
+                    return Ran(
+                        ok=bool(found.get("ok")) and action == "run",
+                        phase=str(found.get("phase") or ""),
+                        output=str(found.get("output") or "")[:2000],
+                        version=version,
+                    )
+                if action == "run" and major(version) == goal:
+                    # An earlier attempt's boot upgraded it (its finish failed, say).
+                    return Ran(ok=True, phase="upgraded", version=version)
             activity.heartbeat(f"waiting for the guest's {action} report")
             time.sleep(LOOK_SECONDS)
 
     def _report(self, instance: Instance, root: str) -> tuple[dict[str, Any], str] | None:
-        """The guest's report and the server's version, once a VMI booted ``root`` answers."""
+        """The guest's report ({} if none) and the server's version, once a VMI booted
+        from ``root`` answers."""
         vmi = admin.vmi_of(self.ctx, instance)
         address = admin.address_of(vmi)
         on_root = manifests.claim_of((vmi or {}).get("spec") or {}, manifests.ROOT) == root
@@ -139,13 +146,13 @@ class Upgrades(Activity):
         except psycopg.Error as e:
             activity.logger.info("upgrade report not readable yet: %s", type(e).__name__)
             return None
-        if row is None or not row[0]:
+        if row is None:
             return None
         try:
-            found = json.loads(row[0])
+            found = json.loads(row[0] or "{}")
         except ValueError:
-            return None
-        return (found, str(row[1])) if isinstance(found, dict) else None
+            found = {}
+        return (found if isinstance(found, dict) else {}), str(row[1])
 
     @activity.defn(name=pipeline.ROLLBACK_UPGRADE)
     def rollback(self, request: UpgradeRequest, plan: Plan) -> Ran:
@@ -200,8 +207,9 @@ class Upgrades(Activity):
 
     @activity.defn(name=pipeline.FINISH_UPGRADE)
     def finish(self, request: UpgradeRequest, plan: Plan) -> str:
-        """The point of no return: remove the old data (pg_upgrade's own script), record
-        the data's new major on the data disk, clear the boot data's instruction."""
+        """The point of no return: record the data's new major on the data disk, clear
+        the boot data's instruction, then remove the old data (pg_upgrade's own script).
+        An old data directory that cannot be removed is kept, with a Warning Event."""
         instance = self._instance(request)
         if instance is None:
             raise ApplicationError("The instance is gone.", type=INSTANCE_GONE, non_retryable=True)
@@ -210,17 +218,12 @@ class Upgrades(Activity):
             raise ApplicationError("The VM has no address yet.")
         server = trust.server(self.ctx.kube, self.ctx.config.namespace, instance, address)
         password = admin_credential.read(self.ctx.kube, self.ctx.config.namespace, instance.uid)
-        script = f"../{bootstrap.DELETE_OLD_CLUSTER}"
         with postgres.connect(server, password=password.password) as conn:
             version = _server_version(conn)
-            if major(version) != request.to_major:
-                raise ApplicationError(
-                    f"PostgreSQL {version} answers, not {request.to_major}: the old data stays.",
-                    non_retryable=True,
-                )
-            conn.execute(
-                f"COPY (SELECT 1) TO PROGRAM "
-                f"'test ! -f {script} || (sh {script} && rm -f {script})'"
+        if major(version) != request.to_major:
+            raise ApplicationError(
+                f"PostgreSQL {version} answers, not {request.to_major}: the old data stays.",
+                non_retryable=True,
             )
         self.ctx.kube.patch(
             "PersistentVolumeClaim",
@@ -229,6 +232,24 @@ class Upgrades(Activity):
             {"metadata": {"annotations": {names.DATA_MAJOR_ANNOTATION: str(request.to_major)}}},
         )
         _instruct(self.ctx, instance, None)
+        script = f"../{bootstrap.DELETE_OLD_CLUSTER}"
+        try:
+            with postgres.connect(server, password=password.password) as conn:
+                conn.execute(
+                    f"COPY (SELECT 1) TO PROGRAM "
+                    f"'test ! -f {script} || (sh {script} && rm -f {script})'"
+                )
+        except psycopg.Error as e:
+            _event(
+                self.ctx,
+                instance,
+                "OldDataKept",
+                f"PostgreSQL {version} runs the data, but the old data directory could not be "
+                f"removed ({type(e).__name__}): delete_old_cluster.sh beside the data directory "
+                "removes it.",
+                kind="Warning",
+            )
+            return version
         _event(
             self.ctx,
             instance,

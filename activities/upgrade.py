@@ -29,7 +29,7 @@ from dbi import maintenance, names
 from dbi.pipeline import UPGRADE as SPEC
 from dbi.spec import PowerState
 from dbi.steps import Decision, Outcome, StepInput
-from dbi.upgrades import UpgradeRequest
+from dbi.upgrades import FINISH_FAILED, UpgradeRequest
 
 POLL_SECONDS = 5.0
 STOPPED_CHECK_SECONDS = 60.0
@@ -97,10 +97,14 @@ def _follow(obs: Observation, run: Upgrade, versions: str) -> Decision[Action]:
     if result is not None and result.ok:
         return _pending(Reason.UPGRADING, f"The major upgrade from {versions} is finishing.")
     said = result.message if result is not None else "Its workflow ended without a result."
-    message = (
-        "The major upgrade was rolled back: the old data runs as before. Fix the cause, "
-        f"then annotate dbi.dev/reconcile-requested-at with a new value to try again. {said}"
-    )
+    again = "annotate dbi.dev/reconcile-requested-at with a new value to try again."
+    if result is not None and result.reason == FINISH_FAILED:  # past the point of no return
+        message = f"The major upgrade could not finish: {again} {said}"
+    else:
+        message = (
+            "The major upgrade was rolled back: the old data runs as before. Fix the "
+            f"cause, then {again} {said}"
+        )
     reason = result.reason if result is not None else Reason.FAILED
     return Decision(SPEC.result(Outcome.TERMINAL, reason, message[:512]))
 

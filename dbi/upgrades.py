@@ -4,14 +4,19 @@
 the new major's root disk (``begin``), restarts the VM on it with the boot data's
 upgrade instruction, and waits for the guest's report (``run``: pg_upgrade --check,
 then pg_upgrade into a new data directory, the old one kept), checks the new server
-(``verify``: its version, ANALYZE of every database), and only then removes the old
-data (``finish``: the point of no return). A failure before that rolls back
-(``rollback``): the old root disk and the old data boot again, as they were.
+(``verify``: its version, ANALYZE of every database), and only then records the new
+major and removes the old data (``finish``: the point of no return). A failure before
+that rolls back (``rollback``): the old root disk and the old data boot again, as they
+were; a finish that fails is not rolled back (``FINISH_FAILED``): a new attempt finds
+the data upgraded and finishes.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# The upgrade's result when it was verified but could not finish (no rollback then).
+FINISH_FAILED = "UpgradeFinishFailed"
 
 
 class _Model(BaseModel):

@@ -23,7 +23,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from dbi import names, pipeline
-    from dbi.upgrades import Plan, Ran, UpgradeRequest, UpgradeResult
+    from dbi.upgrades import FINISH_FAILED, Plan, Ran, UpgradeRequest, UpgradeResult
 
 SHORT = timedelta(seconds=30)
 SHORT_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
@@ -83,14 +83,21 @@ class DBUpgradeWorkflow:
             said = f" {ran.output}" if ran.output else ""
             message = f"The upgrade to PostgreSQL {request.to_major} failed at {ran.phase}:{said}"
             return UpgradeResult(ok=False, reason=reason, message=message[:1024])
-        version: str = await workflow.execute_activity(
-            pipeline.FINISH_UPGRADE,
-            args=[request, plan],
-            result_type=str,
-            start_to_close_timeout=SHORT,
-            retry_policy=SHORT_RETRY,
-            summary="finish: remove the old data (the point of no return)",
-        )
+        try:
+            version: str = await workflow.execute_activity(
+                pipeline.FINISH_UPGRADE,
+                args=[request, plan],
+                result_type=str,
+                start_to_close_timeout=SHORT,
+                retry_policy=SHORT_RETRY,
+                summary="finish: remove the old data (the point of no return)",
+            )
+        except ActivityError as e:
+            message = (
+                f"PostgreSQL {request.to_major} was verified, but finishing failed "
+                f"({e.cause or e}); the old data is still there."
+            )
+            return UpgradeResult(ok=False, reason=FINISH_FAILED, message=message[:1024])
         return UpgradeResult(
             ok=True, reason="Upgraded", message=f"PostgreSQL {version} runs the data."
         )

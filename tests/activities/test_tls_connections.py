@@ -114,8 +114,10 @@ async def short_lived_certificates(
     namespace: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> AsyncIterator[Orchestrator]:
-    """A worker (and a watcher) whose certificates live 60 s: renewed 40 s after issue."""
-    monkeypatch.setenv("DBI_TLS_CERT_LIFETIME", "60s")
+    """A worker (and a watcher) whose certificates live 90 s: renewed 60 s after issue,
+    with 30 s (three health checks) to install it before it expires (20 s was missed
+    once on a loaded CI machine: the expired certificate then restarted the VM)."""
+    monkeypatch.setenv("DBI_TLS_CERT_LIFETIME", "90s")
     queue = f"dbi-test-tls-{uuid.uuid4().hex[:8]}"
     with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS) as executor:
         activities = step_activities(local_stack.kubeconfig)

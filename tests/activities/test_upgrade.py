@@ -11,7 +11,7 @@ from activities import upgrade
 from activities.schedules import Upgrade
 from dbi import maintenance
 from dbi.steps import Outcome
-from dbi.upgrades import UpgradeResult
+from dbi.upgrades import FINISH_FAILED, UpgradeResult
 
 HELD = maintenance.Hold(
     until=datetime(2026, 12, 5, 2, tzinfo=UTC), seconds=600.0, window="Sat 02:00 UTC for 4h"
@@ -121,3 +121,11 @@ def test_nothing_an_upgrade_waits_on_lets_the_pass_go_on() -> None:
     run: no result of this step is held."""
     for obs in (DUE, replace(DUE, hold=HELD), replace(DUE, stopped=True)):
         assert not upgrade.decide(obs).result.held
+
+
+def test_an_upgrade_that_could_not_finish_does_not_claim_a_rollback() -> None:
+    unfinished = UpgradeResult(ok=False, reason=FINISH_FAILED, message="finishing failed.")
+    decided = upgrade.decide(replace(DUE, run=Upgrade(running=False, result=unfinished)))
+    assert decided.result.reason == FINISH_FAILED
+    assert "rolled back" not in decided.result.message
+    assert "finishing failed." in decided.result.message

@@ -15,7 +15,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from dbi import pipeline
-from dbi.upgrades import Plan, Ran, UpgradeRequest, UpgradeResult
+from dbi.upgrades import FINISH_FAILED, Plan, Ran, UpgradeRequest, UpgradeResult
 from tests.workflows.conftest import _record
 from workflows.upgrade import DBUpgradeWorkflow
 
@@ -31,6 +31,7 @@ class Script:
     plan: Plan = PLAN
     run: Callable[[int], Ran] = lambda attempt: UPGRADED
     verify: Ran = field(default_factory=lambda: Ran(ok=True, phase="verified", version="17.11"))
+    finishes: bool = True
     calls: list[str] = field(default_factory=list)
 
     def activities(self) -> list[Callable[..., Any]]:
@@ -57,6 +58,8 @@ class Script:
         @activity.defn(name=pipeline.FINISH_UPGRADE)
         async def finish(request: UpgradeRequest, plan: Plan) -> str:
             self.calls.append("finish")
+            if not self.finishes:
+                raise RuntimeError("the VM has no address")
             return "17.11"
 
         return [begin, run, verify, rollback, finish]
@@ -137,3 +140,14 @@ async def test_an_upgrade_that_cannot_begin_changes_nothing(time_env: WorkflowEn
     result = await upgrade(time_env, script)
     assert script.calls == ["begin"]
     assert not result.ok and result.reason == "NotRunning"
+
+
+async def test_a_finish_that_fails_is_not_rolled_back(time_env: WorkflowEnvironment) -> None:
+    """Past verification the new data is the data: a finish that keeps failing ends the
+    upgrade UpgradeFinishFailed (a new attempt finishes it), never with a rollback."""
+    script = Script(finishes=False)
+    result = await upgrade(time_env, script)
+    assert "rollback" not in script.calls
+    assert script.calls.count("finish") > 1
+    assert not result.ok and result.reason == FINISH_FAILED
+    assert "old data is still there" in result.message
