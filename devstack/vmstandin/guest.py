@@ -124,8 +124,12 @@ class Guest:
             return
         if major == upgrade.to_major or _report(old).get("token") == upgrade.token:
             return  # done, or failed already: the orchestrator decides what comes next
-        if major != upgrade.from_major:
-            said = f"the data is PostgreSQL {major}, not {upgrade.from_major}"
+        binaries = int(self.version.split(".")[0])
+        if major != upgrade.from_major or binaries != upgrade.to_major:
+            said = (
+                f"the data is PostgreSQL {major} and the root disk's {binaries}, not "
+                f"{upgrade.from_major} and {upgrade.to_major}"
+            )
             self._write_report(old, upgrade, ok=False, phase="check", output=said)
             return
         new = self.disk / f"pgdata-{upgrade.to_major}"
