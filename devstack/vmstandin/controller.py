@@ -267,7 +267,7 @@ class StandIn:
             self.vms[uid] = VM(
                 namespace=vm["metadata"]["namespace"],
                 guest=Guest(
-                    version=self._image_version(vm),
+                    version=self._image_version(vm) or postgresql.VERSION,
                     disk=disk,
                     address=self.addresses.of(uid),
                     log_path=self.data_dir
@@ -279,10 +279,12 @@ class StandIn:
         self.vms[uid].labels = dict((template.get("metadata") or {}).get("labels") or {})
         return self.vms[uid]
 
-    def _image_version(self, vm: Manifest) -> str:
+    def _image_version(self, vm: Manifest) -> str | None:
         """The PostgreSQL build the VM's image names (the Harvester imageId annotation of
         the claim it boots, its root disk's or a one-disk VM's data disk's; the image's
-        ``dbi.dev/postgresql-version`` label); the default when it names none."""
+        ``dbi.dev/postgresql-version`` label); the default when it names none; None when
+        the claim or the image it names cannot be read now (a boot then waits: booting
+        another build on the data would be wrong)."""
         namespace, spec = vm["metadata"]["namespace"], kubevirt.template_spec(vm)
         claim = kubevirt.root_claim(spec) or kubevirt.data_claim(spec)
         pvc = (
@@ -290,6 +292,8 @@ class StandIn:
             if claim
             else None
         )
+        if claim and pvc is None:
+            return None
         image_id = ((pvc.metadata.annotations or {}) if pvc and pvc.metadata else {}).get(
             IMAGE_ANNOTATION, ""
         )
@@ -307,6 +311,8 @@ class StandIn:
             if image_name
             else None
         )
+        if image_name and image is None:
+            return None
         labels = ((image or {}).get("metadata") or {}).get("labels") or {}
         return str(labels.get(postgresql.VERSION_LABEL) or postgresql.VERSION)
 
@@ -341,6 +347,10 @@ class StandIn:
 
     def _start(self, vm: Manifest, state: VM, vmi: Manifest | None) -> None:
         """Boot (or reboot) the guest with the template as it is now, in a fresh VMI."""
+        build = self._image_version(vm)
+        if build is None:  # its disk or image cannot be read now: the resync looks again
+            log.info("%s waits: its image cannot be read yet", vm["metadata"]["name"])
+            return
         if state.guest.exited():
             # A crash: KubeVirt marks the VMI Failed, then both run strategies restart it.
             state.guest.forget()
@@ -364,18 +374,18 @@ class StandIn:
             self._unschedulable(vm, state)
             return
         self._vm_status(vm, state, "Starting", ready=False, restart=False)
-        self._prepare(vm, state, bootstrap)
+        self._prepare(vm, state, bootstrap, build)
         state.ready_seen = False
         if state.boots:  # a restart: a new pod, a new address (KubeVirt's too)
             state.guest.address = self.addresses.renew(vm["metadata"]["uid"])
         state.boots += 1
         state.guest.boot(kubevirt.size_of(vmi["spec"]))
 
-    def _prepare(self, vm: Manifest, state: VM, bootstrap: Bootstrap) -> None:
+    def _prepare(self, vm: Manifest, state: VM, bootstrap: Bootstrap, build: str) -> None:
         """What the guest's dbi-bootstrap does before PostgreSQL starts: the binaries of
         the root disk's image, initdb (or a restore) once, an upgrade or a reset the boot
         data asks for, the binaries of the data's major, TLS."""
-        state.guest.use(self._image_version(vm))  # the root disk may be a new one
+        state.guest.use(build)  # the root disk may be a new one
         first = not state.guest.initialized()
         if first:
             state.guest.initialize(bootstrap)
