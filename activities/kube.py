@@ -301,6 +301,7 @@ class Kube:
 # The kinds of an instance's children, by the API that serves them.
 CUSTOM_KINDS = {
     "VirtualMachine": (*KUBEVIRT, "virtualmachines"),
+    "VirtualMachineInstance": (*KUBEVIRT, "virtualmachineinstances"),
     "ServiceMonitor": ("monitoring.coreos.com", "v1", "servicemonitors"),
 }
 CORE_KINDS = {

@@ -25,7 +25,7 @@ from temporalio.exceptions import ApplicationError
 from activities import admin, admin_credential, manifests, postgres, secrets, trust, vm
 from activities.events import emit
 from activities.health import major
-from activities.kube import KUBEVIRT, Instance, or_none
+from activities.kube import KUBEVIRT, Instance
 from activities.preflight import image_for
 from activities.step import Activity
 from dbi import bootstrap, names, pipeline
@@ -76,6 +76,12 @@ class Upgrades(Activity):
             return None
         return instance
 
+    def _as_admin(self, instance: Instance, address: str) -> tuple[postgres.Server, str]:
+        """Where the instance's server is, trusted, and dbi's admin password for it."""
+        ctx = self.ctx
+        server = trust.server(ctx.kube, ctx.config.namespace, instance, address)
+        return server, admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid).password
+
     @activity.defn(name=pipeline.RUN_UPGRADE)
     def run(self, request: UpgradeRequest, plan: Plan) -> Ran:
         """Boot the new root disk with the upgrade's instruction; wait for the report."""
@@ -96,18 +102,10 @@ class Upgrades(Activity):
                 action="rollback" if action == "rollback" else "run",
             ),
         )
-        kube, ns = self.ctx.kube, instance.namespace
-        observed = kube.get_custom(*KUBEVIRT, ns, "virtualmachines", instance.name)
-        if manifests.root_of(observed) != root:
-            desired = vm.desired_vm(instance, observed, root_claim=root)
-            kube.apply_custom(*KUBEVIRT, "virtualmachines", desired)
+        vm.boot_root(self.ctx, instance, root)
         vmi = admin.vmi_of(self.ctx, instance)
         if vmi is not None and manifests.claim_of(vmi.get("spec") or {}, manifests.ROOT) != root:
-            or_none(
-                lambda: kube.objects.delete_namespaced_custom_object(
-                    *KUBEVIRT, ns, "virtualmachineinstances", instance.name
-                )
-            )
+            self.ctx.kube.delete("VirtualMachineInstance", instance.namespace, instance.name)
         # Where the boot ends: the new major (an upgrade), the old one (a rollback).
         goal = request.to_major if action == "run" else request.from_major
         while True:
@@ -135,10 +133,9 @@ class Upgrades(Activity):
         on_root = manifests.claim_of((vmi or {}).get("spec") or {}, manifests.ROOT) == root
         if address is None or not on_root:
             return None
-        server = trust.server(self.ctx.kube, self.ctx.config.namespace, instance, address)
-        password = admin_credential.read(self.ctx.kube, self.ctx.config.namespace, instance.uid)
+        server, password = self._as_admin(instance, address)
         try:
-            with postgres.connect(server, password=password.password) as conn:
+            with postgres.connect(server, password=password) as conn:
                 row = conn.execute(
                     "SELECT pg_read_file(%s, 0, 100000, true), current_setting('server_version')",
                     (bootstrap.UPGRADE_REPORT,),
@@ -181,10 +178,9 @@ class Upgrades(Activity):
         address = admin.address_of(admin.vmi_of(self.ctx, instance))
         if address is None:
             return Ran(ok=False, phase="verify", output="The VM has no address.")
-        server = trust.server(self.ctx.kube, self.ctx.config.namespace, instance, address)
-        password = admin_credential.read(self.ctx.kube, self.ctx.config.namespace, instance.uid)
+        server, password = self._as_admin(instance, address)
         try:
-            with postgres.connect(server, password=password.password) as conn:
+            with postgres.connect(server, password=password) as conn:
                 version = _server_version(conn)
                 databases = [
                     str(r[0])
@@ -197,7 +193,7 @@ class Upgrades(Activity):
                 return Ran(ok=False, phase="verify", output=said, version=version)
             for database in databases:
                 activity.heartbeat(f"ANALYZE {database}")
-                with postgres.connect(server, password=password.password, dbname=database) as db:
+                with postgres.connect(server, password=password, dbname=database) as db:
                     db.execute("SET statement_timeout = 0")
                     db.execute("ANALYZE")
         except psycopg.Error as e:
@@ -216,9 +212,8 @@ class Upgrades(Activity):
         address = admin.address_of(admin.vmi_of(self.ctx, instance))
         if address is None:
             raise ApplicationError("The VM has no address yet.")
-        server = trust.server(self.ctx.kube, self.ctx.config.namespace, instance, address)
-        password = admin_credential.read(self.ctx.kube, self.ctx.config.namespace, instance.uid)
-        with postgres.connect(server, password=password.password) as conn:
+        server, password = self._as_admin(instance, address)
+        with postgres.connect(server, password=password) as conn:
             version = _server_version(conn)
         if major(version) != request.to_major:
             raise ApplicationError(
@@ -234,7 +229,7 @@ class Upgrades(Activity):
         _instruct(self.ctx, instance, None)
         script = f"../{bootstrap.DELETE_OLD_CLUSTER}"
         try:
-            with postgres.connect(server, password=password.password) as conn:
+            with postgres.connect(server, password=password) as conn:
                 conn.execute(
                     f"COPY (SELECT 1) TO PROGRAM "
                     f"'test ! -f {script} || (sh {script} && rm -f {script})'"

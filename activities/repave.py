@@ -28,11 +28,10 @@ the VMI's UID (a restart deletes the VMI observed; a retry finds a new one, or n
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 
 from activities import manifests, ownership, vm
-from activities.kube import KUBEVIRT, Instance, or_none
+from activities.kube import KUBEVIRT, Instance
 from activities.preflight import image_for
 from activities.step import Anatomy, Context
 from dbi import maintenance, names
@@ -206,11 +205,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         vmi_deleting=bool(((vmi or {}).get("metadata") or {}).get("deletionTimestamp")),
         old_roots=tuple(sorted(mine - {root})),
         version=observed_status.postgres_version if observed_status else None,
-        hold=maintenance.hold(
-            spec.maintenance.window if spec.maintenance else None,
-            datetime.now(UTC),
-            forced=step_input.allow_restart,
-        ),
+        hold=maintenance.hold_now(spec, forced=step_input.allow_restart),
         children=children,
     )
 
@@ -220,15 +215,9 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
     if action in (Action.CREATE, Action.APPLY):
         vm.create_root(ctx, instance, obs.image)
     elif action is Action.SWITCH:
-        observed = kube.get_custom(*KUBEVIRT, ns, "virtualmachines", instance.name)
-        desired = vm.desired_vm(instance, observed, root_claim=obs.root)
-        kube.apply_custom(*KUBEVIRT, "virtualmachines", desired)
+        vm.boot_root(ctx, instance, obs.root)
     elif action is Action.RESTART:
-        or_none(
-            lambda: kube.objects.delete_namespaced_custom_object(
-                *KUBEVIRT, ns, "virtualmachineinstances", instance.name
-            )
-        )
+        kube.delete("VirtualMachineInstance", ns, instance.name)
     else:
         for name in obs.old_roots:
             kube.delete("PersistentVolumeClaim", ns, name)

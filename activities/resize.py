@@ -17,7 +17,6 @@ restart deletes the VMI the step observed; a retry finds a new one, or none).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from decimal import Decimal
 from enum import StrEnum
 
@@ -189,11 +188,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         expandable=expandable,
         memory_quantity=spec.resources.memory,
         capacity=capacity,
-        hold=maintenance.hold(
-            spec.maintenance.window if spec.maintenance else None,
-            datetime.now(UTC),
-            forced=step_input.allow_restart,
-        ),
+        hold=maintenance.hold_now(spec, forced=step_input.allow_restart),
     )
 
 

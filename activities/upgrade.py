@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 
 from activities import manifests
@@ -165,11 +164,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         target=target,
         data=data,
         stopped=spec.power_state is PowerState.STOPPED,
-        hold=maintenance.hold(
-            spec.maintenance.window if spec.maintenance else None,
-            datetime.now(UTC),
-            forced=step_input.allow_restart,
-        ),
+        hold=maintenance.hold_now(spec, forced=step_input.allow_restart),
         workflow_id=wid,
         run=ctx.schedules.upgrade(wid) if ctx.schedules is not None else None,
         can_start=ctx.schedules is not None,

@@ -145,6 +145,15 @@ def create_root(ctx: Context, instance: Instance, image: str) -> None:
     ctx.kube.apply_pvc(claim)
 
 
+def boot_root(ctx: Context, instance: Instance, root: str) -> None:
+    """Point the VM's ``root`` volume at the claim ``root`` (its next boot boots it)."""
+    kube = ctx.kube
+    observed = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachines", instance.name)
+    if manifests.root_of(observed) != root:
+        desired = desired_vm(instance, observed, root_claim=root)
+        kube.apply_custom(*KUBEVIRT, "virtualmachines", desired)
+
+
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
     if action is Action.CREATE:
         if not obs.claim_exists:

@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from cronsim import CronSim
 
-from dbi.spec import MaintenanceWindow, duration_seconds
+from dbi.spec import DBInstanceSpec, MaintenanceWindow, duration_seconds
 
 # cron's day-of-week numbers (0 is Sunday) of the days a window may name.
 DAY_NUMBERS = {"Sun": 0, "Mon": 1, "Tue": 2, "Wed": 3, "Thu": 4, "Fri": 5, "Sat": 6}
@@ -79,6 +79,12 @@ class Hold:
             f"{stamp(self.until)}; dbi resize --force or dbi.dev/restart-requested-at "
             "applies it now."
         )
+
+
+def hold_now(spec: DBInstanceSpec, *, forced: bool) -> Hold | None:
+    """The hold on a planned restart of an instance with ``spec``, now (the clock read)."""
+    window = spec.maintenance.window if spec.maintenance else None
+    return hold(window, datetime.now(UTC), forced=forced)
 
 
 def hold(window: MaintenanceWindow | None, now: datetime, *, forced: bool) -> Hold | None:
