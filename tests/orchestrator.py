@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import uuid
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -22,8 +23,10 @@ from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput
 from dbi.spec import SUPPORTED_VERSIONS
+from devstack import tools
 from devstack.orchestrator import dev_images
 from devstack.stack import StackInfo
+from devstack.temporal import NAMESPACE
 from tests import polling
 from tests.stack import Kubectl
 from watcher.wakeups import Wakeups
@@ -174,3 +177,64 @@ async def watcher(
     """Run a watcher for this test's namespace, signaling the orchestrator's task queue."""
     async with watching(orchestrator, kube_api, namespace) as w:
         yield w
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """When a test of the orchestrator fails, add what the stack looked like to its report:
+    its namespace's DBInstances (conditions) and Events, the workflows still running and
+    the tail of each instance's history. A flake seen once in CI is then explained by its
+    own output."""
+    outcome = yield
+    report = outcome.get_result()
+    found = getattr(item, "funcargs", {})  # every fixture set up for it, used or not
+    if report.when != "call" or not report.failed or "orchestrator" not in found:
+        return
+    try:
+        text = stack_at_failure(found["local_stack"], found["kubectl"], found.get("namespace"))
+    except Exception as e:  # the report must not fail because the stack did
+        text = f"(could not describe the stack: {e!r})"
+    report.sections.append(("stack at failure", text))
+
+
+def stack_at_failure(stack: StackInfo, kubectl: Kubectl, namespace: str | None) -> str:
+    temporal = [
+        str(tools.venv_tool("temporal")),
+        "--address",
+        stack.temporal_address,
+        "--namespace",
+        NAMESPACE,
+    ]
+
+    def run(argv: list[str]) -> str:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+        return (done.stdout + done.stderr).strip()
+
+    where = ["-n", namespace] if namespace else ["-A"]
+    lines = []
+    listed = kubectl("get", "dbinstance", *where, "-o", "json", check=False).stdout or "{}"
+    for obj in json.loads(listed).get("items", []):
+        meta, status = obj["metadata"], obj.get("status") or {}
+        lines.append(f"DBInstance {meta['namespace']}/{meta['name']}: {status.get('phase')}")
+        for c in status.get("conditions") or []:
+            lines.append(
+                f"  {c['type']}={c['status']} {c.get('reason', '')} "
+                f"{c.get('lastTransitionTime', '')}: {c.get('message', '')}"
+            )
+        workflow = names.workflow_id(meta["namespace"], meta["name"])
+        described = run([*temporal[:1], "workflow", "describe", "-w", workflow, *temporal[1:]])
+        lines.append(f"  workflow {workflow} (pending activities, last failure):")
+        lines.extend(
+            f"    {line}" for line in described.splitlines() if "SearchAttributes" not in line
+        )
+        history = run([*temporal[:1], "workflow", "show", "-w", workflow, *temporal[1:]])
+        lines.append("  its last 15 events:")
+        lines.extend(f"    {line}" for line in history.splitlines()[-15:])
+    if namespace:
+        events = kubectl("get", "events", "-n", namespace, "--sort-by=.lastTimestamp", check=False)
+        lines.append("Events:")
+        lines.extend(f"  {line}" for line in events.stdout.splitlines()[-30:])
+    query = "ExecutionStatus='Running'"
+    running = run([*temporal[:1], "workflow", "count", "--query", query, *temporal[1:]])
+    lines.append(f"Workflows running on the server: {running}")
+    return "\n".join(lines)
