@@ -9,7 +9,9 @@ there):
 - ``/readyz`` answers 200 when every check passes, else 503; the body has one line per
   check, ``ok <name>`` or ``fail <name>: <why>``. Checks are the process's own
   (``Health.checks``): Temporal answers, for the watcher its watches are live (leader)
-  or its Lease loop reaches the API server (standby).
+  or its Lease loop reaches the API server (standby). Each is named from the start
+  (``Health.expecting``) and fails ``not started yet`` until in place, so a process
+  still connecting is never ready.
 - ``dbi_check_ok{check=...}`` (1 or 0) shows the same on ``/metrics``, for alerts.
 
 A check is a function returning None when all is well, else why not; it must not
@@ -47,6 +49,11 @@ TEMPORAL_PROBE_SECONDS = 5.0
 TEMPORAL_SILENCE_SECONDS = 15.0
 
 
+def not_started() -> str | None:
+    """The check a process names before it can run it: fails until replaced."""
+    return "not started yet"
+
+
 @dataclass
 class Health:
     checks: dict[str, Check] = field(default_factory=dict)
@@ -70,9 +77,17 @@ class Health:
                 found[name] = f"the check raised {type(e).__name__}"
         return found
 
+    @classmethod
+    def expecting(cls, *names: str) -> Health:
+        """Health whose ``names`` checks fail (``not_started``) until the process puts
+        them in place: it is not ready while it connects, however long that takes."""
+        return cls(checks=dict.fromkeys(names, not_started))
+
     def ready(self) -> tuple[bool, str]:
-        """Whether every check passes, and one line per check."""
+        """Whether every check passes (there is at least one), and one line per check."""
         results = self.results()
+        if not results:
+            return False, "fail startup: no check is in place yet\n"
         lines = [f"ok {n}" if why is None else f"fail {n}: {why}" for n, why in results.items()]
         return all(why is None for why in results.values()), "\n".join(lines) + "\n"
 

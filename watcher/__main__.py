@@ -38,7 +38,7 @@ STOP_SECONDS = 15.0
 
 
 async def main() -> None:
-    health = Health()
+    health = Health.expecting("temporal", "watches")
     async with telemetry.process_telemetry("dbi-watcher", health) as runtime:
         await serve(runtime, health)
 

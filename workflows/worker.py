@@ -70,11 +70,20 @@ ACTIVITY_THREADS = 32
 SHUTDOWN_DEFAULT = environment.SHUTDOWN_SECONDS.default or "45"
 
 
+# What a worker hosts, from its Context: every real activity, or (the benchmark's
+# ``bench.stubworker``) the converge steps stubbed.
+Hosted = Callable[[Context], list[Callable[..., Any]]]
+
+
 def step_activities(
-    kubeconfig: str | None = None, *, schedules: Schedules | None = None
+    kubeconfig: str | None = None,
+    *,
+    schedules: Schedules | None = None,
+    hosted: Hosted | None = None,
 ) -> list[Callable[..., Any]]:
-    """Return every step activity, talking to the cluster of ``kubeconfig`` (or $KUBECONFIG)
-    and, for backup schedules, to Temporal through ``schedules``."""
+    """Return every step activity (or what ``hosted`` makes of the Context), talking to
+    the cluster of ``kubeconfig`` (or $KUBECONFIG) and, for backup schedules, to
+    Temporal through ``schedules``."""
     ctx = Context(
         kube=Kube(
             connect.kubernetes(
@@ -86,16 +95,16 @@ def step_activities(
         config=Config.from_env(),
         schedules=schedules,
     )
-    return registry.all_activities(ctx)
+    return (hosted or registry.all_activities)(ctx)
 
 
-async def main() -> None:
-    health = Health()
+async def main(hosted: Hosted = registry.all_activities) -> None:
+    health = Health.expecting("temporal")
     async with telemetry.process_telemetry("dbi-worker", health) as runtime:
-        await serve(runtime, health)
+        await serve(runtime, health, hosted)
 
 
-async def serve(runtime: Runtime, health: Health) -> None:
+async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_activities) -> None:
     client, probing = await connect_temporal(runtime, health)
     address = client.service_client.config.target_host
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
@@ -104,7 +113,7 @@ async def serve(runtime: Runtime, health: Health) -> None:
     schedules = Schedules(client, asyncio.get_running_loop(), task_queue)
     worker = build_worker(
         client,
-        step_activities(schedules=schedules),
+        step_activities(schedules=schedules, hosted=hosted),
         task_queue=task_queue,
         executor=executor,
         graceful_shutdown=timedelta(seconds=grace),

@@ -71,3 +71,21 @@ def test_temporal_is_ready_while_it_answered_recently() -> None:
     assert probe.check() is None
     probe.answered, probe.error = time.monotonic() - 40, "RPCError"
     assert probe.check() == "Temporal has not answered for 40s (RPCError)"
+
+
+def test_a_process_still_connecting_is_not_ready() -> None:
+    """Before its checks are in place (Temporal being dialled, watches not started) a
+    process is not ready: no check at all, or one it named and has not started, fails."""
+    assert _get(Health(), "/readyz") == (
+        "503 Service Unavailable",
+        "fail startup: no check is in place yet\n",
+    )
+    health = Health.expecting("temporal", "watches")
+    assert _get(health, "/readyz") == (
+        "503 Service Unavailable",
+        "fail temporal: not started yet\nfail watches: not started yet\n",
+    )
+    health.checks["temporal"] = lambda: None
+    assert _get(health, "/readyz")[0].startswith("503")
+    health.checks["watches"] = lambda: None
+    assert _get(health, "/readyz")[0] == "200 OK"

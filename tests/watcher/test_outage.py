@@ -170,21 +170,31 @@ async def test_a_replica_that_loses_its_lease_stops_watching_and_signaling(
         election=election,
         watch_seconds=3,
     )
+
+    def own_watches() -> list[str]:
+        """This watcher's watch threads (each names its namespace; another test's
+        watcher may still be ending its own)."""
+        return [
+            t.name
+            for t in threading.enumerate()
+            if t.name.startswith("watch-") and t.name.endswith(f" in {namespace}")
+        ]
+
     task = asyncio.create_task(watcher.run())
     coordination = k8s.CoordinationV1Api(kube_api)
     try:
         await until(lambda: watcher.problem() is None and watcher.watches, timeout=30, what="lead")
+        assert own_watches(), "the test looks for threads under another name"
         lease: Any = coordination.read_namespaced_lease("dbi-watcher", namespace)
         lease.spec.holder_identity = "b"
         lease.spec.lease_duration_seconds = 600
         lease.spec.renew_time = datetime.now(UTC)
         coordination.replace_namespaced_lease("dbi-watcher", namespace, lease)
         await until(lambda: not election.leading.is_set(), timeout=10, what="stepping down")
-        await until(
-            lambda: not any(t.name.startswith("watch-") for t in threading.enumerate()),
-            timeout=15,
-            what="every watch thread ended",
-        )
+        try:
+            await until(lambda: not own_watches(), timeout=15, what="every watch thread ended")
+        except AssertionError as e:
+            raise AssertionError(f"{e}: {own_watches()} still run") from None
         assert watcher.watches == {}
         assert watcher.problem() is None  # a standby that reaches the API server is ready
 
