@@ -1,9 +1,12 @@
 """write_status: the status subresource from one pass, and Events for transitions only.
 
-Reads the status on the object (for lastTransitionTime and the transitions), derives
-the new one (``dbi.status.derive``), patches the status subresource, then emits an
-Event per changed condition. Retried after a failure, it emits nothing twice: the
-second try reads the status the first one wrote. A deleted instance is tolerated, and
+Reads the status on the object (for lastTransitionTime and the transitions): the
+pass's own read when this process made it (``PassReads``: the load's, or the read a
+step made after acting), else from the API server. Derives the new one
+(``dbi.status.derive``), patches the status subresource only when it differs (an idle
+pass writes nothing), then emits an Event per changed condition. Retried after a
+failure, it emits nothing twice: a retry reads from the API server, and so sees the
+status a first try wrote. A deleted instance is tolerated, and
 so is an Event the API refuses (a namespace being deleted, say): Events are best effort.
 """
 
@@ -15,36 +18,59 @@ from kubernetes import client as k8s
 from temporalio import activity
 
 from activities.events import emit
+from activities.kube import Instance
 from activities.step import Activity
 from dbi import metrics, names, pipeline
 from dbi.models import DBInstanceStatus
 from dbi.status import StatusInput, derive
+from dbi.steps import StepInput
 
 
 class WriteStatus(Activity):
     @activity.defn(name=pipeline.WRITE_STATUS)
     def run(self, request: StatusInput) -> None:
-        instance = self.ctx.kube.instance(request.namespace, request.name)
+        instance = self._read(request)
         if instance is None or instance.uid != request.uid:
             return
         now = datetime.now(UTC).replace(microsecond=0)
         status, events = derive(instance.model.status, request.report, now=now)
-        try:
-            self.ctx.kube.objects.patch_namespaced_custom_object_status(
-                names.GROUP,
-                names.VERSION,
-                instance.namespace,
-                names.PLURAL,
-                instance.name,
-                {"status": status.model_dump(mode="json", exclude_none=True)},
-            )
-        except k8s.ApiException as e:
-            if e.status == 404:
-                return
-            raise
+        written = status.model_dump(mode="json", exclude_none=True)
+        if written != instance.model.status.model_dump(mode="json", exclude_none=True):
+            try:
+                self.ctx.kube.objects.patch_namespaced_custom_object_status(
+                    names.GROUP,
+                    names.VERSION,
+                    instance.namespace,
+                    names.PLURAL,
+                    instance.name,
+                    {"status": written},
+                )
+            except k8s.ApiException as e:
+                if e.status == 404:
+                    return
+                raise
         _count(request, instance.model.status.converged_generation, status, datetime.now(UTC))
         for event in events:
             emit(self.ctx.kube, instance, event, now)  # best effort: the status is written
+
+    def _read(self, request: StatusInput) -> Instance | None:
+        """The pass's read of the instance, if this process has it; a retry reads afresh
+        (a first try may have written)."""
+        if not retried():
+            step_input = StepInput(
+                namespace=request.namespace,
+                name=request.name,
+                uid=request.uid,
+                pass_id=request.pass_id,
+            )
+            if (found := self.ctx.passes.recall(step_input)) is not None:
+                return found
+        return self.ctx.kube.instance(request.namespace, request.name)
+
+
+def retried() -> bool:
+    """Whether this is a retry of the activity (a first try may have written)."""
+    return activity.in_activity() and activity.info().attempt > 1
 
 
 def _count(

@@ -318,6 +318,11 @@ class StatusInput(BaseModel):
     namespace: str
     name: str
     uid: str
+    pass_id: str = Field(
+        default="",
+        description="The pass the status is of: the activity starts from that pass's read "
+        "of the instance when this worker process made it (activities.step.PassReads).",
+    )
     report: PassReport
     generation_seen_at: datetime | None = Field(
         default=None,

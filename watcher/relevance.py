@@ -6,8 +6,8 @@ may alter an outcome:
 - **a DBInstance**: created, deleted, its spec changed (a new generation), its
   deletion begun, or one of its ``dbi.dev/`` annotations changed (a user's decision,
   such as ``dbi.dev/adopt``, which also ends a Terminal wait). Not a change of its
-  status or other metadata alone: every pass writes the status, so waking on it would
-  chain pass after pass (controller-runtime's GenerationChangedPredicate).
+  status or other metadata alone: a pass that changes the status writes it, so waking
+  on it would chain pass after pass (controller-runtime's GenerationChangedPredicate).
 - **a child** (Secret, VM, VMI, PVC, Service): any change, unless the newest write to
   it was the orchestrator's own (its managedFields entry, manager ``dbi-orchestrator``,
   is the latest): the pass that wrote it goes on with what it wrote. A deletion always

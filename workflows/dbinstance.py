@@ -231,17 +231,18 @@ class DBInstanceWorkflow:
         self.s.last_report = report
         tracing.pass_span(report, f"{self.s.namespace}/{self.s.name}")
         if not (snapshot.deleting and report.converged):
-            await self._write_status(report, local=local)
+            await self._write_status(report, pass_id, local=local)
         self.c.summary = ui.publish(report, before=self.c.summary)
         return report
 
-    async def _write_status(self, report: PassReport, *, local: bool) -> None:
+    async def _write_status(self, report: PassReport, pass_id: str, *, local: bool) -> None:
         await call(
             steps.WRITE_STATUS,
             StatusInput(
                 namespace=self.s.namespace,
                 name=self.s.name,
                 uid=self.c.uid or "",
+                pass_id=pass_id,
                 report=report,
                 generation_seen_at=self.s.generation_seen[1] if self.s.generation_seen else None,
             ),
