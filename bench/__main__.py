@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,7 @@ from activities import credentials, step, vm
 from activities.kube import Kube
 from activities.step import Context
 from bench import measure, profile, report
+from bench import peer as peer_module
 from dbi import connect, names
 from dbi.config import Config
 from dbi.steps import StepInput
@@ -101,9 +103,9 @@ def wait_for(
     return True
 
 
-def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+def floor(args: argparse.Namespace, state_dir: Path) -> dict[str, Any]:
     say(f"floor: {args.n} VMs booted by the stand-in alone")
-    with LocalStack(state_dir=root / "floor") as info:
+    with LocalStack(state_dir=state_dir) as info:
         api = connect.kubernetes(info.kubeconfig)
         install(api)
         k8s.CoreV1Api(api).create_namespace(
@@ -155,9 +157,20 @@ def floor(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         }
 
 
-def engine(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
-    say(f"{name}: fleet of {args.n}, reaction over {args.reaction}, idle {args.idle}s")
-    with LocalStack(state_dir=root / name, orchestrator=name == "temporal") as info:
+STUB_WORKER = "bench.stubworker"  # --steps stub: the worker with its steps stubbed
+
+
+def engine(name: str, args: argparse.Namespace, state_dir: Path) -> dict[str, Any]:
+    say(
+        f"{name}: fleet of {args.n} ({args.steps} steps), reaction over {args.reaction}, "
+        f"idle {args.idle}s"
+    )
+    stubbed = args.steps == "stub"
+    with LocalStack(
+        state_dir=state_dir,
+        orchestrator=name == "temporal",
+        worker_module=STUB_WORKER if stubbed else "workflows.worker",
+    ) as info:
         api = connect.kubernetes(info.kubeconfig)
         peer = None
         parts = {**info.pids, "bench": os.getpid()}  # whose CPU is counted
@@ -166,7 +179,7 @@ def engine(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
         else:
             install(api)
             port = tools.free_port()
-            log = (root / "peer.log").open("ab")
+            log = (state_dir / "peer.log").open("ab")
             peer = subprocess.Popen(
                 [sys.executable, "-m", "bench.peer"],
                 env={
@@ -174,6 +187,7 @@ def engine(name: str, args: argparse.Namespace, root: Path) -> dict[str, Any]:
                     "KUBECONFIG": info.kubeconfig,
                     "DBI_WATCH_NAMESPACES": NAMESPACE,
                     "DBI_METRICS_PORT": str(port),
+                    peer_module.STEPS_VARIABLE: args.steps,
                 },
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -232,6 +246,10 @@ def _measure(
             / args.n,
             "api_requests_per_instance": (requests - background * ready[-1]) / args.n,
             "cpu_seconds": measure.cpu_seconds(pid) - cpu_before,
+            # CPU per instance: the engine's processes (worker, watcher and Temporal
+            # server, or the peer) and the worker (or peer) alone.
+            "engine_cpu_seconds_per_instance": engine_cpu(engine_name, cpu_used) / args.n,
+            "orchestrator_cpu_seconds_per_instance": cpu_used[orchestrator(engine_name)] / args.n,
             "peak_rss_mib": measure.peak_rss_mib(pid),
             "cpu_seconds_by_part": cpu_used,
             "api_traffic": traffic,  # requests and watch events, gross
@@ -246,11 +264,32 @@ def _measure(
         reaction = _reaction(api, tracker, instances[: args.reaction], args.interval)
 
         say(f"{engine_name}: idle for {args.idle}s")
-        idle = _idle(api, metrics_url, parts, args, background)
+        lengths = _history_lengths(info) if engine_name == "temporal" else {}
+        idle = _idle(engine_name, api, metrics_url, parts, args, background)
+        if lengths:
+            say(f"{engine_name}: reading {len(lengths)} histories' growth")
+            idle["history_events_per_instance_day"] = _history_growth(
+                info, lengths, idle["seconds"]
+            )
+        say(f"{engine_name}: stopping its stack")
         return {"fleet": fleet, "reaction": reaction, "idle": idle}
 
 
+ENGINE_PARTS = {"temporal": ("worker", "watcher", "temporal"), "peer": ("peer",)}
+
+
+def orchestrator(engine_name: str) -> str:
+    """The process that runs the steps: the worker, or the peer."""
+    return "worker" if engine_name == "temporal" else "peer"
+
+
+def engine_cpu(engine_name: str, used: dict[str, float]) -> float:
+    """CPU seconds of the engine's processes (the Temporal server counts for temporal)."""
+    return sum(used.get(part, 0.0) for part in ENGINE_PARTS[engine_name])
+
+
 def _idle(
+    engine_name: str,
     api: k8s.ApiClient,
     metrics_url: str,
     parts: dict[str, int],
@@ -287,6 +326,17 @@ def _idle(
         "max_activity_slots_used": slots,
         "cpu_seconds_by_part_per_minute": {
             part: seconds / minutes for part, seconds in cpu_used.items()
+        },
+        "engine_cpu_seconds_per_instance_minute": engine_cpu(engine_name, cpu_used) / per,
+        # What the engine's processes keep busy, as a share of one core.
+        "engine_cpu_share_of_one_core": engine_cpu(engine_name, cpu_used) / args.idle,
+        "orchestrator_rss_mib": measure.rss_mib(parts[orchestrator(engine_name)]),
+        # The worker's workflow cache (Temporal SDK metrics): hits, misses, evictions.
+        # Counters over the window; the size (a gauge) as it ends.
+        "workflow_cache": {
+            name: measure.total(after, name)
+            - (0 if "size" in name else measure.total(before, name))
+            for name in sorted({name for name, _ in after if "sticky_cache" in name})
         },
         # Gross (the stack's background included), per pass: which reads a pass makes.
         "api_traffic_per_pass": {k: v / passes for k, v in traffic.items()} if passes else {},
@@ -376,23 +426,64 @@ def _activity_slots_used(samples: measure.Samples) -> float:
     )
 
 
+HISTORY_SAMPLE = 200  # workflows whose histories are read (all of them below that)
+
+
+def _sample(ids: list[str]) -> list[str]:
+    """At most HISTORY_SAMPLE of ``ids``, spread evenly over their sorted order."""
+    ordered = sorted(ids)
+    return ordered[:: max(1, len(ordered) // HISTORY_SAMPLE)][:HISTORY_SAMPLE]
+
+
 def _histories(info: StackInfo, n: int) -> tuple[float, dict[str, float]]:
-    """History events per instance, and where the workflows' time went (bench.profile)."""
+    """History events per instance, and where the workflows' time went (bench.profile),
+    from a sample of the workflows at large N."""
 
     async def read() -> tuple[float, dict[str, float]]:
         client = await connect.temporal(info.temporal_address)
+        ids = [e.id async for e in client.list_workflows(f"DbiNamespace='{NAMESPACE}'")]
+        sample = _sample(ids)
         events = 0
         breakdown = profile.Breakdown()
-        async for execution in client.list_workflows(f"DbiNamespace='{NAMESPACE}'"):
-            history = await client.get_workflow_handle(execution.id).fetch_history()
+        for workflow_id in sample:
+            history = await client.get_workflow_handle(workflow_id).fetch_history()
             events += len(history.events)
             breakdown.add(history.events)
-        return events / n, breakdown.per(n)
+        return events / max(1, len(sample)), breakdown.per(max(1, len(sample)))
 
     return asyncio.run(read())
 
 
-def main(argv: list[str] | None = None) -> int:
+def _history_lengths(info: StackInfo, ids: list[str] | None = None) -> dict[str, tuple[str, int]]:
+    """The current run and history length of each of ``ids`` (default: a sample)."""
+
+    async def read() -> dict[str, tuple[str, int]]:
+        client = await connect.temporal(info.temporal_address)
+        chosen = ids
+        if chosen is None:
+            every = [e.id async for e in client.list_workflows(f"DbiNamespace='{NAMESPACE}'")]
+            chosen = _sample(every)
+        found = {}
+        for workflow_id in chosen:
+            described = await client.get_workflow_handle(workflow_id).describe()
+            found[workflow_id] = (described.run_id, described.history_length)
+        return found
+
+    return asyncio.run(read())
+
+
+def _history_growth(info: StackInfo, before: dict[str, tuple[str, int]], seconds: float) -> float:
+    """History events a workflow gains per day of idling, from the sample's growth over
+    the idle window (a workflow that continued as new meanwhile is left out)."""
+    after = _history_lengths(info, list(before))
+    grown = [
+        after[w][1] - before[w][1] for w in before if w in after and after[w][0] == before[w][0]
+    ]
+    return sum(grown) / len(grown) * 86400 / seconds if grown else 0.0
+
+
+def arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, checked; ``engines`` becomes the list of engines to run."""
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=100, help="instances per fleet (default 100)")
     parser.add_argument("--reaction", type=int, default=20, help="patches timed (default 20)")
@@ -400,7 +491,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", default="30s", help="healthCheckInterval (default 30s)")
     parser.add_argument("--timeout", type=float, default=900, help="per phase, s (default 900)")
     parser.add_argument(
-        "--engines", default="floor,temporal,peer", help="which to run (default all three)"
+        "--engines",
+        default=None,
+        help="which to run (default floor,temporal,peer; with --steps stub temporal,peer)",
+    )
+    parser.add_argument(
+        "--steps",
+        choices=("real", "stub"),
+        default="real",
+        help="real: the steps drive VMs with PostgreSQL; stub: every converge step answers "
+        "as a settled instance's would (bench.stubs), so the engine alone is measured",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the engines this many times, interleaved (temporal, peer, temporal, ...), "
+        "and report each figure's median and spread (default 1)",
     )
     parser.add_argument("--out", type=Path, default=Path("bench-results"), help="output dir")
     args = parser.parse_args(argv)
@@ -408,24 +515,61 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--n must be at least 1")
     if args.reaction > args.n:
         parser.error("--reaction cannot exceed --n")
-    chosen = [e.strip() for e in args.engines.split(",") if e.strip()]
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    if not re.fullmatch(r"[1-9][0-9]*s", args.interval):
+        parser.error("--interval: whole seconds, such as 30s or 300s")
+    default = "temporal,peer" if args.steps == "stub" else "floor,temporal,peer"
+    chosen = [e.strip() for e in (args.engines or default).split(",") if e.strip()]
     unknown = set(chosen) - {"floor", "temporal", "peer"}
     if unknown:
         parser.error(f"--engines: unknown {', '.join(sorted(unknown))}")
     if not chosen:
         parser.error("--engines: name at least one of floor, temporal, peer")
+    if args.steps == "stub" and "floor" in chosen:
+        parser.error("--engines: floor boots VMs; with --steps stub there are none")
+    args.engines = chosen
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    results: dict[str, Any] = {"n": args.n, "interval": args.interval}
+    results: dict[str, Any] = {
+        "n": args.n,
+        "interval": args.interval,
+        "steps": args.steps,
+        "repeat": args.repeat,
+    }
+    # Interleaved: a slow spell of the machine falls on both engines, not on one.
+    order = [(run, name) for run in range(args.repeat) for name in args.engines]
     with tempfile.TemporaryDirectory(prefix="dbi-bench-") as tmp:
         root = Path(tmp)
-        for name in chosen:
-            results[name] = floor(args, root) if name == "floor" else engine(name, args, root)
+        for run, name in order:
+            if name == "floor" and run:
+                continue  # the VMs alone: once is enough
+            state_dir = root / f"{name}-{run + 1}"
+            data = floor(args, state_dir) if name == "floor" else engine(name, args, state_dir)
+            if not run:
+                results[name] = data
+            if name != "floor":
+                results.setdefault("runs", {}).setdefault(name, []).append(summary(data))
             table = write(results, args.out)  # what is measured is kept, whatever follows
-            say(f"{name}: done; removing its stack's data (a PostgreSQL per VM)")
-            shutil.rmtree(root / name, ignore_errors=True)
+            say(f"{name} (run {run + 1} of {args.repeat}): done; removing its stack's data")
+            shutil.rmtree(state_dir, ignore_errors=True)
     print(table)
     say(f"wrote {args.out}/result.json, result.md and ready.png")
     return 0
+
+
+def summary(data: dict[str, Any]) -> dict[str, float]:
+    """The figures of one engine's run that repeated runs report as medians (report.RUNS)."""
+    found = {}
+    for section, key, _ in report.RUNS:
+        value = (data.get(section) or {}).get(key)
+        if value is not None:
+            found[f"{section}.{key}"] = float(value)
+    return found
 
 
 def write(results: dict[str, Any], out: Path) -> str:

@@ -251,9 +251,18 @@ class CPUWindow:
 
 def peak_rss_mib(pid: int) -> float:
     """The process's peak resident set (VmHWM), in MiB."""
+    return _status_mib(pid, "VmHWM")
+
+
+def rss_mib(pid: int) -> float:
+    """The process's resident set now (VmRSS), in MiB."""
+    return _status_mib(pid, "VmRSS")
+
+
+def _status_mib(pid: int, key: str) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1]) / 1024
     return 0.0
 

@@ -5,9 +5,10 @@ deduplicating work queue; worker threads run one reconcile per key (never two at
 for a key), which calls the step activities' own functions in ``dbi.pipeline.CONVERGE``
 order, writes status, and requeues after the same wait ``workflows.waiting`` decides
 (RequeueAfter), and skips the events the watcher skips (``watcher.relevance``).
-Nothing survives a restart: it is the baseline durability is weighed
-against. Run it with ``python -m bench.peer`` (``KUBECONFIG``, ``DBI_WATCH_NAMESPACES``,
-``DBI_METRICS_PORT``). Deletion is not handled: the benchmark deletes its whole stack.
+Nothing survives a restart: it is the baseline durability is weighed against. Run it
+with ``python -m bench.peer`` (``KUBECONFIG``, ``DBI_WATCH_NAMESPACES``,
+``DBI_METRICS_PORT``; ``DBI_BENCH_STEPS=stub`` stubs the converge steps, ``bench.stubs``).
+Deletion is not handled: the benchmark deletes its whole stack.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from temporalio import activity
 from activities import registry
 from activities.kube import Kube
 from activities.step import Context
+from bench import stubs
 from dbi import connect, metrics, names, pipeline
 from dbi.config import Config
 from dbi.status import PassReport, StatusInput
@@ -40,9 +42,10 @@ from watcher.streams import Listener, Source, forever
 from watcher.watcher import sources
 from workflows.runner import failed
 from workflows.waiting import PendingStreak, next_wait
-from workflows.worker import ACTIVITY_THREADS
+from workflows.worker import ACTIVITY_THREADS, Hosted
 
 log = logging.getLogger("dbi.peer")
+STEPS_VARIABLE = "DBI_BENCH_STEPS"  # "stub": the converge steps stubbed (bench.stubs)
 Key = tuple[str, str]
 
 
@@ -113,22 +116,26 @@ class WorkQueue:
                 self._lock.notify()
 
 
-def activity_functions(ctx: Context) -> dict[str, Callable[..., Any]]:
+def activity_functions(ctx: Context, hosted: Hosted) -> dict[str, Callable[..., Any]]:
     """Return each step activity's function by its activity name."""
     return {
         str(activity._Definition.must_from_callable(fn).name): fn  # its registered name
-        for fn in registry.all_activities(ctx)
+        for fn in hosted(ctx)
     }
 
 
 class Peer:
     def __init__(
-        self, api: k8s.ApiClient, namespaces: frozenset[str] | None, threads: int = ACTIVITY_THREADS
+        self,
+        api: k8s.ApiClient,
+        namespaces: frozenset[str] | None,
+        threads: int = ACTIVITY_THREADS,
+        hosted: Hosted = registry.all_activities,
     ) -> None:
         self.api = api
         self.namespaces = namespaces
         self.threads = threads
-        self.fns = activity_functions(Context(kube=Kube(api), config=Config.from_env()))
+        self.fns = activity_functions(Context(kube=Kube(api), config=Config.from_env()), hosted)
         self.queue = WorkQueue()
         self.stop = threading.Event()
         self.streaks: dict[Key, int] = {}
@@ -186,6 +193,7 @@ class Peer:
                 namespace=namespace,
                 name=name,
                 uid=snapshot.uid or "",
+                pass_id=pass_id,
                 report=report,
                 generation_seen_at=self.seen[key][1],
             ),
@@ -258,7 +266,10 @@ def main() -> None:
     namespaces = frozenset(n for n in (only or "").split(",") if n) or None
     if port := os.environ.get("DBI_METRICS_PORT"):
         prometheus_client.start_http_server(int(port), addr="127.0.0.1")
-    peer = Peer(connect.kubernetes(connections=ACTIVITY_THREADS), namespaces)
+    # The benchmark's stub mode (--steps stub) stubs the converge steps here too.
+    stubbed = os.environ.get(STEPS_VARIABLE) == "stub"
+    hosted = stubs.activities if stubbed else registry.all_activities
+    peer = Peer(connect.kubernetes(connections=ACTIVITY_THREADS), namespaces, hosted=hosted)
     signal.signal(signal.SIGTERM, lambda *_: peer.stop.set())
     signal.signal(signal.SIGINT, lambda *_: peer.stop.set())
     peer.run()

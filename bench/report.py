@@ -20,6 +20,16 @@ ROWS = [
     ("fleet", "api_requests_per_instance", "Fleet: API requests per instance (net of background)"),
     ("fleet", "history_events_per_instance", "Fleet: history events per instance"),
     ("fleet", "cpu_seconds", "Fleet: orchestrator CPU (s)"),
+    (
+        "fleet",
+        "engine_cpu_seconds_per_instance",
+        "Fleet: engine CPU per instance (s; worker, watcher and Temporal server, or peer)",
+    ),
+    (
+        "fleet",
+        "orchestrator_cpu_seconds_per_instance",
+        "Fleet: worker (or peer) CPU per instance (s)",
+    ),
     ("fleet", "peak_rss_mib", "Fleet: orchestrator peak RSS (MiB)"),
     ("reaction", "p50", "Reaction: patch to observedGeneration p50 (s)"),
     ("reaction", "p99", "Reaction: patch to observedGeneration p99 (s)"),
@@ -33,6 +43,31 @@ ROWS = [
     ),
     ("idle", "api_requests_per_pass", "Idle: API requests per pass (net)"),
     ("idle", "max_activity_slots_used", "Idle: most activity slots in use (regular and local)"),
+    (
+        "idle",
+        "engine_cpu_seconds_per_instance_minute",
+        "Idle: engine CPU per instance per minute (s)",
+    ),
+    ("idle", "engine_cpu_share_of_one_core", "Idle: engine CPU, share of one core"),
+    ("idle", "orchestrator_rss_mib", "Idle: worker (or peer) RSS (MiB)"),
+    ("idle", "history_events_per_instance_day", "Idle: history events per instance per day"),
+]
+
+# The figures repeated runs report as medians with their spread: CPU first, as the
+# steadiest on a shared machine.
+RUNS = [
+    row
+    for row in ROWS
+    if row[1]
+    in {
+        "engine_cpu_seconds_per_instance",
+        "orchestrator_cpu_seconds_per_instance",
+        "engine_cpu_seconds_per_instance_minute",
+        "total_seconds",
+        "p50",
+        "p99",
+        "api_requests_per_pass",
+    }
 ]
 
 
@@ -47,8 +82,9 @@ def _ratio(a: Any, b: Any) -> str:
 def markdown(results: dict[str, Any]) -> str:
     """Return the table: one row per figure, engines side by side, ratios of temporal."""
     temporal, peer = results.get("temporal") or {}, results.get("peer") or {}
+    steps = results.get("steps", "real")
     lines = [
-        f"N = {results['n']}, healthCheckInterval {results['interval']}",
+        f"N = {results['n']}, healthCheckInterval {results['interval']}, {steps} steps",
         "",
         "| Figure | temporal | peer | temporal / peer |",
         "|---|---|---|---|",
@@ -70,6 +106,8 @@ def markdown(results: dict[str, Any]) -> str:
             if data:
                 total = data["fleet"]["total_seconds"]
                 lines.append(f"- {name} fleet / floor: {_ratio(total, floor['total_seconds'])}")
+    lines += _medians(results)
+    lines += _cache(results)
     lines += _stages(results)
     lines += _cpu(results)
     lines += _traffic(results)
@@ -89,6 +127,53 @@ def markdown(results: dict[str, Any]) -> str:
             "| " + " | ".join(f"{seconds[part]:.3g} s" for part in profile.PARTS) + " |",
         ]
     return "\n".join(lines) + "\n"
+
+
+def median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _medians(results: dict[str, Any]) -> list[str]:
+    """Repeated, interleaved runs: each figure's median (min to max) per engine, and the
+    ratio of the medians."""
+    runs = results.get("runs") or {}
+    if max((len(r) for r in runs.values()), default=0) < 2:
+        return []
+    engines = [name for name in ("temporal", "peer") if runs.get(name)]
+    lines = [
+        "",
+        f"Medians of {results.get('repeat')} interleaved runs per engine (min to max):",
+        "",
+        "| Figure | " + " | ".join(engines) + " | temporal / peer |",
+        "|---|" + "---|" * (len(engines) + 1),
+    ]
+    for section, key, label in RUNS:
+        name = f"{section}.{key}"
+        medians: dict[str, float] = {}
+        cells = []
+        for engine in engines:
+            values = [r[name] for r in runs[engine] if name in r]
+            if not values:
+                cells.append("-")
+                continue
+            medians[engine] = median(values)
+            cells.append(
+                f"{_figure(medians[engine])} ({_figure(min(values))} to {_figure(max(values))})"
+            )
+        ratio = _ratio(medians.get("temporal"), medians.get("peer"))
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {ratio} |")
+    return lines
+
+
+def _cache(results: dict[str, Any]) -> list[str]:
+    """The worker's workflow cache in the idle window (Temporal SDK metrics)."""
+    cache = ((results.get("temporal") or {}).get("idle") or {}).get("workflow_cache")
+    if not cache:
+        return []
+    told = ", ".join(f"{name} {value:.0f}" for name, value in sorted(cache.items()))
+    return ["", f"The worker's workflow cache in the idle window: {told}."]
 
 
 STAGES = [

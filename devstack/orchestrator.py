@@ -141,8 +141,10 @@ class OrchestratorProcesses:
         log_dir: Path,
         die_with_parent: bool,
         env: dict[str, dict[str, str]] | None = None,
+        worker_module: str = "workflows.worker",
     ) -> None:
-        """``env`` adds variables per process ("worker", "watcher"), over the defaults."""
+        """``env`` adds variables per process ("worker", "watcher"), over the defaults;
+        ``worker_module`` is the worker's (the benchmark's stub worker in its stub mode)."""
         self.kubeconfig = kubeconfig
         self.temporal_address = temporal_address
         self.backups = log_dir / "backups"
@@ -156,7 +158,7 @@ class OrchestratorProcesses:
                 die_with_parent=die_with_parent,
                 env=self._env(name),
             )
-            for name, module in (("worker", "workflows.worker"), ("watcher", "watcher"))
+            for name, module in (("worker", worker_module), ("watcher", "watcher"))
         ]
 
     def _env(self, name: str) -> dict[str, str]:

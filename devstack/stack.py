@@ -111,11 +111,13 @@ class LocalStack:
         ui_port: int | None = None,
         detached: bool = False,
         orchestrator: bool = False,
+        worker_module: str = "workflows.worker",
     ) -> None:
         self.state_dir = state_dir.resolve()
         self.ui_port = ui_port
         self.detached = detached
         self.with_orchestrator = orchestrator
+        self.worker_module = worker_module
         self.orchestrator: OrchestratorProcesses | None = None
         self.controlplane: ControlPlane | None = None
         self.temporal: TemporalDevServer | None = None
@@ -162,6 +164,7 @@ class LocalStack:
                     temporal_address=self.temporal.address,
                     log_dir=self.state_dir,
                     die_with_parent=die_with_parent,
+                    worker_module=self.worker_module,
                 )
                 self.orchestrator.start()
         except BaseException:

@@ -84,3 +84,65 @@ def test_bad_arguments_are_refused_naming_the_option() -> None:
         timeout=60,
     )
     assert run.returncode == 2 and "--reaction" in run.stderr
+
+
+def test_stubbed_steps_measure_the_engine_alone(tmp_path: Path) -> None:
+    """``--steps stub``: no VM is made, every instance is Ready, and each engine's CPU per
+    instance, RSS and history growth are reported (``--repeat``'s medians: test_report)."""
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--steps=stub",
+            "--n=3",
+            "--reaction=1",
+            "--idle=22",
+            "--interval=10s",
+            f"--out={out}",
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "temporal: fleet of 3 (stub steps)" in run.stderr
+    assert "peer (run 1 of 1): done" in run.stderr
+    result = json.loads((out / "result.json").read_text())
+    assert "floor" not in result and result["steps"] == "stub"
+    for engine in ("temporal", "peer"):
+        fleet, idle = result[engine]["fleet"], result[engine]["idle"]
+        assert len(fleet["ready_at"]) == 3
+        assert fleet["stages"]["instances"] == 0  # no VM was made
+        assert fleet["cpu_seconds_by_part"].get("vmstandin exited children", 0) == 0  # no initdb
+        assert fleet["engine_cpu_seconds_per_instance"] > 0
+        assert idle["engine_cpu_seconds_per_instance_minute"] > 0
+        assert idle["orchestrator_rss_mib"] > 0
+        assert result[engine]["reaction"]["missed"] == 0
+        assert result["runs"][engine][0]["fleet.engine_cpu_seconds_per_instance"] > 0
+    # 22 s at a 10 s interval: two passes or so, some 20 events each.
+    assert result["temporal"]["idle"]["history_events_per_instance_day"] > 0
+    assert result["temporal"]["idle"]["workflow_cache"]
+    assert "| Fleet: engine CPU per instance" in (out / "result.md").read_text()
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["--steps=stub", "--engines=floor,temporal"], "--engines"),
+        (["--interval=5m"], "--interval"),
+        (["--repeat=0"], "--repeat"),
+        (["--steps=fake"], "--steps"),
+    ],
+)
+def test_bad_bench_options_are_refused_naming_the_option(argv: list[str], named: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "bench", "--n=2", *argv],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 2 and named in run.stderr, run.stderr

@@ -1,0 +1,72 @@
+"""What idling does to a workflow's history, with the time-skipping server: an instance
+that stays Ready at a 5-minute healthCheckInterval for weeks continues as new before
+any run's history reaches the size at which the Temporal server starts warning.
+
+``DBI_HISTORY_DAYS`` sets the simulated time (default 2, about a minute here; the
+benchmarks page reports 30: ``DBI_HISTORY_DAYS=30 ./dev test
+tests/workflows/test_history_growth.py -s``, about 13 minutes).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import timedelta
+
+from temporalio.testing import WorkflowEnvironment
+
+from dbi.messages import WorkflowInput
+from tests.workflows.conftest import running, settled
+from tests.workflows.stubs import World
+
+# The Temporal server's defaults (dynamic config limit.historyCount.warn and
+# limit.historySize.warn): past these it logs a warning for the workflow, and at five
+# times these it terminates it.
+SERVER_WARN_EVENTS = 10 * 1024
+SERVER_WARN_BYTES = 10 * 1024 * 1024
+DAYS = float(os.environ.get("DBI_HISTORY_DAYS", "2"))
+
+
+async def test_weeks_of_idling_never_bring_a_history_near_the_servers_warning(
+    time_env: WorkflowEnvironment,
+) -> None:
+    world = World(interval_seconds=300)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        first = (await handle.describe()).run_id
+        started = time.monotonic()
+        for _ in range(int(DAYS * 24)):  # an hour at a time: one long skip times out
+            await time_env.sleep(timedelta(hours=1))
+        took = time.monotonic() - started
+        runs = await _runs(time_env, handle.id, first)
+    passes = len(world.reports)
+    events = sum(count for count, _ in runs)
+    print(  # the figures the benchmarks page reports (pytest -s)
+        f"\n{DAYS:g} simulated days in {took:.0f} s: {passes} passes, {len(runs)} runs, "
+        f"{events / passes:.1f} events and {sum(b for _, b in runs) / passes:.0f} bytes "
+        f"per pass, {events / DAYS:.0f} events per day; the longest run "
+        f"{max(c for c, _ in runs)} events, {max(b for _, b in runs)} bytes"
+    )
+    # At least every interval (and at most a tenth later): the month was idled through.
+    assert passes >= DAYS * 86400 / (300 * 1.1)
+    assert len(runs) >= 2, "the passes fit in one run: continue-as-new never ran"
+    for count, size in runs:
+        assert count <= WorkflowInput.model_fields["history_limit"].default + 100
+        assert count < SERVER_WARN_EVENTS and size < SERVER_WARN_BYTES
+
+
+async def _runs(env: WorkflowEnvironment, workflow_id: str, first: str) -> list[tuple[int, int]]:
+    """(events, bytes) of each run from ``first``, following continue-as-new."""
+    found = []
+    run_id: str | None = first
+    while run_id:
+        history = await env.client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        found.append((len(history.events), sum(e.ByteSize() for e in history.events)))
+        last = history.events[-1]
+        attributes = last.workflow_execution_continued_as_new_event_attributes
+        run_id = (
+            attributes.new_execution_run_id
+            if last.HasField("workflow_execution_continued_as_new_event_attributes")
+            else None
+        )
+    return found
