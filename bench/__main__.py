@@ -526,6 +526,11 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         parser.error(f"--engines: unknown {', '.join(sorted(unknown))}")
     if not chosen:
         parser.error("--engines: name at least one of floor, temporal, peer")
+    if args.idle < int(args.interval[:-1]):
+        say(
+            f"bench: the idle window ({args.idle:g}s) is shorter than the interval "
+            f"({args.interval}): some instances may not pass in it"
+        )
     if args.steps == "stub" and "floor" in chosen:
         parser.error("--engines: floor boots VMs; with --steps stub there are none")
     args.engines = chosen

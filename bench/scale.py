@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -43,7 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
     parser.add_argument("--n", default="1000,3000,10000", help="instance counts, comma-separated")
     parser.add_argument("--interval", default="300s", help="healthCheckInterval (default 300s)")
-    parser.add_argument("--idle", type=float, default=300, help="idle window, s (default 300)")
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=None,
+        help="idle window, s (default: the interval and its spread, 1.1 times it, so that "
+        "every instance passes in it)",
+    )
     parser.add_argument("--reaction", type=int, default=20, help="patches timed (default 20)")
     parser.add_argument("--engines", default="temporal", help="default temporal")
     parser.add_argument("--timeout", type=float, default=3600, help="per phase, s")
@@ -55,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--n: whole numbers, comma-separated, such as 1000,3000")
     if not counts or min(counts) < 1:
         parser.error("--n: at least one count, each at least 1")
+    if not re.fullmatch(r"[1-9][0-9]*s", args.interval):
+        parser.error("--interval: whole seconds, such as 300s")
+    idle = args.idle if args.idle is not None else int(args.interval[:-1]) * 1.1
     args.out.mkdir(parents=True, exist_ok=True)
     gathered: dict[str, Any] = {"interval": args.interval, "runs": {}}
     for n in counts:
@@ -65,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--steps=stub",
                 f"--n={n}",
                 f"--interval={args.interval}",
-                f"--idle={args.idle}",
+                f"--idle={idle}",
                 f"--reaction={min(args.reaction, n)}",
                 f"--engines={args.engines}",
                 f"--timeout={args.timeout}",
