@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from kubernetes import client as k8s
+from temporalio.client import Client
 
 from activities import credentials, step, vm
 from activities.kube import Kube
@@ -211,7 +212,7 @@ def _measure(
 ) -> dict[str, Any]:
     """Measure one engine's fleet, reaction and idle; ``parts`` names the processes whose
     CPU is counted, the orchestrator's (``worker`` or ``peer``) among them."""
-    pid = parts["worker"] if engine_name == "temporal" else parts["peer"]
+    pid = parts[orchestrator(engine_name)]
     k8s.CoreV1Api(api).create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=NAMESPACE)))
     with (
         measure.Tracker(api, measure.instances(api, NAMESPACE), measure.converged) as tracker,
@@ -275,12 +276,13 @@ def _measure(
         return {"fleet": fleet, "reaction": reaction, "idle": idle}
 
 
+# Each engine's processes; the first runs the steps (the worker, or the peer).
 ENGINE_PARTS = {"temporal": ("worker", "watcher", "temporal"), "peer": ("peer",)}
 
 
 def orchestrator(engine_name: str) -> str:
     """The process that runs the steps: the worker, or the peer."""
-    return "worker" if engine_name == "temporal" else "peer"
+    return ENGINE_PARTS[engine_name][0]
 
 
 def engine_cpu(engine_name: str, used: dict[str, float]) -> float:
@@ -429,10 +431,10 @@ def _activity_slots_used(samples: measure.Samples) -> float:
 HISTORY_SAMPLE = 200  # workflows whose histories are read (all of them below that)
 
 
-def _sample(ids: list[str]) -> list[str]:
-    """At most HISTORY_SAMPLE of ``ids``, spread evenly over their sorted order."""
-    ordered = sorted(ids)
-    return ordered[:: max(1, len(ordered) // HISTORY_SAMPLE)][:HISTORY_SAMPLE]
+async def _sampled_ids(client: Client) -> list[str]:
+    """At most HISTORY_SAMPLE of the bench's workflows, spread evenly over their ids."""
+    ids = sorted([e.id async for e in client.list_workflows(f"DbiNamespace='{NAMESPACE}'")])
+    return ids[:: max(1, len(ids) // HISTORY_SAMPLE)][:HISTORY_SAMPLE]
 
 
 def _histories(info: StackInfo, n: int) -> tuple[float, dict[str, float]]:
@@ -441,8 +443,7 @@ def _histories(info: StackInfo, n: int) -> tuple[float, dict[str, float]]:
 
     async def read() -> tuple[float, dict[str, float]]:
         client = await connect.temporal(info.temporal_address)
-        ids = [e.id async for e in client.list_workflows(f"DbiNamespace='{NAMESPACE}'")]
-        sample = _sample(ids)
+        sample = await _sampled_ids(client)
         events = 0
         breakdown = profile.Breakdown()
         for workflow_id in sample:
@@ -459,12 +460,8 @@ def _history_lengths(info: StackInfo, ids: list[str] | None = None) -> dict[str,
 
     async def read() -> dict[str, tuple[str, int]]:
         client = await connect.temporal(info.temporal_address)
-        chosen = ids
-        if chosen is None:
-            every = [e.id async for e in client.list_workflows(f"DbiNamespace='{NAMESPACE}'")]
-            chosen = _sample(every)
         found = {}
-        for workflow_id in chosen:
+        for workflow_id in ids if ids is not None else await _sampled_ids(client):
             described = await client.get_workflow_handle(workflow_id).describe()
             found[workflow_id] = (described.run_id, described.history_length)
         return found

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from statistics import median
 from typing import Any
 
 import matplotlib
@@ -127,12 +128,6 @@ def markdown(results: dict[str, Any]) -> str:
             "| " + " | ".join(f"{seconds[part]:.3g} s" for part in profile.PARTS) + " |",
         ]
     return "\n".join(lines) + "\n"
-
-
-def median(values: list[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def _medians(results: dict[str, Any]) -> list[str]:

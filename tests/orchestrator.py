@@ -198,15 +198,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def stack_at_failure(stack: StackInfo, kubectl: Kubectl, namespace: str | None) -> str:
-    temporal = [
-        str(tools.venv_tool("temporal")),
-        "--address",
-        stack.temporal_address,
-        "--namespace",
-        NAMESPACE,
-    ]
-
-    def run(argv: list[str]) -> str:
+    def temporal(*args: str) -> str:
+        """The Temporal CLI's answer (or its complaint) about the stack's server."""
+        argv = [str(tools.venv_tool("temporal")), *args]
+        argv += ["--address", stack.temporal_address, "--namespace", NAMESPACE]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
         return (done.stdout + done.stderr).strip()
 
@@ -222,12 +217,12 @@ def stack_at_failure(stack: StackInfo, kubectl: Kubectl, namespace: str | None) 
                 f"{c.get('lastTransitionTime', '')}: {c.get('message', '')}"
             )
         workflow = names.workflow_id(meta["namespace"], meta["name"])
-        described = run([*temporal[:1], "workflow", "describe", "-w", workflow, *temporal[1:]])
+        described = temporal("workflow", "describe", "-w", workflow)
         lines.append(f"  workflow {workflow} (pending activities, last failure):")
         lines.extend(
             f"    {line}" for line in described.splitlines() if "SearchAttributes" not in line
         )
-        history = run([*temporal[:1], "workflow", "show", "-w", workflow, *temporal[1:]])
+        history = temporal("workflow", "show", "-w", workflow)
         lines.append("  its last 15 events:")
         lines.extend(f"    {line}" for line in history.splitlines()[-15:])
     if namespace:
@@ -235,6 +230,6 @@ def stack_at_failure(stack: StackInfo, kubectl: Kubectl, namespace: str | None) 
         lines.append("Events:")
         lines.extend(f"  {line}" for line in events.stdout.splitlines()[-30:])
     query = "ExecutionStatus='Running'"
-    running = run([*temporal[:1], "workflow", "count", "--query", query, *temporal[1:]])
+    running = temporal("workflow", "count", "--query", query)
     lines.append(f"Workflows running on the server: {running}")
     return "\n".join(lines)

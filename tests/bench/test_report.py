@@ -24,4 +24,7 @@ def test_repeated_runs_are_reported_as_medians_with_their_spread_and_ratio() -> 
 
 def test_one_run_has_no_medians_and_an_even_count_takes_the_middle_two() -> None:
     assert "Medians" not in report.markdown({"n": 1, "interval": "30s", "runs": {"peer": [{}]}})
-    assert report.median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    key = "fleet.engine_cpu_seconds_per_instance"
+    two = {"n": 1, "interval": "30s", "repeat": 2, "runs": {"peer": [{key: 0.4}, {key: 0.1}]}}
+    row = next(r for r in report.markdown(two).splitlines() if r.startswith("| Fleet: engine"))
+    assert "| 0.25 (0.1 to 0.4) |" in row, row
