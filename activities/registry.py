@@ -40,8 +40,9 @@ from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
+from activities.telemetry import measured
 from dbi import pipeline
-from dbi.steps import StepInput, StepResult
+from dbi.steps import StepInput, StepResult, StepsInput, StepsResult, in_order
 
 MODULES = (
     preflight,
@@ -87,12 +88,29 @@ def step_activity(ctx: Context, step: Anatomy[Any, Any]) -> Callable[..., Any]:
     return run
 
 
+StepActivity = Callable[[StepInput], StepResult]
+
+
+def steps_activity(steps: dict[str, StepActivity]) -> Callable[..., Any]:
+    """Return the activity ``run_steps``: the pass's steps one after the other, each as
+    its own activity in ``steps`` (by name) runs it, while the pass goes on."""
+
+    @activity.defn(name=pipeline.RUN_STEPS)
+    def run(steps_input: StepsInput) -> StepsResult:
+        return in_order(steps_input, measured(lambda step, one: steps[step](one)))
+
+    return run
+
+
 def all_activities(ctx: Context) -> list[Callable[..., Any]]:
-    """Return every activity: each step of the table (in table order), then the others."""
+    """Return every activity: each step of the table (in table order), ``run_steps`` over
+    them, then the others."""
     steps = [STEPS[spec.name] for spec in (*pipeline.CONVERGE, *pipeline.TEARDOWN)]
     upgrades = Upgrades(ctx)
+    activities = {s.spec.name: step_activity(ctx, s) for s in steps}
     return [
-        *(step_activity(ctx, s) for s in steps),
+        *activities.values(),
+        steps_activity(activities),
         *(other(ctx).run for other in OTHERS),
         upgrades.begin,
         upgrades.run,

@@ -132,6 +132,8 @@ TEARDOWN: tuple[StepSpec, ...] = (
 # Activities that are not steps.
 LOAD_INSTANCE = "load_instance"
 WRITE_STATUS = "write_status"
+# The activity that runs a local pass's steps one after the other (``dbi.steps.in_order``).
+RUN_STEPS = "run_steps"
 # The backup workflow's activities (activities/backup.py, activities/basebackup.py).
 BEGIN_BACKUP = "begin_backup"
 TAKE_BACKUP = "take_backup"

@@ -20,6 +20,7 @@ logs and spans.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Generic, TypeVar
@@ -155,3 +156,53 @@ class Decision(Generic[A]):
 
     result: StepResult
     action: A | None = None
+
+
+def goes_on(result: StepResult, past_held: Callable[[], bool]) -> bool:
+    """Whether a pass runs the step after one that returned ``result``: after a Satisfied
+    one, and after a Pending one whose action is held when ``past_held()`` says so (asked
+    only then: it is the workflow's patch marker)."""
+    if result.outcome is Outcome.SATISFIED:
+        return True
+    return result.outcome is Outcome.PENDING and result.held and past_held()
+
+
+class StepsInput(BaseModel):
+    """What the activity that runs a pass's steps in one go (``run_steps``) is given."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    steps: tuple[str, ...] = Field(description="The pass's steps, by name, in order.")
+    step_input: StepInput
+    past_held: bool = Field(
+        default=False, description="The pass goes on past a step whose action is held."
+    )
+
+
+class StepsResult(BaseModel):
+    """The results of the steps ``run_steps`` ran, and the step that raised, if one did."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    results: list[StepResult]
+    raised: str | None = Field(
+        default=None,
+        description="The step that raised: the pass goes on from it with an activity per "
+        "step, whose retries and failure are a step's own.",
+    )
+
+
+def in_order(steps_input: StepsInput, run: Callable[[str, StepInput], StepResult]) -> StepsResult:
+    """Run the steps of ``steps_input`` with ``run`` while the pass goes on (``goes_on``),
+    as the workflow's runner would one activity at a time; stop at a step that raises
+    and name it (its error is the step's: ``run`` records it)."""
+    results: list[StepResult] = []
+    for step in steps_input.steps:
+        try:
+            result = run(step, steps_input.step_input)
+        except Exception:
+            return StepsResult(results=results, raised=step)
+        results.append(result)
+        if not goes_on(result, lambda: steps_input.past_held):
+            break
+    return StepsResult(results=results)

@@ -20,6 +20,7 @@ import logging
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import prometheus_client
@@ -46,6 +47,9 @@ from dbi.health import Health, HealthCollector
 
 log = logging.getLogger("dbi.telemetry")
 
+# The step running now, when an activity runs several (``run_steps``); else its type is.
+STEP: ContextVar[str | None] = ContextVar("dbi_step", default=None)
+
 
 def instance_of(workflow_id: str | None) -> str | None:
     """Return ``namespace/name`` for an instance's workflow id, else None."""
@@ -57,7 +61,8 @@ class ContextFilter(logging.Filter):
     """Put ``instance``, ``step``, ``trace_id`` and ``span_id`` on every record.
 
     Inside an activity they come from its info (the workflow id names the instance,
-    the activity type is the step); a record may also carry ``instance`` itself
+    the activity type is the step, or ``STEP`` of one that runs several); a record may
+    also carry ``instance`` itself
     (``extra={"instance": ...}``), as the watcher's do. Missing values are None.
     """
 
@@ -67,7 +72,7 @@ class ContextFilter(logging.Filter):
         if activity.in_activity():
             info = activity.info()
             instance = instance or instance_of(info.workflow_id)
-            step = step or info.activity_type
+            step = step or STEP.get() or info.activity_type
         elif workflow := getattr(record, "temporal_workflow", None):
             instance = instance or instance_of(workflow.get("workflow_id"))
         span = trace.get_current_span().get_span_context()

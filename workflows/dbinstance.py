@@ -3,8 +3,9 @@
 Each iteration loads the instance, serves queued update requests, runs one pass of
 the pipeline (teardown once the instance is being deleted), writes status, and
 waits on a durable timer or a signal. A pass runs its activities as local activities
-(one workflow task, not a round trip through the server per step), but for a pass that
-serves a forced resize and the teardown's steps. The workflow never fails because a
+(one workflow task, not a round trip through the server per step), its steps in one of
+them, but for a pass that serves a forced resize or a restart and the teardown's steps,
+which run an activity per step. The workflow never fails because a
 step did; it completes when its instance is gone, deleted, or replaced by one with
 another UID.
 """
@@ -32,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from dbi.steps import InstanceSnapshot, StepInput
     from workflows import patches, tracing, ui
     from workflows.requests import served
-    from workflows.runner import call, run_pass
+    from workflows.runner import call, run_pass, run_pass_in_one
     from workflows.state import State
     from workflows.waiting import Wait
 
@@ -216,7 +217,10 @@ class DBInstanceWorkflow:
         )
         if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
             self.s.generation_seen = (snapshot.generation, workflow.now())
-        results = await run_pass(pipeline, step_input, local=local, past_held=patches.past_held)
+        if patches.in_one_activity(local=local):
+            results = await run_pass_in_one(pipeline, step_input, past_held=patches.past_held())
+        else:
+            results = await run_pass(pipeline, step_input, local=local, past_held=patches.past_held)
         report = PassReport(
             workflow_id=workflow.info().workflow_id,
             generation=snapshot.generation,

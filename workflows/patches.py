@@ -21,6 +21,8 @@ histories/ that lack a marker are dropped at that point too.
 - ``upgrade-step``: the upgrade step joins the pipeline, after power;
 - ``held-steps-go-on``: a pass goes on past a step whose action is held (a maintenance
   window, resizePolicy Deferred), and waits at most healthCheckInterval after it;
+- ``one-activity-passes``: a local pass runs its steps in one local activity
+  (``runner.run_pass_in_one``): one marker for them all;
 - ``rotations-when-ready``: a rotation a dbi.dev/rotate-*requested-at annotation asks
   for waits until a pass found the instance Ready (one on a new instance was tried,
   and failed, before it ran), and is then carried out at once.
@@ -53,6 +55,7 @@ BACKUP_STEPS = "backup-steps"
 REPAVE_STEP = "repave-step"
 HELD_STEPS_GO_ON = "held-steps-go-on"
 UPGRADE_STEP = "upgrade-step"
+ONE_ACTIVITY_PASSES = "one-activity-passes"
 # The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
@@ -93,3 +96,9 @@ def local_pass(*, forced: bool, health_check: bool, last: PassReport | None) -> 
     if last is not None and last.converged and not last.deleting:
         return workflow.patched(LOCAL_READY_PASSES)
     return workflow.patched(LOCAL_PASSES)
+
+
+def in_one_activity(*, local: bool) -> bool:
+    """Whether a pass runs its steps in one local activity: every local pass does (the
+    teardown's, a forced resize's and a restart's are not local)."""
+    return local and workflow.patched(ONE_ACTIVITY_PASSES)

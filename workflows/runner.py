@@ -7,7 +7,9 @@ can use it with steps of its own. Workflow code only: deterministic, no I/O.
 A pass runs its steps as activities, or, when ``local``, as local activities: the
 worker that runs the workflow task runs them too, and the whole pass is one workflow
 task whose results history records as markers, instead of a round trip through the
-server's task queues per step. The workflow chooses which (workflows/dbinstance.py).
+server's task queues per step. ``run_pass_in_one`` goes further: one local activity
+runs the steps one after the other (``dbi.steps.in_order``) and history records one
+marker for them all. The workflow chooses which (workflows/dbinstance.py).
 """
 
 from __future__ import annotations
@@ -22,8 +24,16 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from dbi.pipeline import StepSpec
-    from dbi.steps import STEP_FAILED, Outcome, StepResult
+    from dbi.pipeline import RUN_STEPS, StepSpec
+    from dbi.steps import (
+        STEP_FAILED,
+        Outcome,
+        StepInput,
+        StepResult,
+        StepsInput,
+        StepsResult,
+        goes_on,
+    )
 
 # An activity that raises is retried this many times in all before the pass treats
 # it as Transient: a few quick tries absorb a blip, the workflow's back-off the rest.
@@ -102,8 +112,48 @@ async def run_pass(
             workflow.logger.warning("step %s failed after retries", step.name)
             result = failed(step)
         results.append(result)
-        if result.outcome is Outcome.SATISFIED:
-            continue
-        if not (result.outcome is Outcome.PENDING and result.held and past_held()):
+        if not goes_on(result, past_held):
             break
     return results
+
+
+# The activity that runs a pass's steps is not retried: a step that raises ends it, and
+# the pass goes on from that step with an activity per step, retried as a step is.
+IN_ONE = RetryPolicy(maximum_attempts=1)
+
+
+async def run_pass_in_one(
+    steps: Sequence[StepSpec],
+    step_input: StepInput,
+    *,
+    past_held: bool,
+) -> list[StepResult]:
+    """Run ``steps`` as ``run_pass`` would, in one local activity: one marker in history
+    for the pass's steps instead of one per step, one activation of the workflow.
+
+    What a step that raises or hangs gets is unchanged: from the step that raised (or
+    from the first, when the activity itself failed or timed out) the pass goes on with
+    ``run_pass``, a local activity per step, each retried and, after its retries,
+    Transient (StepFailed). ``past_held``: the pass goes on past a held step.
+    """
+    try:
+        done: StepsResult = await workflow.execute_local_activity(
+            RUN_STEPS,
+            StepsInput(
+                steps=tuple(s.name for s in steps), step_input=step_input, past_held=past_held
+            ),
+            result_type=StepsResult,
+            start_to_close_timeout=sum((s.timeout for s in steps), timedelta(0)),
+            retry_policy=IN_ONE,
+            summary="the steps, one after the other, while Satisfied",
+        )
+    except FailureError as e:
+        if isinstance(e, CancelledError):
+            raise
+        workflow.logger.warning("the pass's steps failed in one activity; one by one now")
+        done = StepsResult(results=[], raised=steps[0].name if steps else None)
+    if done.raised is None:
+        return done.results
+    rest = [s.name for s in steps].index(done.raised)
+    held = lambda: past_held  # noqa: E731
+    return [*done.results, *await run_pass(steps[rest:], step_input, local=True, past_held=held)]

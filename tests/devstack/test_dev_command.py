@@ -120,7 +120,7 @@ def test_dev_up_runs_the_orchestrator_and_ctrl_c_stops_everything(state_dir: Pat
             for line in (state_dir / "worker.log").read_text().splitlines()
             if '"trace_id"' in line and '"context"' in line
         ]
-        assert any(span["name"] == "RunActivity:health" for span in spans)
+        assert any(span["name"] == "RunStep:health" for span in spans)
 
         up.send_signal(signal.SIGINT)
         assert up.wait(timeout=60) == 0

@@ -47,8 +47,9 @@ def attributes(span: ReadableSpan) -> dict[str, Any]:
 async def test_a_change_is_one_trace_from_the_watcher_to_each_step(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str
 ) -> None:
-    """A spec patch: the watcher's wake span, the pass and every step's activity share a
-    trace; each step's span names the instance, step, outcome and reason."""
+    """A spec patch: the watcher's wake span, the pass, its run_steps activity and every
+    step's span in it share a trace; each step's span names the instance, step, outcome
+    and reason."""
     orchestrator.apply(namespace, "db", SPEC)
     await asyncio.to_thread(orchestrator.wait_ready, namespace, "db")
     EXPORTER.clear()
@@ -81,7 +82,7 @@ async def test_a_change_is_one_trace_from_the_watcher_to_each_step(
                 and attributes(s).get("dbi.outcome") == "Converged"
             ]
             ran = {s.name for s in spans}
-            steps = {f"RunActivity:{step.name}" for step in pipeline.CONVERGE}
+            steps = {f"RunStep:{step.name}" for step in pipeline.CONVERGE}
             if wakes and passes and steps <= ran:
                 return spans
         return None
@@ -90,14 +91,18 @@ async def test_a_change_is_one_trace_from_the_watcher_to_each_step(
     by_id = {s.context.span_id: s for s in spans if s.context is not None}
     wake = next(s for s in spans if s.name == "dbi.wake")
     for step in pipeline.CONVERGE:
-        run = next(s for s in spans if s.name == f"RunActivity:{step.name}")
+        run = next(s for s in spans if s.name == f"RunStep:{step.name}")
         expected = {"dbi.instance": instance, "dbi.step": step.name, "dbi.outcome": "Satisfied"}
         assert attributes(run).items() >= expected.items()
         assert attributes(run)["dbi.reason"]
-        # RunActivity's parent is the workflow's StartActivity, whose parent is the wake.
+        # A step's span is in run_steps' RunActivity, whose parent is the workflow's
+        # StartActivity, whose parent is the wake.
         assert run.parent is not None
-        start = by_id[run.parent.span_id]
-        assert start.name == f"StartActivity:{step.name}"
+        activity = by_id[run.parent.span_id]
+        assert activity.name == f"RunActivity:{pipeline.RUN_STEPS}"
+        assert activity.parent is not None
+        start = by_id[activity.parent.span_id]
+        assert start.name == f"StartActivity:{pipeline.RUN_STEPS}"
         assert start.parent is not None and wake.context is not None
         assert start.parent.span_id == wake.context.span_id
 
@@ -147,7 +152,8 @@ async def test_a_failing_step_records_its_error_on_the_span_not_in_the_condition
     runs = [
         s
         for s in finished()
-        if s.name == "RunActivity:credentials"
+        # The step's span: in run_steps, or its own activity's when the pass goes on alone.
+        if s.name in {"RunStep:credentials", "RunActivity:credentials"}
         and attributes(s).get("dbi.instance") == f"{namespace}/db"
     ]
     assert runs, "no span for the credentials step"

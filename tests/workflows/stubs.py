@@ -20,12 +20,23 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.telemetry import measured
 from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
 from dbi.models import Served
 from dbi.spec import PowerState
 from dbi.status import StatusInput
-from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
+from dbi.steps import (
+    InstanceSnapshot,
+    Outcome,
+    StepInput,
+    StepResult,
+    StepsInput,
+    StepsResult,
+    in_order,
+)
+
+CONDITIONS = {s.name: s.condition_type for s in (*pipeline.CONVERGE, *pipeline.TEARDOWN)}
 
 
 @dataclass
@@ -49,6 +60,7 @@ class World:
     script: dict[str, deque[Scripted]] = field(default_factory=lambda: defaultdict(deque))
     always: dict[str, Scripted] = field(default_factory=dict)
     raises: set[str] = field(default_factory=set)
+    raises_once: set[str] = field(default_factory=set)  # the next call raises
     calls: list[tuple[str, datetime]] = field(default_factory=list)
     inputs: list[StepInput] = field(default_factory=list)
     reports: list[StatusInput] = field(default_factory=list)
@@ -104,6 +116,15 @@ class World:
         asked, done = self.requested.model_dump(), self.served.model_dump()
         return Served.model_validate({k: v for k, v in asked.items() if v and v != done[k]})
 
+    def step(self, name: str, step_input: StepInput, now: datetime) -> StepResult:
+        """Run the stub step ``name``: record the call, raise or return its result."""
+        self.calls.append((name, now))
+        self.inputs.append(step_input)
+        if name in self.raises or name in self.raises_once:
+            self.raises_once.discard(name)
+            raise RuntimeError(f"{name} exploded (stub)")
+        return _result(name, CONDITIONS[name], self.outcome_of(name, step_input))
+
     def then(self, step: str, *outcomes: Scripted) -> None:
         self.script[step].extend(outcomes)
 
@@ -132,16 +153,19 @@ def _result(step: str, condition: str, scripted: Scripted) -> StepResult:
 def activities(world: World) -> list[Callable[..., Any]]:
     """Return stub activities, under the real activity names, playing ``world``."""
 
-    def step_activity(step: str, condition: str) -> Callable[..., Any]:
-        @activity.defn(name=step)
+    def step_activity(name: str) -> Callable[..., Any]:
+        @activity.defn(name=name)
         async def run(step_input: StepInput) -> StepResult:
-            world.calls.append((step, await world.now()))
-            world.inputs.append(step_input)
-            if step in world.raises:
-                raise RuntimeError(f"{step} exploded (stub)")
-            return _result(step, condition, world.outcome_of(step, step_input))
+            return world.step(name, step_input, await world.now())
 
         return run
+
+    @activity.defn(name=pipeline.RUN_STEPS)
+    async def run_steps(steps_input: StepsInput) -> StepsResult:
+        """The real loop (``dbi.steps.in_order``) and telemetry over the stub steps."""
+        now = await world.now()
+        run = measured(lambda name, step_input: world.step(name, step_input, now))
+        return in_order(steps_input, run)
 
     @activity.defn(name=pipeline.LOAD_INSTANCE)
     async def load_instance(step_input: StepInput) -> InstanceSnapshot:
@@ -188,7 +212,12 @@ def activities(world: World) -> list[Callable[..., Any]]:
             rotated=rotated,
         )
 
-    steps = [
-        step_activity(s.name, s.condition_type) for s in (*pipeline.CONVERGE, *pipeline.TEARDOWN)
+    steps = [step_activity(name) for name in CONDITIONS]
+    return [
+        *steps,
+        run_steps,
+        load_instance,
+        write_status,
+        rotate_credentials,
+        rotate_admin_credentials,
     ]
-    return [*steps, load_instance, write_status, rotate_credentials, rotate_admin_credentials]

@@ -240,10 +240,10 @@ async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnv
 async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     time_env: WorkflowEnvironment,
 ) -> None:
-    """A pass runs its steps as local activities (no activity task per step, results
-    recorded as markers): the first, a health check, one a wake or a new generation
-    brings, one after a Pending pass. A pass serving a forced resize schedules an
-    activity per step."""
+    """A pass runs its steps in one local activity (no activity task per step, one marker
+    for them all, beside the load's and the status write's): the first, a health check,
+    one a wake or a new generation brings, one after a Pending pass. A pass serving a
+    forced resize schedules an activity per step."""
     world = World(interval_seconds=60)
     async with running(time_env, world) as handle:
         await settled(handle, 1)  # 1: the first pass
@@ -276,7 +276,7 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     ]
     local = [m for m in markers if m.marker_name == "core_local_activity"]
     assert len(scheduled) == per_pass  # pass 6
-    assert len(local) == 4 * per_pass + (1 + len(upto("access")) + 1)  # passes 1 to 5
+    assert len(local) == 5 * 3  # passes 1 to 5: load, the steps, write status
     started = [e for e in history.events if e.HasField("workflow_task_started_event_attributes")]
     assert len(started) < 2 * per_pass  # not one workflow task per activity
 
@@ -379,8 +379,24 @@ async def test_a_step_that_always_raises_leaves_the_workflow_running_and_transie
     async with running(time_env, world) as handle:
         await settled(handle, 1)
         _assert_failed(world.reports[0], "vm")
-        assert [step for step, _ in world.calls].count("vm") == 3
+        # Once in the activity that runs the pass's steps, then three tries of its own.
+        assert [step for step, _ in world.calls].count("vm") == 1 + 3
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+
+async def test_a_step_that_raises_once_is_retried_and_the_pass_goes_on(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A step that raises in the activity running the pass's steps ends that activity; the
+    pass goes on from that step, an activity per step: its retry succeeds and the steps
+    after it run, each once; the steps before it do not run again."""
+    world = World(raises_once={"tls"})
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+    calls = [step for step, _ in world.calls]
+    assert world.passes() == [ALL]
+    assert all(r.outcome is Outcome.SATISFIED for r in world.reports[0].report.results)
+    assert calls == [*upto("tls"), *ALL[ALL.index("tls") :]]
 
 
 async def test_a_health_check_step_that_raises_is_transient_too(
@@ -395,7 +411,8 @@ async def test_a_health_check_step_that_raises_is_transient_too(
         await time_env.sleep(61)
         await until(_passes(world, 2))
         _assert_failed(world.reports[1], "health")
-        assert [step for step, _ in world.calls].count("health") == 1 + 3
+        # The first pass's, then the health check's: once in one activity, three alone.
+        assert [step for step, _ in world.calls].count("health") == 1 + 1 + 3
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
 

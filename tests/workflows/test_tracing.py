@@ -1,4 +1,5 @@
-"""Every activity of a pass is an OpenTelemetry span, through Temporal's contrib interceptor."""
+"""Every activity of a pass is an OpenTelemetry span, through Temporal's contrib
+interceptor, and each step the pass's ``run_steps`` runs is a span inside it."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from tests.workflows.conftest import running, settled
 from tests.workflows.stubs import World
 
 
-async def test_each_step_activity_of_a_pass_is_a_span(time_env: WorkflowEnvironment) -> None:
-    """A converged pass leaves one RunActivity span per step, in the workflow's trace."""
+async def test_each_step_of_a_pass_is_a_span(time_env: WorkflowEnvironment) -> None:
+    """A converged pass leaves a RunActivity span for the load, the steps and the status
+    write, and, under the steps' one, a RunStep span per step naming its outcome; all
+    in the workflow's trace."""
     EXPORTER.clear()
     world = World()
     async with running(time_env, world) as handle:
@@ -20,11 +23,23 @@ async def test_each_step_activity_of_a_pass_is_a_span(time_env: WorkflowEnvironm
     spans = [
         s
         for s in EXPORTER.get_finished_spans()
-        if s.name.startswith("RunActivity:")
-        and (s.attributes or {}).get("temporalWorkflowID") == handle.id
+        if (s.attributes or {}).get("temporalWorkflowID") == handle.id
     ]
-    ran = [s.name for s in spans]
+    activities = {s.name: s for s in spans if s.name.startswith("RunActivity:")}
+    names = (pipeline.LOAD_INSTANCE, pipeline.RUN_STEPS, pipeline.WRITE_STATUS)
+    assert {f"RunActivity:{name}" for name in names} <= set(activities)
+    run_steps = activities[f"RunActivity:{pipeline.RUN_STEPS}"]
+    assert run_steps.context is not None
+    traces = {s.context.trace_id for s in activities.values() if s.context is not None}
+    steps = {
+        s.name: s
+        for s in EXPORTER.get_finished_spans()
+        if s.parent is not None and s.parent.span_id == run_steps.context.span_id
+    }
     for step in pipeline.CONVERGE:
-        assert f"RunActivity:{step.name}" in ran
-    traces = {s.context.trace_id for s in spans if s.context is not None}
+        span = steps[f"RunStep:{step.name}"]
+        assert (span.attributes or {})["dbi.step"] == step.name
+        assert (span.attributes or {})["dbi.outcome"] == "Satisfied"
+        assert span.context is not None
+        traces.add(span.context.trace_id)
     assert len(traces) == 1
