@@ -8,7 +8,9 @@ narrow patch of one field another step owns.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
@@ -135,10 +137,62 @@ def _fields(error: ValidationError, root: str) -> str:
     return why + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
 
 
+# The API server's answers to GETs that the steps of one ``run_steps`` activity share
+# (``shared_reads``), by URL and the form asked for (Accept); None: every read goes to
+# the server.
+_SHARED: ContextVar[dict[tuple[str, str], Any] | None] = ContextVar(
+    "dbi_shared_reads", default=None
+)
+
+
+@contextmanager
+def shared_reads() -> Iterator[None]:
+    """Within this block, on this thread, a GET of a URL already read is answered as the
+    server answered it the first time (an object, or its 404), until any other request
+    (a write, of any kind, through this client) drops what was read.
+
+    The steps of a pass read the same objects again and again (the VM, its VMI, the data
+    claim, the Secrets); a pass's steps run in one activity (``run_steps``), and within
+    it each object is read once, as a controller's reconcile reads from its cache. What
+    a step wrote is read afresh. Nothing outlives the block (Secret data included).
+    """
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+def _sharing(call_api: Callable[..., Any]) -> Callable[..., Any]:
+    """``ApiClient.call_api`` answering GETs from ``shared_reads`` when in one."""
+
+    if getattr(call_api, "shares_reads", False):
+        return call_api  # a second Kube over the same client
+
+    def call(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        shared = _SHARED.get()
+        if shared is None:
+            return call_api(method, url, *args, **kwargs)
+        if method != "GET":
+            shared.clear()
+            return call_api(method, url, *args, **kwargs)
+        headers = (args[0] if args else kwargs.get("header_params")) or {}
+        key = (url, str(headers.get("Accept", "")))
+        if key not in shared:
+            response = call_api(method, url, *args, **kwargs)
+            response.read()  # the body, kept for each caller to deserialize afresh
+            shared[key] = response
+        return shared[key]
+
+    call.shares_reads = True  # type: ignore[attr-defined]
+    return call
+
+
 class Kube:
     """The API calls the steps make, with the names and options they always use."""
 
     def __init__(self, api: k8s.ApiClient) -> None:
+        api.call_api = _sharing(api.call_api)  # type: ignore[method-assign]
         self.api = api
         self.core = k8s.CoreV1Api(api)
         self.objects = k8s.CustomObjectsApi(api)

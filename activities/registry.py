@@ -35,6 +35,7 @@ from activities import (
 from activities.backup import BeginBackup, FinishBackup, PruneBackups
 from activities.basebackup import TakeBackup
 from activities.instance import LoadInstance
+from activities.kube import shared_reads
 from activities.pgupgrade import Upgrades
 from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
@@ -93,11 +94,13 @@ StepActivity = Callable[[StepInput], StepResult]
 
 def steps_activity(steps: dict[str, StepActivity]) -> Callable[..., Any]:
     """Return the activity ``run_steps``: the pass's steps one after the other, each as
-    its own activity in ``steps`` (by name) runs it, while the pass goes on."""
+    its own activity in ``steps`` (by name) runs it, while the pass goes on, sharing
+    what they read (``activities.kube.shared_reads``)."""
 
     @activity.defn(name=pipeline.RUN_STEPS)
     def run(steps_input: StepsInput) -> StepsResult:
-        return in_order(steps_input, measured(lambda step, one: steps[step](one)))
+        with shared_reads():
+            return in_order(steps_input, measured(lambda step, one: steps[step](one)))
 
     return run
 

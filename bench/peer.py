@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 from temporalio import activity
 
 from activities import registry
-from activities.kube import Kube
+from activities.kube import Kube, shared_reads
 from activities.step import Context
 from bench import stubs
 from dbi import connect, metrics, names, pipeline
@@ -169,16 +169,17 @@ class Peer:
         if key not in self.seen or self.seen[key][0] != snapshot.generation:
             self.seen[key] = (snapshot.generation, datetime.now(UTC))
         results: list[StepResult] = []
-        for step in pipeline.CONVERGE:
-            try:
-                result: StepResult = self._call(step.name, step_input)
-            except Exception as e:
-                log.warning("step %s of %s/%s raised %s", step.name, *key, type(e).__name__)
-                result = failed(step)
-            metrics.STEP_OUTCOMES.labels(step.name, result.outcome.value, result.reason).inc()
-            results.append(result)
-            if result.outcome is not Outcome.SATISFIED:
-                break
+        with shared_reads():  # as the worker's run_steps: each object read once a pass
+            for step in pipeline.CONVERGE:
+                try:
+                    result: StepResult = self._call(step.name, step_input)
+                except Exception as e:
+                    log.warning("step %s of %s/%s raised %s", step.name, *key, type(e).__name__)
+                    result = failed(step)
+                metrics.STEP_OUTCOMES.labels(step.name, result.outcome.value, result.reason).inc()
+                results.append(result)
+                if result.outcome is not Outcome.SATISFIED:
+                    break
         report = PassReport(
             workflow_id=f"peer/{namespace}/{name}",
             generation=snapshot.generation,

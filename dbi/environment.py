@@ -218,6 +218,14 @@ SHUTDOWN_SECONDS = _var(
     "keep it below the pod's terminationGracePeriodSeconds (60 in deploy/).",
     WORKER,
 )
+CACHED_WORKFLOWS = _var(
+    "DBI_CACHED_WORKFLOWS",
+    "1000",
+    "How many instances' workflows the worker keeps in memory between passes (the SDK's "
+    "sticky cache); one evicted replays its history at its next pass. Keep it above the "
+    "instances one worker serves: docs/benchmarks.md has the memory each takes.",
+    WORKER,
+)
 POD_NAME = _var(
     "POD_NAME", None, "Identity in the leader election; unset: host name and pid.", WATCHER
 )

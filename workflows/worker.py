@@ -39,6 +39,10 @@ from workflows.upgrade import DBUpgradeWorkflow
 log = logging.getLogger("dbi.worker")
 
 
+SHUTDOWN_DEFAULT = environment.SHUTDOWN_SECONDS.default or "45"
+CACHED_DEFAULT = int(environment.CACHED_WORKFLOWS.default or "1000")
+
+
 def build_worker(
     client: Client,
     activities: Sequence[Callable[..., Any]],
@@ -46,13 +50,15 @@ def build_worker(
     task_queue: str = names.TASK_QUEUE,
     executor: ThreadPoolExecutor | None = None,
     graceful_shutdown: timedelta = timedelta(0),
+    cached_workflows: int = CACHED_DEFAULT,
 ) -> Worker:
     """Return a worker for the DBInstance workflow and the given activities.
 
     The step activities are synchronous (the Kubernetes client and psycopg block), so
     they run in ``executor``; stub activities in tests are async and need none. On
     shutdown, running activities get ``graceful_shutdown`` to finish before they are
-    cancelled (Temporal retries a cancelled one on another worker).
+    cancelled (Temporal retries a cancelled one on another worker). It keeps up to
+    ``cached_workflows`` workflows in memory between their tasks.
     """
     return Worker(
         client,
@@ -63,11 +69,11 @@ def build_worker(
         max_concurrent_activities=ACTIVITY_THREADS,
         interceptors=[StepTelemetry()],
         graceful_shutdown_timeout=graceful_shutdown,
+        max_cached_workflows=cached_workflows,
     )
 
 
 ACTIVITY_THREADS = 32
-SHUTDOWN_DEFAULT = environment.SHUTDOWN_SECONDS.default or "45"
 
 
 # What a worker hosts, from its Context: every real activity, or (the benchmark's
@@ -110,6 +116,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
     task_queue = environment.TASK_QUEUE.value()
     grace = environment.SHUTDOWN_SECONDS.seconds() or float(SHUTDOWN_DEFAULT)
+    cached = environment.CACHED_WORKFLOWS.integer(low=1)
     schedules = Schedules(client, asyncio.get_running_loop(), task_queue)
     worker = build_worker(
         client,
@@ -117,6 +124,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
         task_queue=task_queue,
         executor=executor,
         graceful_shutdown=timedelta(seconds=grace),
+        cached_workflows=cached or CACHED_DEFAULT,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
