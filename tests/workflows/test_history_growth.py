@@ -4,7 +4,7 @@ any run's history reaches the size at which the Temporal server starts warning.
 
 ``DBI_HISTORY_DAYS`` sets the simulated time (default 2, about a minute here; the
 benchmarks page reports 30: ``DBI_HISTORY_DAYS=30 ./dev test
-tests/workflows/test_history_growth.py -s``, about 13 minutes).
+tests/workflows/test_history_growth.py -s``, about 2 minutes).
 """
 
 from __future__ import annotations
