@@ -61,6 +61,11 @@ class DBInstanceWorkflow:
                     last=self.s.last_report,
                 )
                 self.s.health_check = False
+                # A wake from here on is one this pass's load may not have seen: it
+                # brings another pass (a deletion while rotations are served, say).
+                fresh = patches.wakes_before_load()
+                if fresh:
+                    self.c.woken = self.c.retry = False
                 # The pass's load and steps share an id: the steps start from its read.
                 pass_id = f"{workflow.info().run_id}/{self.c.passes}"
                 snapshot = await self._load(pass_id, local=local)
@@ -74,7 +79,9 @@ class DBInstanceWorkflow:
                 # A restart requested by annotation may take longer than a local activity.
                 restart = bool(snapshot.unserved.restart_requested_at)
                 local = local and not snapshot.deleting and not restart
-                report = await self._pass(snapshot, pass_id, local=local, rotated=rotated)
+                report = await self._pass(
+                    snapshot, pass_id, local=local, rotated=rotated, fresh=fresh
+                )
                 if snapshot.deleting and report.converged:
                     return "deleted"
                 self.s.requests.answer_resize_waiters(report)
@@ -199,10 +206,17 @@ class DBInstanceWorkflow:
         return self.s.requests.collect_requested_rotations(queued)
 
     async def _pass(
-        self, snapshot: InstanceSnapshot, pass_id: str, *, local: bool, rotated: Served
+        self,
+        snapshot: InstanceSnapshot,
+        pass_id: str,
+        *,
+        local: bool,
+        rotated: Served,
+        fresh: bool,
     ) -> PassReport:
         pipeline = patches.pipeline(snapshot)
-        self.c.woken = self.c.retry = False
+        if not fresh:  # before wakes-before-load: a wake since the load was lost
+            self.c.woken = self.c.retry = False
         self.s.waiting_for = ""
         requested = snapshot.unserved
         paused = snapshot.paused and not snapshot.deleting

@@ -23,6 +23,9 @@ histories/ that lack a marker are dropped at that point too.
   window, resizePolicy Deferred), and waits at most healthCheckInterval after it;
 - ``one-activity-passes``: a local pass runs its steps in one local activity
   (``runner.run_pass_in_one``): one marker for them all;
+- ``wakes-before-load``: a wake is forgotten when the pass's load starts, not when its
+  steps start: one that arrives between the two (while rotations are served, or during
+  a long pass) brings another pass instead of being lost until the next interval;
 - ``rotations-when-ready``: a rotation a dbi.dev/rotate-*requested-at annotation asks
   for waits until a pass found the instance Ready (one on a new instance was tried,
   and failed, before it ran), and is then carried out at once.
@@ -56,6 +59,7 @@ REPAVE_STEP = "repave-step"
 HELD_STEPS_GO_ON = "held-steps-go-on"
 UPGRADE_STEP = "upgrade-step"
 ONE_ACTIVITY_PASSES = "one-activity-passes"
+WAKES_BEFORE_LOAD = "wakes-before-load"
 # The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
@@ -102,3 +106,9 @@ def in_one_activity(*, local: bool) -> bool:
     """Whether a pass runs its steps in one local activity: every local pass does (the
     teardown's, a forced resize's and a restart's are not local)."""
     return local and workflow.patched(ONE_ACTIVITY_PASSES)
+
+
+def wakes_before_load() -> bool:
+    """Whether a pass forgets the wakes before it when its load starts (else: when its
+    steps start, and a wake between the two was lost)."""
+    return workflow.patched(WAKES_BEFORE_LOAD)

@@ -69,6 +69,8 @@ class World:
     resize_needs_restart: bool = False
     # What the rotation activity raises, when the test wants it to fail.
     rotation_error: Exception | None = None
+    # How long the rotation activity takes (real seconds).
+    rotation_seconds: float = 0.2
     # The dbi.dev/*-requested-at annotations on the instance, and those the statuses
     # written so far say were served (the load reports the difference, as the real one).
     requested: Served = field(default_factory=Served)
@@ -204,7 +206,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
         world.check_rotation()
         rotated = request.request_id not in world.rotated_ids
         world.rotated_ids.add(request.request_id)
-        await asyncio.sleep(0.2)  # long enough that overlapping rotations would show
+        await asyncio.sleep(world.rotation_seconds)  # overlapping rotations would show
         world.rotations.append((request.request_id, started, time.monotonic()))
         return RotationResult(
             secret_name=f"{request.name}-credentials",

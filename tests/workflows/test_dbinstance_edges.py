@@ -168,3 +168,23 @@ async def test_a_rotation_annotated_on_a_new_instance_waits_until_it_is_ready(
     ready_at = next(i for i, r in enumerate(world.reports) if r.report.converged)
     served_at = next(i for i, r in enumerate(world.reports) if r.report.served)
     assert served_at == ready_at + 1  # the pass right after the first Ready one
+
+
+async def test_a_deletion_while_a_rotation_is_served_is_not_lost(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A Ready instance serves its rotate annotation between its pass's load and steps;
+    the instance deleted meanwhile (its wake arriving then) is torn down at once, not
+    after healthCheckInterval: the pass that loaded before the deletion does not
+    swallow the wake."""
+    world = World(rotation_seconds=2.0)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        world.requested = Served(rotate_requested_at="t1")
+        await handle.signal("wake", Wake(reason="DBInstance db annotated", retry=True))
+        await until(lambda: "rotate_credentials" in [step for step, _ in world.calls])
+        world.deleting = True  # the load already ran: it saw the instance alive
+        await handle.signal("wake", Wake(reason="DBInstance db modified", generation=2))
+        # Not skipping time: the teardown must come from the wake, not the interval.
+        await until(lambda: "teardown_finalizer" in [step for step, _ in world.calls])
+        assert await asyncio.wait_for(handle.result(), 10) == "deleted"
