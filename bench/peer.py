@@ -36,7 +36,7 @@ from bench import stubs
 from dbi import connect, metrics, names, pipeline
 from dbi.config import Config
 from dbi.status import PassReport, StatusInput
-from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult
+from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepsInput, in_order
 from watcher import relevance
 from watcher.streams import Listener, Source, forever
 from watcher.watcher import sources
@@ -168,18 +168,16 @@ class Peer:
         )
         if key not in self.seen or self.seen[key][0] != snapshot.generation:
             self.seen[key] = (snapshot.generation, datetime.now(UTC))
-        results: list[StepResult] = []
-        with shared_reads():  # as the worker's run_steps: each object read once a pass
-            for step in pipeline.CONVERGE:
-                try:
-                    result: StepResult = self._call(step.name, step_input)
-                except Exception as e:
-                    log.warning("step %s of %s/%s raised %s", step.name, *key, type(e).__name__)
-                    result = failed(step)
-                metrics.STEP_OUTCOMES.labels(step.name, result.outcome.value, result.reason).inc()
-                results.append(result)
-                if result.outcome is not Outcome.SATISFIED:
-                    break
+        # As the worker's run_steps: the same loop, each object read once a pass.
+        steps = StepsInput(steps=tuple(s.name for s in pipeline.CONVERGE), step_input=step_input)
+        with shared_reads():
+            done = in_order(steps, self._call)
+        results = list(done.results)
+        if done.raised is not None:
+            log.warning("step %s of %s/%s raised", done.raised, *key)
+            results.append(failed(next(s for s in pipeline.CONVERGE if s.name == done.raised)))
+        for result in results:
+            metrics.STEP_OUTCOMES.labels(result.step, result.outcome.value, result.reason).inc()
         report = PassReport(
             workflow_id=f"peer/{namespace}/{name}",
             generation=snapshot.generation,

@@ -67,9 +67,7 @@ def activities(ctx: Context) -> list[Callable[..., Any]]:
     """Every activity the worker hosts, the converge steps stubbed (``run_steps`` too
     runs the stubs)."""
     stubs = {spec.name: stub(ctx, spec) for spec in pipeline.CONVERGE}
-    real = {
-        activity._Definition.must_from_callable(fn).name: fn for fn in registry.all_activities(ctx)
-    }
+    real = {_name(fn): fn for fn in registry.all_activities(ctx)}
     teardown = {spec.name: real[spec.name] for spec in pipeline.TEARDOWN}
     kept = [fn for name, fn in real.items() if name not in {*stubs, pipeline.RUN_STEPS}]
     return [*stubs.values(), registry.steps_activity({**stubs, **teardown}), *kept]
