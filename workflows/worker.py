@@ -17,12 +17,14 @@ import logging
 import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.runtime import Runtime
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities import registry
 from activities.kube import Kube
@@ -43,37 +45,63 @@ SHUTDOWN_DEFAULT = environment.SHUTDOWN_SECONDS.default or "45"
 CACHED_DEFAULT = int(environment.CACHED_WORKFLOWS.default or "1000")
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """How a worker holds its work: running activities get ``graceful_shutdown`` to
+    finish on shutdown before they are cancelled (Temporal retries a cancelled one on
+    another worker); up to ``cached_workflows`` workflows stay in memory between their
+    tasks; workflow code runs in the SDK's sandbox only when ``sandboxed``
+    (``workflow_runner``)."""
+
+    graceful_shutdown: timedelta = timedelta(0)
+    cached_workflows: int = CACHED_DEFAULT
+    sandboxed: bool = False
+
+
 def build_worker(
     client: Client,
     activities: Sequence[Callable[..., Any]],
     *,
     task_queue: str = names.TASK_QUEUE,
     executor: ThreadPoolExecutor | None = None,
-    graceful_shutdown: timedelta = timedelta(0),
-    cached_workflows: int = CACHED_DEFAULT,
+    tuning: Tuning = Tuning(),
 ) -> Worker:
     """Return a worker for the DBInstance workflow and the given activities.
 
     The step activities are synchronous (the Kubernetes client and psycopg block), so
-    they run in ``executor``; stub activities in tests are async and need none. On
-    shutdown, running activities get ``graceful_shutdown`` to finish before they are
-    cancelled (Temporal retries a cancelled one on another worker). It keeps up to
-    ``cached_workflows`` workflows in memory between their tasks.
+    they run in ``executor``; stub activities in tests are async and need none.
     """
     return Worker(
         client,
+        workflow_runner=workflow_runner(sandboxed=tuning.sandboxed),
         task_queue=task_queue,
         workflows=[DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow],
         activities=list(activities),
         activity_executor=executor,
         max_concurrent_activities=ACTIVITY_THREADS,
         interceptors=[StepTelemetry()],
-        graceful_shutdown_timeout=graceful_shutdown,
-        max_cached_workflows=cached_workflows,
+        graceful_shutdown_timeout=tuning.graceful_shutdown,
+        max_cached_workflows=tuning.cached_workflows,
     )
 
 
 ACTIVITY_THREADS = 32
+
+
+def workflow_runner(*, sandboxed: bool) -> WorkflowRunner:
+    """How the worker runs workflow code: in the SDK's sandbox, or not.
+
+    The sandbox re-imports a workflow's own module for each run and checks each call
+    into a restricted module (the clock, randomness, I/O) at every activation. Only
+    workflows/dbinstance.py, backup.py and upgrade.py are checked: everything they call
+    (workflows.runner, .state, .requests, dbi.*) is passed through, so unchecked
+    already. The checks cost 31 % of the worker's CPU when converging and 12 % idle
+    (1,000 stubbed instances, docs/benchmarks.md F10), so the worker runs its
+    workflows outside it; the workflow tests and the replay of recorded histories run
+    them inside, where a clock read or a random number in those three modules fails
+    them (tests/workflows/test_workflow_runner.py).
+    """
+    return SandboxedWorkflowRunner() if sandboxed else UnsandboxedWorkflowRunner()
 
 
 # What a worker hosts, from its Context: every real activity, or (the benchmark's
@@ -123,8 +151,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
         step_activities(schedules=schedules, hosted=hosted),
         task_queue=task_queue,
         executor=executor,
-        graceful_shutdown=timedelta(seconds=grace),
-        cached_workflows=cached or CACHED_DEFAULT,
+        tuning=Tuning(timedelta(seconds=grace), cached or CACHED_DEFAULT),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

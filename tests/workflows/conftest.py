@@ -24,7 +24,9 @@ from dbi.messages import Progress, WorkflowInput
 from devstack import tools
 from tests.workflows.stubs import World, activities
 from workflows.dbinstance import DBInstanceWorkflow
-from workflows.worker import build_worker
+from workflows.worker import Tuning, build_worker
+
+SANDBOXED = Tuning(sandboxed=True)
 
 
 @pytest_asyncio.fixture
@@ -63,7 +65,9 @@ async def running(
     world.clock = env.get_current_time
     queue = f"wf-{uuid.uuid4()}"
     name = f"db-{uuid.uuid4().hex[:8]}"
-    async with build_worker(env.client, activities(world), task_queue=queue):
+    # In the SDK's sandbox, unlike the production worker: a workflow test fails where
+    # workflow code reads the clock or draws a random number (``workflow_runner``).
+    async with build_worker(env.client, activities(world), task_queue=queue, tuning=SANDBOXED):
         handle = await env.client.start_workflow(
             DBInstanceWorkflow.run,
             WorkflowInput(namespace="team-a", name=name, history_limit=history_limit),

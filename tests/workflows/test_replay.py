@@ -20,6 +20,7 @@ from tests.workflows import conftest
 from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
 from workflows.upgrade import DBUpgradeWorkflow
+from workflows.worker import workflow_runner
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -51,5 +52,6 @@ async def test_a_recorded_history_replays_on_the_current_code(path: Path) -> Non
         workflows=[DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow],
         data_converter=pydantic_data_converter,
         interceptors=[TracingInterceptor()],  # as the worker runs it
+        workflow_runner=workflow_runner(sandboxed=True),  # checked as the tests run it
     )
     await replayer.replay_workflow(history)
