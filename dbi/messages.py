@@ -61,16 +61,26 @@ class Carried(BaseModel):
     summary: Summary | None = None
 
 
+# How many events a run of the DBInstance workflow holds before it continues as new:
+# about 37 idle passes (8 events each), three hours at a 5-minute interval. A cached
+# workflow's memory in the worker grows with its run, 15 to 23 KiB per idle pass, and
+# is given back when the run continues as new: runs that went on until the server
+# suggested continuing (about 4,100 events, 500 passes) would reach 8 to 12 MiB per
+# instance; runs of 300 events stay near 1.1 MiB (docs/benchmarks.md, "A cached
+# workflow's memory").
+RUN_EVENTS = 300
+
+
 class WorkflowInput(BaseModel):
     """Start a DBInstance workflow (the watcher does, with signal-with-start)."""
 
     namespace: str
     name: str
     history_limit: int = Field(
-        default=10_000,
+        default=RUN_EVENTS,
         ge=50,
         description="Continue as new once the history holds this many events (or when "
-        "the server suggests it).",
+        "the server suggests it); the next run holds at most RUN_EVENTS.",
     )
     carried: Carried | None = None
 

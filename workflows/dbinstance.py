@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from dbi import names
     from dbi import pipeline as steps
     from dbi.messages import (
+        RUN_EVENTS,
         TASK_TIMEOUT,
         Progress,
         ResizeResult,
@@ -315,7 +316,9 @@ class DBInstanceWorkflow:
                     WorkflowInput(
                         namespace=self.s.namespace,
                         name=self.s.name,
-                        history_limit=self.input.history_limit,
+                        # A run begun before runs were limited to RUN_EVENTS
+                        # (with 10,000) hands the limit on.
+                        history_limit=min(self.input.history_limit, RUN_EVENTS),
                         carried=self.s.handed_on(),
                     ),
                     task_timeout=TASK_TIMEOUT,  # as the watcher started it

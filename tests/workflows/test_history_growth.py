@@ -1,6 +1,7 @@
 """What idling does to a workflow's history, with the time-skipping server: an instance
 that stays Ready at a 5-minute healthCheckInterval for weeks continues as new before
-any run's history reaches the size at which the Temporal server starts warning.
+any run's history reaches the size at which the Temporal server starts warning, its
+runs holding about ``RUN_EVENTS`` events each (the workflow's default limit).
 
 ``DBI_HISTORY_DAYS`` sets the simulated time (default 2, about a minute here; the
 benchmarks page reports 30: ``DBI_HISTORY_DAYS=30 ./dev test
@@ -15,7 +16,7 @@ from datetime import timedelta
 
 from temporalio.testing import WorkflowEnvironment
 
-from dbi.messages import WorkflowInput
+from dbi.messages import RUN_EVENTS
 from tests.workflows.conftest import running, settled
 from tests.workflows.stubs import World
 
@@ -31,7 +32,7 @@ async def test_weeks_of_idling_never_bring_a_history_near_the_servers_warning(
     time_env: WorkflowEnvironment,
 ) -> None:
     world = World(interval_seconds=300)
-    async with running(time_env, world) as handle:
+    async with running(time_env, world, history_limit=RUN_EVENTS) as handle:
         await settled(handle, 1)
         first = (await handle.describe()).run_id
         started = time.monotonic()
@@ -51,8 +52,26 @@ async def test_weeks_of_idling_never_bring_a_history_near_the_servers_warning(
     assert passes >= DAYS * 86400 / (300 * 1.1)
     assert len(runs) >= 2, "the passes fit in one run: continue-as-new never ran"
     for count, size in runs:
-        assert count <= WorkflowInput.model_fields["history_limit"].default + 100
+        assert count <= RUN_EVENTS + 100  # a pass ends before the run continues
         assert count < SERVER_WARN_EVENTS and size < SERVER_WARN_BYTES
+
+
+async def test_a_run_begun_with_a_longer_limit_hands_on_the_shorter_one(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A workflow begun before runs were limited to RUN_EVENTS (with 10,000; here twice
+    RUN_EVENTS, to be quick) runs to its own limit once, and its next runs hold about
+    RUN_EVENTS events: what a cached run costs the worker in memory grows with them."""
+    world = World(interval_seconds=300)
+    async with running(time_env, world, history_limit=2 * RUN_EVENTS) as handle:
+        await settled(handle, 1)
+        first = (await handle.describe()).run_id
+        for _ in range(12):  # about 130 passes: the long run and at least one more
+            await time_env.sleep(timedelta(hours=1))
+        runs = await _runs(time_env, handle.id, first)
+    assert len(runs) >= 3, runs
+    assert runs[0][0] >= 2 * RUN_EVENTS
+    assert RUN_EVENTS <= runs[1][0] <= RUN_EVENTS + 50, runs
 
 
 async def _runs(env: WorkflowEnvironment, workflow_id: str, first: str) -> list[tuple[int, int]]:
