@@ -19,15 +19,8 @@ import sys
 import uuid
 from datetime import timedelta
 
-from temporalio.api.enums.v1 import IndexedValueType
-from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
-from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-
-from dbi import names
 from dbi.messages import WorkflowInput
-from devstack import tools
+from tests.workflows.conftest import start_time_skipping
 from tests.workflows.stubs import World, activities
 from workflows.dbinstance import DBInstanceWorkflow
 from workflows.worker import Tuning, build_worker
@@ -46,21 +39,8 @@ def rss_mib() -> float:
 
 async def measure(n: int, passes: int, limit: int) -> list[tuple[int, float]]:
     """Return (passes, KiB per workflow over the worker before them) every EVERY passes."""
-    env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
-        interceptors=[TracingInterceptor()],
-        test_server_existing_path=str(tools.venv_tool("temporal-test-server")),
-    )
+    env = await start_time_skipping()
     try:
-        await env.client.operator_service.add_search_attributes(
-            AddSearchAttributesRequest(
-                namespace=env.client.namespace,
-                search_attributes={
-                    key: IndexedValueType.Value(f"INDEXED_VALUE_TYPE_{kind.upper()}")
-                    for key, kind in names.SEARCH_ATTRIBUTES.items()
-                },
-            )
-        )
         world = World(interval_seconds=300)
         world.clock = env.get_current_time
         queue = f"memory-{uuid.uuid4()}"

@@ -29,13 +29,9 @@ from workflows.worker import Tuning, build_worker
 SANDBOXED = Tuning(sandboxed=True)
 
 
-@pytest_asyncio.fixture
-async def time_env() -> AsyncIterator[WorkflowEnvironment]:
-    """Start Temporal's time-skipping test server (from its wheel) for one test.
-
-    One server per test: a test that ends while a workflow is mid-task can leave the
-    shared server's time-skipping lock held, and the next test's skips then hang.
-    """
+async def start_time_skipping() -> WorkflowEnvironment:
+    """Start Temporal's time-skipping test server (from its wheel) with dbi's search
+    attributes, and a client to it with the worker's data converter and tracing."""
     env = await WorkflowEnvironment.start_time_skipping(
         data_converter=pydantic_data_converter,
         interceptors=[TracingInterceptor()],
@@ -50,6 +46,17 @@ async def time_env() -> AsyncIterator[WorkflowEnvironment]:
             },
         )
     )
+    return env
+
+
+@pytest_asyncio.fixture
+async def time_env() -> AsyncIterator[WorkflowEnvironment]:
+    """The time-skipping test server for one test.
+
+    One server per test: a test that ends while a workflow is mid-task can leave the
+    shared server's time-skipping lock held, and the next test's skips then hang.
+    """
+    env = await start_time_skipping()
     yield env
     await env.shutdown()
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowHandle
@@ -14,6 +16,17 @@ from temporalio.worker import Worker
 
 from tests.workflows.clock import ReadsTheClock
 from workflows.worker import workflow_runner
+
+
+@asynccontextmanager
+async def _worker(env: WorkflowEnvironment, *, sandboxed: bool) -> AsyncIterator[str]:
+    """A worker for ReadsTheClock with the runner ``workflow_runner`` gives; its queue."""
+    queue = f"runner-{uuid.uuid4()}"
+    runner = workflow_runner(sandboxed=sandboxed)
+    async with Worker(
+        env.client, task_queue=queue, workflows=[ReadsTheClock], workflow_runner=runner
+    ):
+        yield queue
 
 
 async def _failed_task(handle: WorkflowHandle[ReadsTheClock, str]) -> str:
@@ -29,13 +42,7 @@ async def _failed_task(handle: WorkflowHandle[ReadsTheClock, str]) -> str:
 async def test_the_tests_sandbox_stops_workflow_code_reading_the_clock(
     time_env: WorkflowEnvironment,
 ) -> None:
-    queue = f"runner-{uuid.uuid4()}"
-    async with Worker(
-        time_env.client,
-        task_queue=queue,
-        workflows=[ReadsTheClock],
-        workflow_runner=workflow_runner(sandboxed=True),
-    ):
+    async with _worker(time_env, sandboxed=True) as queue:
         handle = await time_env.client.start_workflow(
             ReadsTheClock.run, id=f"clock-{uuid.uuid4()}", task_queue=queue
         )
@@ -47,13 +54,7 @@ async def test_the_tests_sandbox_stops_workflow_code_reading_the_clock(
 async def test_the_worker_runs_workflow_code_unchecked(time_env: WorkflowEnvironment) -> None:
     """The production runner: the same workflow completes (what the sandbox costs is in
     docs/benchmarks.md F10; the tests above and the replay keep the check)."""
-    queue = f"runner-{uuid.uuid4()}"
-    async with Worker(
-        time_env.client,
-        task_queue=queue,
-        workflows=[ReadsTheClock],
-        workflow_runner=workflow_runner(sandboxed=False),
-    ):
+    async with _worker(time_env, sandboxed=False) as queue:
         result = await time_env.client.execute_workflow(
             ReadsTheClock.run, id=f"clock-{uuid.uuid4()}", task_queue=queue
         )
