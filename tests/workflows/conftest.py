@@ -8,6 +8,7 @@ import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from workflows.dbinstance import DBInstanceWorkflow
 from workflows.worker import Tuning, build_worker
 
 SANDBOXED = Tuning(sandboxed=True)
+STARTUP = timedelta(seconds=60)
 
 
 async def start_time_skipping() -> WorkflowEnvironment:
@@ -36,6 +38,9 @@ async def start_time_skipping() -> WorkflowEnvironment:
         data_converter=pydantic_data_converter,
         interceptors=[TracingInterceptor()],
         test_server_existing_path=str(tools.venv_tool("temporal-test-server")),
+        # The SDK's default of 5 s is too short on a loaded 2-core CI machine: one
+        # start in ~860 failed there ("did not start within 5s").
+        test_server_startup_timeout=STARTUP,
     )
     await env.client.operator_service.add_search_attributes(
         AddSearchAttributesRequest(
