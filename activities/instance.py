@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from temporalio import activity
 
-from activities.kube import Instance
+from activities.kube import Instance, shared_reads
 from activities.step import Activity
 from dbi import names, pipeline
 from dbi.models import Served
@@ -27,9 +27,11 @@ class LoadInstance(Activity):
     def run(self, step_input: StepInput) -> InstanceSnapshot:
         """Read the DBInstance; a missing one is ``exists=False`` (the workflow then ends).
 
-        The read is the pass's: its steps start from it (``PassReads``).
+        The read is the pass's: its steps start from it (``PassReads``). An idle pass's
+        comes from the worker's views when they say the instance has not changed.
         """
-        instance = self.ctx.kube.instance(step_input.namespace, step_input.name)
+        with shared_reads(idle=step_input.idle):
+            instance = self.ctx.kube.instance(step_input.namespace, step_input.name)
         if instance is None:
             return InstanceSnapshot(exists=False)
         self.ctx.passes.remember(step_input.pass_id, instance)

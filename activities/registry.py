@@ -35,7 +35,7 @@ from activities import (
 from activities.backup import BeginBackup, FinishBackup, PruneBackups
 from activities.basebackup import TakeBackup
 from activities.instance import LoadInstance
-from activities.kube import shared_reads
+from activities.kube import Stale, shared_reads
 from activities.pgupgrade import Upgrades
 from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
@@ -95,12 +95,22 @@ StepActivity = Callable[[StepInput], StepResult]
 def steps_activity(steps: dict[str, StepActivity]) -> Callable[..., Any]:
     """Return the activity ``run_steps``: the pass's steps one after the other, each as
     its own activity in ``steps`` (by name) runs it, while the pass goes on, sharing
-    what they read (``activities.kube.shared_reads``)."""
+    what they read (``activities.kube.shared_reads``).
+
+    An idle pass reads from the worker's views; when one of its steps would act, the
+    pass runs again, every read fresh, before anything is written (``Stale``)."""
 
     @activity.defn(name=pipeline.RUN_STEPS)
     def run(steps_input: StepsInput) -> StepsResult:
+        each = measured(lambda step, one: steps[step](one))
+        if steps_input.step_input.idle:
+            try:
+                with shared_reads(idle=True):
+                    return in_order(steps_input, each)
+            except Stale:
+                activity.logger.info("an idle pass would act: running it on fresh reads")
         with shared_reads():
-            return in_order(steps_input, measured(lambda step, one: steps[step](one)))
+            return in_order(steps_input, each)
 
     return run
 

@@ -35,7 +35,7 @@ from temporalio import activity
 
 from activities import ownership
 from activities.events import emit
-from activities.kube import Instance, Kube, api_error, namespace_terminating
+from activities.kube import Instance, Kube, api_error, confirm_fresh, namespace_terminating
 from activities.schedules import Schedules
 from dbi.config import Config
 from dbi.pipeline import StepSpec
@@ -349,6 +349,7 @@ def _look(
         if refused.action is not None:
             if step_input.paused:
                 return held(refused.result)
+            confirm_fresh()
             ownership.adopt(ctx.kube, instance, refused.action)
         return refused
     decision = step.decide(observation)
@@ -358,6 +359,7 @@ def _look(
         if decision.result.outcome is not Outcome.PENDING:
             raise AssertionError(f"{step.spec.name} acts but says {decision.result.outcome}")
         assert step.act is not None
+        confirm_fresh()  # an idle pass acts on fresh reads only
         step.act(ctx, instance, observation, decision.action)
     return decision
 

@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 from prometheus_client.parser import text_string_to_metric_families
 
 from dbi import names
-from watcher.streams import Listener, Source, forever
+from dbi.streams import Listener, Source, forever
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 

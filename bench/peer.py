@@ -37,8 +37,8 @@ from dbi import connect, metrics, names, pipeline
 from dbi.config import Config
 from dbi.status import PassReport, StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepsInput, in_order
+from dbi.streams import Listener, Source, forever
 from watcher import relevance
-from watcher.streams import Listener, Source, forever
 from watcher.watcher import sources
 from workflows.runner import failed
 from workflows.waiting import PendingStreak, next_wait

@@ -47,6 +47,11 @@ class Variable:
             raise ValueError(f"{self.name} must be set")
         return found
 
+    def items(self) -> frozenset[str] | None:
+        """The value as a comma-separated set (blanks dropped); None when unset."""
+        raw = self.get()
+        return frozenset(n.strip() for n in raw.split(",") if n.strip()) if raw else None
+
     def integer(self, *, low: int = 0, high: int | None = None) -> int | None:
         """The value as a whole number in [low, high]; a clear error otherwise."""
         raw = self.get()
@@ -195,7 +200,9 @@ WATCH_NAMESPACES = _var(
     "DBI_WATCH_NAMESPACES",
     None,
     "Comma-separated namespaces to list and watch, each on its own (RoleBindings there "
-    "suffice: deploy/namespaced); unset: every namespace, cluster-wide.",
+    "suffice: deploy/namespaced); unset: every namespace, cluster-wide. The worker "
+    "watches them too: an idle pass reads from those watches (docs/engine.md).",
+    WORKER,
     WATCHER,
 )
 WATCH_SECONDS = _var(

@@ -129,6 +129,14 @@ class StepInput(BaseModel):
             " an id) it reads the instance itself."
         ),
     )
+    idle: bool = Field(
+        default=False,
+        description=(
+            "A Ready instance's health check that nothing woke: the pass's load and steps"
+            " may read what the worker watches from its views (activities.views); a step"
+            " that would act runs the pass again on fresh reads first."
+        ),
+    )
 
 
 class InstanceSnapshot(BaseModel):

@@ -30,7 +30,19 @@ pytestmark = pytest.mark.stack
 # Any namespace a DBInstance may live in; the worker's and watcher's rights are cluster-wide.
 NS = "shop"
 
+# What an idle pass reads, the worker lists and watches (activities/views.py).
+VIEWED = (
+    "dbinstances.dbi.dev",
+    "virtualmachines.kubevirt.io",
+    "virtualmachineinstances.kubevirt.io",
+    "persistentvolumeclaims",
+    "services",
+    "servicemonitors.monitoring.coreos.com",
+    "persistentvolumes",
+)
 WORKER_ALLOWED = [
+    *[(v, r, NS) for r in VIEWED for v in ("list", "watch")],
+    *[(v, "virtualmachineimages.harvesterhci.io", "dbi-images") for v in ("list", "watch")],
     *[(v, "dbinstances.dbi.dev", NS) for v in ("get", "patch")],
     ("patch", "dbinstances.dbi.dev --subresource=status", NS),
     *[(v, "dbbackups.dbi.dev", NS) for v in ("get", "list", "create", "delete")],
@@ -55,15 +67,15 @@ WORKER_ALLOWED = [
 ]
 WORKER_DENIED = [
     *[(v, "secrets", NS) for v in ("list", "watch", "update")],
-    *[(v, "persistentvolumes", NS) for v in ("list", "watch", "create", "delete")],
-    *[(v, "dbinstances.dbi.dev", NS) for v in ("list", "watch", "create", "update", "delete")],
+    *[(v, "persistentvolumes", NS) for v in ("create", "delete")],
+    *[(v, "dbinstances.dbi.dev", NS) for v in ("create", "update", "delete")],
     ("update", "dbinstances.dbi.dev --subresource=status", NS),
     *[(v, "dbbackups.dbi.dev", NS) for v in ("patch", "update", "watch")],
     ("create", "virtualmachineinstances.kubevirt.io", NS),
     ("patch", "virtualmachineimages.harvesterhci.io", "dbi-images"),
     ("create", "pods", NS),
     ("get", "pods", NS),
-    ("list", "services", NS),
+    ("list", "pods", NS),
     ("patch", "events", NS),
     ("create", "leases.coordination.k8s.io", SYSTEM_NAMESPACE),
     ("delete", "namespaces", NS),

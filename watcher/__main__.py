@@ -27,8 +27,8 @@ from temporalio.runtime import Runtime
 
 from dbi import connect, environment, metrics, telemetry
 from dbi.health import Health, connect_temporal
+from dbi.streams import WATCH_SECONDS
 from watcher.leader import LeaderElection
-from watcher.streams import WATCH_SECONDS
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
 
@@ -46,8 +46,7 @@ async def main() -> None:
 async def serve(runtime: Runtime, health: Health) -> None:
     client, probing = await connect_temporal(runtime, health)
     address = client.service_client.config.target_host
-    only = environment.WATCH_NAMESPACES.get()
-    namespaces = frozenset(n.strip() for n in only.split(",") if n.strip()) if only else None
+    namespaces = environment.WATCH_NAMESPACES.items()
     api = connect.kubernetes()
     election = None
     if lease_namespace := environment.LEASE_NAMESPACE.get():

@@ -27,9 +27,9 @@ from temporalio.client import Client
 
 from dbi import names
 from dbi.messages import Wake
+from dbi.streams import WATCH_SECONDS, Listener, Source, WatchState, forever, metadata_only
 from watcher import relevance
 from watcher.leader import LeaderElection
-from watcher.streams import WATCH_SECONDS, Listener, Source, WatchState, forever, metadata_only
 from watcher.wakeups import RPC_TIMEOUT, Wakeups
 
 log = logging.getLogger("dbi.watcher")

@@ -61,6 +61,10 @@ class DBInstanceWorkflow:
                     health_check=self.s.health_check,
                     last=self.s.last_report,
                 )
+                # A health check nothing woke reads from the worker's views: a change
+                # would have woken it (and the watcher's wake may come before the views
+                # see the change, so a woken pass reads afresh).
+                idle = self.s.health_check and not (self.c.woken or self.c.retry)
                 self.s.health_check = False
                 # A wake from here on is one this pass's load may not have seen: it
                 # brings another pass (a deletion while rotations are served, say).
@@ -69,7 +73,7 @@ class DBInstanceWorkflow:
                     self.c.woken = self.c.retry = False
                 # The pass's load and steps share an id: the steps start from its read.
                 pass_id = f"{workflow.info().run_id}/{self.c.passes}"
-                snapshot = await self._load(pass_id, local=local)
+                snapshot = await self._load(pass_id, local=local, idle=idle)
                 if not snapshot.exists or (self.c.uid is not None and snapshot.uid != self.c.uid):
                     self.s.requests.refuse_all("the instance no longer exists")
                     return "the instance no longer exists"
@@ -81,7 +85,7 @@ class DBInstanceWorkflow:
                 restart = bool(snapshot.unserved.restart_requested_at)
                 local = local and not snapshot.deleting and not restart
                 report = await self._pass(
-                    snapshot, pass_id, local=local, rotated=rotated, fresh=fresh
+                    snapshot, pass_id, local=local, rotated=rotated, fresh=fresh, idle=idle
                 )
                 if snapshot.deleting and report.converged:
                     return "deleted"
@@ -168,7 +172,7 @@ class DBInstanceWorkflow:
         if snapshot.deleting:
             self.s.requests.refuse_all("the instance is being deleted")
 
-    async def _load(self, pass_id: str, *, local: bool) -> InstanceSnapshot:
+    async def _load(self, pass_id: str, *, local: bool, idle: bool) -> InstanceSnapshot:
         snapshot: InstanceSnapshot = await call(
             steps.LOAD_INSTANCE,
             StepInput(
@@ -176,6 +180,7 @@ class DBInstanceWorkflow:
                 name=self.s.name,
                 uid=self.c.uid or "",
                 pass_id=pass_id,
+                idle=idle,
             ),
             local=local,
             result_type=InstanceSnapshot,
@@ -214,6 +219,7 @@ class DBInstanceWorkflow:
         local: bool,
         rotated: Served,
         fresh: bool,
+        idle: bool,
     ) -> PassReport:
         pipeline = patches.pipeline(snapshot)
         if not fresh:  # before wakes-before-load: a wake since the load was lost
@@ -229,6 +235,7 @@ class DBInstanceWorkflow:
             paused=paused,
             pass_id=pass_id,
             backup_requested=requested.backup_requested_at,
+            idle=idle,
         )
         if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
             self.s.generation_seen = (snapshot.generation, workflow.now())

@@ -31,6 +31,7 @@ from activities.kube import Kube
 from activities.schedules import Schedules
 from activities.step import Context
 from activities.telemetry import StepTelemetry
+from activities.views import Views
 from dbi import connect, environment, names, telemetry
 from dbi.config import Config
 from dbi.health import Health, connect_temporal
@@ -114,22 +115,34 @@ def step_activities(
     *,
     schedules: Schedules | None = None,
     hosted: Hosted | None = None,
+    views: Views | None = None,
 ) -> list[Callable[..., Any]]:
     """Return every step activity (or what ``hosted`` makes of the Context), talking to
-    the cluster of ``kubeconfig`` (or $KUBECONFIG) and, for backup schedules, to
-    Temporal through ``schedules``."""
+    the cluster of ``kubeconfig`` (or $KUBECONFIG), answering idle passes' reads from
+    ``views`` when given, and, for backup schedules, to Temporal through ``schedules``."""
     ctx = Context(
         kube=Kube(
             connect.kubernetes(
                 kubeconfig,
                 connections=ACTIVITY_THREADS,
                 request_timeout=connect.REQUEST_TIMEOUT_SECONDS,
-            )
+            ),
+            views,
         ),
         config=Config.from_env(),
         schedules=schedules,
     )
     return (hosted or registry.all_activities)(ctx)
+
+
+def start_views(cached_workflows: int, kubeconfig: str | None = None) -> Views:
+    """Start the worker's views (``activities.views``): cluster-wide, or in the
+    namespaces of DBI_WATCH_NAMESPACES, and the images' namespaces, over a client of
+    their own (each watch holds a connection)."""
+    images = {image.split("/", 1)[0] for image in Config.from_env().images.values()}
+    views = Views.of(environment.WATCH_NAMESPACES.items(), images, cached_workflows)
+    views.start(connect.kubernetes(kubeconfig, connections=len(views.views) + 1))
+    return views
 
 
 async def main(hosted: Hosted = registry.all_activities) -> None:
@@ -144,14 +157,15 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     executor = ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity")
     task_queue = environment.TASK_QUEUE.value()
     grace = environment.SHUTDOWN_SECONDS.seconds() or float(SHUTDOWN_DEFAULT)
-    cached = environment.CACHED_WORKFLOWS.integer(low=1)
+    cached = environment.CACHED_WORKFLOWS.integer(low=1) or CACHED_DEFAULT
     schedules = Schedules(client, asyncio.get_running_loop(), task_queue)
+    views = start_views(cached)
     worker = build_worker(
         client,
-        step_activities(schedules=schedules, hosted=hosted),
+        step_activities(schedules=schedules, hosted=hosted, views=views),
         task_queue=task_queue,
         executor=executor,
-        tuning=Tuning(timedelta(seconds=grace), cached or CACHED_DEFAULT),
+        tuning=Tuning(timedelta(seconds=grace), cached),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -161,6 +175,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     async with worker:
         await stop.wait()
         log.info("worker shutting down")
+    views.stop()
     probing.cancel()
 
 

@@ -62,10 +62,10 @@ def overlay(kubectl: Kubectl, repo_root: Path, renames: dict[str, str], suffix: 
     return docs
 
 
-def watcher_env(docs: list[Any], name: str) -> str:
-    """The value the overlay's watcher Deployment gives the variable ``name``."""
+def deployment_env(docs: list[Any], deployment_name: str, name: str) -> str:
+    """The value the overlay's Deployment ``deployment_name`` gives the variable ``name``."""
     (deployment,) = [
-        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "dbi-watcher"
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == deployment_name
     ]
     env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
     (value,) = [e["value"] for e in env if e["name"] == name]
@@ -117,14 +117,18 @@ def scoped(
                 environment.NAMESPACE.name: home,
                 environment.TASK_QUEUE.name: queue,
                 environment.TRACES_EXPORTER.name: "none",
+                # The worker's views watch the served namespaces too.
+                environment.WATCH_NAMESPACES.name: deployment_env(
+                    docs, "dbi-worker", environment.WATCH_NAMESPACES.name
+                ),
             },
             "watcher": {
                 environment.KUBECONFIG.name: str(kubeconfigs["watcher"]),
                 environment.TASK_QUEUE.name: queue,
                 environment.TRACES_EXPORTER.name: "none",
                 # What the overlay sets, renamed: the two served namespaces.
-                environment.WATCH_NAMESPACES.name: watcher_env(
-                    docs, environment.WATCH_NAMESPACES.name
+                environment.WATCH_NAMESPACES.name: deployment_env(
+                    docs, "dbi-watcher", environment.WATCH_NAMESPACES.name
                 ),
                 environment.LEASE_NAMESPACE.name: home,
                 environment.POD_NAME.name: f"scoped-{token}",
@@ -144,11 +148,13 @@ def scoped(
 def test_the_overlay_watches_two_namespaces_and_binds_no_tenant_role_cluster_wide(
     kubectl: Kubectl, repo_root: Path
 ) -> None:
-    """deploy/namespaced as shipped: the watcher watches team-a and team-b, every role
-    on tenants' objects is bound there by a RoleBinding, and the one ClusterRoleBinding
-    grants volumes and classes alone."""
+    """deploy/namespaced as shipped: the watcher and the worker watch team-a and team-b,
+    every role on tenants' objects is bound there by a RoleBinding, and the one
+    ClusterRoleBinding grants volumes and classes alone."""
     docs = overlay(kubectl, repo_root, {}, "")
-    assert watcher_env(docs, environment.WATCH_NAMESPACES.name) == "team-a,team-b"
+    for deployment in ("dbi-watcher", "dbi-worker"):
+        value = deployment_env(docs, deployment, environment.WATCH_NAMESPACES.name)
+        assert value == "team-a,team-b", deployment
     bindings = [d for d in docs if d["kind"] == "RoleBinding"]
     for namespace in ("team-a", "team-b"):
         bound = {b["roleRef"]["name"] for b in bindings if b["metadata"]["namespace"] == namespace}
@@ -200,6 +206,7 @@ async def test_instances_in_the_served_namespaces_become_ready_and_a_third_is_un
     with pytest.raises(RPCError) as missing:
         await handle.describe()
     assert missing.value.status is RPCStatusCode.NOT_FOUND
-    # Nothing the processes did was refused: the roles are enough.
+    # Nothing the processes did was refused (the worker's views' lists and watches
+    # included: "cannot list … (403 Forbidden)"): the roles are enough.
     for log in scoped.logs:
         assert "Forbidden" not in log.read_text(), scoped.tails()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+from dbi.streams import WatchState, silence_seconds
 from watcher.leader import LeaderElection, _now
-from watcher.streams import WatchState, silence_seconds
 
 
 def test_a_watch_not_listed_yet_is_not_ready() -> None:

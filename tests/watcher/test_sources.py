@@ -15,8 +15,8 @@ import pytest
 from kubernetes import client as k8s
 
 from dbi import names
+from dbi.streams import Listener, Source, list_then_watch
 from tests.polling import eventually
-from watcher.streams import Listener, Source, list_then_watch
 from watcher.watcher import sources
 
 pytestmark = pytest.mark.stack

@@ -237,6 +237,42 @@ async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnv
         assert all(len(p) == len(ALL) for p in world.passes())
 
 
+async def test_only_a_health_check_nothing_woke_is_idle(time_env: WorkflowEnvironment) -> None:
+    """An idle pass reads from the worker's views (activities.views); only a Ready
+    instance's health check that no wake preceded is one. A pass a wake brought, and
+    one after a Pending pass, read afresh: the views may not have seen the change the
+    watcher woke the workflow for."""
+    world = World(interval_seconds=60)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)  # 1: the first pass
+        await time_env.sleep(61)
+        await until(_passes(world, 2))  # 2: a health check
+        await settled(handle, 2)
+        await handle.signal("wake", Wake(reason="Service db deleted"))
+        await until(_passes(world, 3))  # 3: woken
+        await settled(handle, 3)
+        world.then("access", Scripted(Outcome.PENDING, "ServiceCreated", 5))
+        await handle.signal("wake", Wake(reason="Service db deleted"))
+        await until(_passes(world, 4))  # 4: woken, ends Pending
+        await settled(handle, 4)
+        await time_env.sleep(6)
+        await until(_passes(world, 5))  # 5: after a Pending pass
+        await settled(handle, 5)
+        await time_env.sleep(61)
+        await until(_passes(world, 6))  # 6: a health check
+    idle: dict[str, set[bool]] = {}
+    for one in world.inputs:
+        idle.setdefault(one.pass_id, set()).add(one.idle)
+    assert [sorted(found) for found in idle.values()] == [
+        [False],
+        [True],
+        [False],
+        [False],
+        [False],
+        [True],
+    ]
+
+
 async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     time_env: WorkflowEnvironment,
 ) -> None:

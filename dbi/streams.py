@@ -30,7 +30,7 @@ from kubernetes import client as k8s
 from kubernetes import watch
 from urllib3.exceptions import ReadTimeoutError
 
-log = logging.getLogger("dbi.watcher")
+log = logging.getLogger("dbi.streams")
 
 Handler = Callable[[str, dict[str, Any]], None]
 Listed = Callable[[], None]

@@ -1,0 +1,366 @@
+"""Watch-fed views: what lets an idle pass read nothing from the API server.
+
+An instance that nothing woke is checked every ``healthCheckInterval``; such a pass
+(``StepInput.idle``) reads the same objects as the last one, and they have not changed:
+had they, the watcher would have woken the workflow, and the pass would not be idle.
+So the worker keeps, as controller-runtime's client does, watches of its own:
+
+- ``View``: one kind's objects (in one namespace, or all), as their resourceVersions
+  and labels only (metadata-only lists and watches: ``dbi.streams``), kept current;
+- ``Views``: every view, and the answers the API server last gave to GETs of the
+  objects they cover (the response, by URL and the form asked for), least recently
+  used first out.
+
+In an idle pass's block of reads (``activities.kube.shared_reads(idle=True)``) a GET is
+answered from the last answer when its view is live and has the object at the very
+resourceVersion that answer carried (a list: every object its selector matches, each
+at the version the answer had). Anything else goes to the server: an object the view
+does not have (a 404, one without the instance label), a view not listed yet or whose
+watch is down, a kind the worker may not list (RBAC: a warning once, then quiet
+retries). Secrets are never viewed (the worker may not list them; docs/deploy.md):
+their reads always go to the server.
+
+The views lag the API server by a watch event's latency; a pass a change woke does not
+use them (the watcher is another process, whose event may come before the worker's),
+and an idle pass that would act is run again with every read fresh before anything is
+written (``activities.kube.Stale``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from kubernetes import client as k8s
+
+from dbi import names
+from dbi.streams import Listener, Source, WatchState, list_then_watch, metadata_only
+
+log = logging.getLogger("dbi.views")
+
+# How long a view the API server refused (403: RBAC; 404: a kind not installed) or that
+# failed waits before it lists again; the first refusal is logged, the rest are quiet.
+REFUSED_RETRY_SECONDS = 300.0
+FAILED_RETRY_SECONDS = 5.0
+# Answers kept per cached workflow (DBI_CACHED_WORKFLOWS): an idle pass reads about 10
+# viewed objects.
+ANSWERS_PER_WORKFLOW = 16
+
+Key = tuple[str, str]  # an object's name and resourceVersion
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind the worker views: its collection's path (``api/v1/services``), whether
+    its objects live in namespaces, and whether only those with the instance label are
+    viewed (an instance's children) or all of them."""
+
+    name: str
+    path: str
+    namespaced: bool = True
+    labelled: bool = True
+
+    def __post_init__(self) -> None:
+        parts = self.path.split("/")
+        if parts[0] not in {"api", "apis"} or len(parts) != (3 if parts[0] == "api" else 4):
+            raise ValueError(f"not a collection path: {self.path}")
+
+    @property
+    def selector(self) -> str | None:
+        return names.INSTANCE_LABEL if self.labelled else None
+
+
+# What an idle pass reads, Secrets apart.
+DBINSTANCES = Kind(
+    "DBInstance", f"apis/{names.GROUP}/{names.VERSION}/{names.PLURAL}", labelled=False
+)
+KINDS = (
+    DBINSTANCES,
+    Kind("VirtualMachine", "apis/kubevirt.io/v1/virtualmachines"),
+    Kind("VirtualMachineInstance", "apis/kubevirt.io/v1/virtualmachineinstances"),
+    Kind("PersistentVolumeClaim", "api/v1/persistentvolumeclaims"),
+    Kind("Service", "api/v1/services"),
+    Kind("ServiceMonitor", "apis/monitoring.coreos.com/v1/servicemonitors"),
+    Kind("PersistentVolume", "api/v1/persistentvolumes", namespaced=False, labelled=False),
+)
+# Viewed in the images' namespaces only (DBI_IMAGES).
+IMAGES = Kind(
+    "VirtualMachineImage", "apis/harvesterhci.io/v1beta1/virtualmachineimages", labelled=False
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a request's URL names: a kind's collection path, a namespace (None: every
+    namespace, or a cluster-scoped kind), an object's name (None: the collection), and
+    the query."""
+
+    path: str
+    namespace: str | None
+    name: str | None
+    query: tuple[tuple[str, str], ...]
+
+
+def target(url: str) -> Target | None:
+    """Read a request URL (``…/api/v1/namespaces/a/services/b``); None for anything but
+    an object or a collection (a subresource, say)."""
+    parts = urlsplit(url)
+    segments = [s for s in parts.path.split("/") if s]
+    for i, segment in enumerate(segments):
+        if segment in {"api", "apis"}:
+            width = 2 if segment == "api" else 3
+            root, rest = segments[i : i + width], segments[i + width :]
+            break
+    else:
+        return None
+    namespace = None
+    if len(rest) >= 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    if len(root) != width or not 1 <= len(rest) <= 2:
+        return None
+    name = rest[1] if len(rest) == 2 else None
+    query = tuple(sorted(parse_qsl(parts.query, keep_blank_values=True)))
+    return Target("/".join([*root, rest[0]]), namespace, name, query)
+
+
+def _selector(query: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
+    """The equality label selector a list asks with, when that is all it asks; None for
+    any other list (a field selector, a limit, a set-based selector)."""
+    if [k for k, _ in query] != ["labelSelector"]:
+        return None
+    wanted = {}
+    for term in query[0][1].split(","):
+        key, eq, value = term.partition("=")
+        if not eq or value.startswith("=") or key.endswith("!"):
+            return None
+        wanted[key.strip()] = value.strip()
+    return wanted
+
+
+Entry = tuple[str, dict[str, str]]  # an object's resourceVersion and labels
+
+
+@dataclass
+class View:
+    """One kind's objects in one namespace (or all): each one's resourceVersion and
+    labels, by namespace and name, kept current by a metadata-only list and watch."""
+
+    kind: Kind
+    namespace: str | None = None
+    state: WatchState = field(default_factory=WatchState)
+    objects: dict[str, dict[str, Entry]] = field(default_factory=dict)
+    _listing: dict[str, dict[str, Entry]] = field(default_factory=dict)
+
+    @property
+    def live(self) -> bool:
+        return self.state.live
+
+    def covers(self, namespace: str | None) -> bool:
+        return self.namespace is None or namespace == self.namespace
+
+    def version(self, namespace: str | None, name: str) -> str | None:
+        found = self.objects.get(namespace or "", {}).get(name)
+        return None if found is None else found[0]
+
+    def matching(self, namespace: str | None, wanted: dict[str, str]) -> frozenset[Key] | None:
+        """The (name, resourceVersion) of each object in ``namespace`` whose labels have
+        ``wanted``; None when the view may not hold them all (its own selector is not
+        among ``wanted``)."""
+        if self.kind.selector is not None and self.kind.selector not in wanted:
+            return None
+        return frozenset(
+            (name, rv)
+            for name, (rv, labels) in list(self.objects.get(namespace or "", {}).items())
+            if all(labels.get(k) == v for k, v in wanted.items())
+        )
+
+    # The listener's side.
+
+    def seen(self, event: str, obj: dict[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+        entry = (str(meta.get("resourceVersion") or ""), dict(meta.get("labels") or {}))
+        if event == "SYNC":
+            self._listing.setdefault(namespace, {})[name] = entry
+        elif event == "DELETED":
+            self.objects.get(namespace, {}).pop(name, None)
+        else:
+            self.objects.setdefault(namespace, {})[name] = entry
+
+    def listed(self) -> None:
+        """A (re)list is whole: what it did not report no longer exists."""
+        self.objects, self._listing = self._listing, {}
+
+    @property
+    def label(self) -> str:
+        return self.kind.name if self.namespace is None else f"{self.kind.name} in {self.namespace}"
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A 200 the API server gave: the resourceVersion it carried (a list: each object's
+    name and resourceVersion), and the response, read."""
+
+    version: str | frozenset[Key]
+    response: Any
+
+
+class Views:
+    """Every view, and the server's last answers to GETs of what they cover."""
+
+    def __init__(self, views: Iterable[View], answers: int) -> None:
+        self._views: dict[str, list[View]] = {}
+        for view in views:
+            self._views.setdefault(view.kind.path, []).append(view)
+        self._size = answers
+        self._answers: OrderedDict[tuple[str, str], _Answer] = OrderedDict()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    @classmethod
+    def of(
+        cls,
+        namespaces: frozenset[str] | None,
+        image_namespaces: Iterable[str],
+        cached_workflows: int,
+    ) -> Views:
+        """The worker's views: each kind cluster-wide, or in each of ``namespaces``
+        (DBI_WATCH_NAMESPACES); the images in their namespaces."""
+        views = []
+        for kind in KINDS:
+            if kind.namespaced and namespaces is not None:
+                views += [View(kind, ns) for ns in sorted(namespaces)]
+            else:
+                views.append(View(kind))
+        views += [View(IMAGES, ns) for ns in sorted(set(image_namespaces))]
+        return cls(views, answers=cached_workflows * ANSWERS_PER_WORKFLOW)
+
+    @property
+    def views(self) -> list[View]:
+        return [v for found in self._views.values() for v in found]
+
+    # The reads' side (``activities.kube``).
+
+    def _view(self, found: Target) -> View | None:
+        for view in self._views.get(found.path, []):
+            if view.covers(found.namespace) and view.live:
+                return view
+        return None
+
+    def answer(self, url: str, accept: str) -> Any | None:
+        """The server's last answer to this GET, when the view says it still holds; None:
+        ask the server."""
+        found = target(url)
+        view = None if found is None or self._stop.is_set() else self._view(found)
+        if found is None or view is None:
+            return None
+        with self._lock:
+            answer = self._answers.get((url, accept))
+            if answer is not None:
+                self._answers.move_to_end((url, accept))
+        if answer is None:
+            return None
+        if found.name is not None:
+            current: str | frozenset[Key] | None = (
+                view.version(found.namespace, found.name) if not found.query else None
+            )
+        else:
+            wanted = _selector(found.query)
+            current = None if wanted is None else view.matching(found.namespace, wanted)
+        return answer.response if current is not None and current == answer.version else None
+
+    def remember(self, url: str, accept: str, response: Any) -> None:
+        """Keep the server's answer to a GET of what a view covers (a 200 only)."""
+        found = target(url)
+        if found is None or found.path not in self._views or response.status != 200:
+            return
+        try:
+            body = json.loads(response.data)
+        except ValueError:
+            return
+        if found.name is not None:
+            version: str | frozenset[Key] = str((body.get("metadata") or {}).get("resourceVersion"))
+        else:
+            version = frozenset(
+                (str(item["metadata"]["name"]), str(item["metadata"].get("resourceVersion")))
+                for item in body.get("items") or []
+            )
+        with self._lock:
+            self._answers[(url, accept)] = _Answer(version, response)
+            self._answers.move_to_end((url, accept))
+            while len(self._answers) > self._size:
+                self._answers.popitem(last=False)
+
+    # Running.
+
+    def start(self, api: k8s.ApiClient) -> None:
+        """List and watch every view, each on a thread of its own, over ``api`` (a client
+        of their own: a watch holds its connection)."""
+        for view in self.views:
+            thread = threading.Thread(
+                target=self._keep, args=(api, view), name=f"view {view.label}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _keep(self, api: k8s.ApiClient, view: View) -> None:
+        source = _source(api, view)
+        listener = Listener(view.seen, view.listed, view.state)
+        warned = False
+        while not self._stop.is_set():
+            try:
+                list_then_watch(api, source, listener, self._stop)
+                continue
+            except k8s.ApiException as e:
+                view.state.failed(e)
+                if e.status in {403, 404}:
+                    if not warned:
+                        log.warning(
+                            "cannot list %s (%s %s): its reads go to the API server",
+                            view.label,
+                            e.status,
+                            e.reason,
+                        )
+                        warned = True
+                    self._stop.wait(REFUSED_RETRY_SECONDS)
+                    continue
+            except Exception as e:  # a network error, the API server going away
+                view.state.failed(e)
+            log.info("view of %s: %s; listing again", view.label, view.state.error)
+            self._stop.wait(FAILED_RETRY_SECONDS)
+
+
+def _source(api: k8s.ApiClient, view: View) -> Source:
+    """How to list ``view``'s objects, as metadata only."""
+    parts = view.kind.path.split("/")
+    if parts[0] == "api":
+        plural = {"persistentvolumeclaims": "persistent_volume_claim", "services": "service"}
+        core = k8s.CoreV1Api(api)
+        if not view.kind.namespaced:
+            list_fn: Callable[..., Any] = core.list_persistent_volume
+            args: tuple[Any, ...] = ()
+        elif view.namespace is None:
+            list_fn = getattr(core, f"list_{plural[parts[2]]}_for_all_namespaces")
+            args = ()
+        else:
+            list_fn = getattr(core, f"list_namespaced_{plural[parts[2]]}")
+            args = (view.namespace,)
+    else:
+        objects = k8s.CustomObjectsApi(api)
+        group, version, plural_name = parts[1:]
+        if view.namespace is None:
+            list_fn, args = objects.list_cluster_custom_object, (group, version, plural_name)
+        else:
+            list_fn = objects.list_namespaced_custom_object
+            args = (group, version, view.namespace, plural_name)
+    return Source(view.kind.name, metadata_only(list_fn), args, view.kind.selector, view.namespace)

@@ -1,0 +1,300 @@
+"""The worker's views (``activities.views``) against the real API server: an idle pass's
+read of an unchanged object asks the server nothing, a changed one is read again,
+Secrets and what the views do not hold always go to the server, and an idle pass that
+would act runs again on fresh reads before it writes anything."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from functools import partial
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from temporalio.testing import ActivityEnvironment
+
+from activities.kube import Kube, Stale, shared_reads
+from activities.registry import steps_activity
+from activities.step import Anatomy, Context
+from activities.step import run as run_step
+from activities.views import KINDS, Kind, View, Views, target
+from dbi import connect, names, pipeline
+from dbi.config import Config
+from dbi.steps import Decision, Outcome, StepInput, StepsInput
+from tests.polling import eventually
+
+pytestmark = pytest.mark.stack
+
+LABEL = {names.INSTANCE_LABEL: "db"}
+SPEC = pipeline.CONVERGE[0]
+
+
+class Counted:
+    """A Kube over a client of its own whose requests reaching the server are counted,
+    by method and URL path."""
+
+    def __init__(self, local_stack: Any, views: Views | None) -> None:
+        api = connect.kubernetes(str(local_stack.kubeconfig))
+        self.sent: list[tuple[str, str]] = []
+        call_api = api.call_api
+
+        def counting(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            self.sent.append((method, url.split("?", maxsplit=1)[0].split("/", 3)[-1]))
+            return call_api(method, url, *args, **kwargs)
+
+        api.call_api = counting  # type: ignore[method-assign]
+        self.kube = Kube(api, views)
+
+    def asked(self, do: Any) -> tuple[Any, int]:
+        """What ``do()`` returns, and how many requests it sent."""
+        before = len(self.sent)
+        value = do()
+        return value, len(self.sent) - before
+
+
+@pytest.fixture
+def views(local_stack: Any, namespace: str, dbinstance_crd: str) -> Iterator[Views]:
+    """The worker's views, in the test's namespace, listed and live."""
+    found = Views.of(frozenset({namespace}), [], cached_workflows=4)
+    found.start(connect.kubernetes(str(local_stack.kubeconfig), connections=len(found.views) + 1))
+    try:
+        for view in found.views:
+            if view.kind.name in {"Service", "PersistentVolumeClaim", "DBInstance"}:
+                eventually(partial(_live, view), what=f"the {view.label} view listed")
+        yield found
+    finally:
+        found.stop()
+
+
+def _live(view: View) -> bool:
+    return view.live
+
+
+@pytest.fixture
+def counted(local_stack: Any, views: Views) -> Counted:
+    return Counted(local_stack, views)
+
+
+def service(namespace: str, name: str, labels: dict[str, str], note: str = "1") -> k8s.V1Service:
+    return k8s.V1Service(
+        metadata=k8s.V1ObjectMeta(name=name, labels=labels, annotations={"note": note}),
+        spec=k8s.V1ServiceSpec(ports=[k8s.V1ServicePort(port=5432)]),
+    )
+
+
+def note(found: dict[str, Any] | None) -> str | None:
+    return None if found is None else found["metadata"]["annotations"].get("note")
+
+
+def idle_read(counted: Counted, namespace: str, name: str) -> tuple[Any, int]:
+    def read() -> Any:
+        with shared_reads(idle=True):
+            return counted.kube.service(namespace, name)
+
+    return counted.asked(read)
+
+
+def test_an_idle_read_of_an_unchanged_object_asks_nothing_and_a_changed_one_asks_again(
+    counted: Counted, kube_api: Any, namespace: str
+) -> None:
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespaced_service(namespace, service(namespace, "db", LABEL))
+    with shared_reads():  # a fresh pass: the server's answer, kept
+        assert note(counted.kube.service(namespace, "db")) == "1"
+    # Once the view has the object at the version read, idle reads ask nothing.
+    eventually(lambda: idle_read(counted, namespace, "db")[1] == 0, what="an idle read from views")
+    found, asked = idle_read(counted, namespace, "db")
+    assert (note(found), asked) == ("1", 0)
+    # Someone changes it: an idle read sees the change (from the server) once the
+    # view does, and asks nothing again after that.
+    core.patch_namespaced_service("db", namespace, {"metadata": {"annotations": {"note": "2"}}})
+    eventually(lambda: note(idle_read(counted, namespace, "db")[0]) == "2", what="the change")
+    found, asked = idle_read(counted, namespace, "db")
+    assert (note(found), asked) == ("2", 0)
+    # A pass that is not idle always asks.
+    with shared_reads():
+        _, asked = counted.asked(lambda: counted.kube.service(namespace, "db"))
+    assert asked == 1
+    # Deleted: the view no longer has it, and the read goes to the server (a 404).
+    core.delete_namespaced_service("db", namespace)
+    eventually(lambda: idle_read(counted, namespace, "db")[0] is None, what="the deletion")
+    assert idle_read(counted, namespace, "db") == (None, 1)
+
+
+def test_secrets_and_objects_without_the_instance_label_always_go_to_the_server(
+    counted: Counted, kube_api: Any, namespace: str
+) -> None:
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespaced_service(namespace, service(namespace, "other", {}))
+    core.create_namespaced_secret(
+        namespace,
+        k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="db", labels=LABEL), string_data={"v": "1"}),
+    )
+    for _ in range(3):
+        with shared_reads(idle=True):
+            _, asked = counted.asked(lambda: counted.kube.service(namespace, "other"))
+            assert asked == 1
+            _, asked = counted.asked(lambda: counted.kube.secret(namespace, "db"))
+            assert asked == 1
+
+
+def test_a_list_by_label_is_answered_while_every_object_it_matches_is_unchanged(
+    counted: Counted, kube_api: Any, namespace: str
+) -> None:
+    core = k8s.CoreV1Api(kube_api)
+    root = {**LABEL, "dbi.dev/disk": "root"}
+
+    def claim(name: str) -> None:
+        core.create_namespaced_persistent_volume_claim(
+            namespace,
+            k8s.V1PersistentVolumeClaim(
+                metadata=k8s.V1ObjectMeta(name=name, labels=root),
+                spec=k8s.V1PersistentVolumeClaimSpec(
+                    access_modes=["ReadWriteOnce"],
+                    resources=k8s.V1VolumeResourceRequirements(requests={"storage": "1Gi"}),
+                ),
+            ),
+        )
+
+    def names_listed() -> tuple[list[str], int]:
+        def read() -> list[str]:
+            with shared_reads(idle=True):
+                return sorted(
+                    str(c.metadata and c.metadata.name) for c in counted.kube.pvcs(namespace, root)
+                )
+
+        return counted.asked(read)
+
+    claim("db-root-a")
+    eventually(lambda: names_listed() == (["db-root-a"], 0), what="a list from views")
+    claim("db-root-b")
+    eventually(lambda: names_listed()[0] == ["db-root-a", "db-root-b"], what="the new claim")
+    assert names_listed() == (["db-root-a", "db-root-b"], 0)
+
+
+def test_an_idle_block_that_would_write_raises_stale_and_writes_nothing(
+    counted: Counted, kube_api: Any, namespace: str
+) -> None:
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespaced_service(namespace, service(namespace, "db", LABEL))
+    with shared_reads():
+        counted.kube.service(namespace, "db")
+    eventually(lambda: idle_read(counted, namespace, "db")[1] == 0, what="an idle read from views")
+    with pytest.raises(Stale), shared_reads(idle=True):
+        counted.kube.service(namespace, "db")
+        counted.kube.patch("Service", namespace, "db", {"metadata": {"labels": {"x": "y"}}})
+    assert "x" not in labels(core, namespace)
+    # An idle block whose reads all came from the server writes as any block does.
+    with shared_reads(idle=True):
+        counted.kube.secret(namespace, "absent")
+        counted.kube.patch("Service", namespace, "db", {"metadata": {"labels": {"x": "y"}}})
+    assert labels(core, namespace).get("x") == "y"
+
+
+def test_an_idle_pass_that_would_act_on_a_lagging_view_runs_again_on_fresh_reads(
+    counted: Counted, views: Views, kube_api: Any, namespace: str
+) -> None:
+    """The view lags the server (as a watch may, for an event's latency): an idle
+    pass's step decides from the view's answer that it must act; before it writes,
+    the pass runs again on fresh reads, which show there is nothing to do."""
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespaced_service(namespace, service(namespace, "db", LABEL, note="act"))
+    uid = create_instance(kube_api, namespace)
+    with shared_reads():
+        counted.kube.service(namespace, "db")
+    eventually(lambda: idle_read(counted, namespace, "db")[1] == 0, what="an idle read from views")
+    (view,) = [v for v in views.views if v.kind.name == "Service"]
+    lagging = {ns: dict(found) for ns, found in view.objects.items()}
+    core.patch_namespaced_service("db", namespace, {"metadata": {"annotations": {"note": "done"}}})
+    eventually(lambda: view.objects != lagging, what="the view saw the change")
+    view.objects = lagging  # as if the event had not come yet
+    assert note(idle_read(counted, namespace, "db")[0]) == "act"
+
+    acted: list[str] = []
+
+    def observe(ctx: Context, instance: Any, step_input: StepInput) -> str | None:
+        return note(ctx.kube.service(namespace, "db"))
+
+    def decide(seen: str | None) -> Decision[str]:
+        if seen == "act":
+            return Decision(SPEC.result(Outcome.PENDING, "Acting", "acting"), "act")
+        return Decision(SPEC.result(Outcome.SATISFIED, "Done", "nothing to do"))
+
+    def act(ctx: Context, instance: Any, seen: str | None, action: str) -> None:
+        acted.append(action)
+
+    step = Anatomy(SPEC, observe, decide, act)
+    ctx = Context(kube=counted.kube, config=Config())
+    run_steps = steps_activity({SPEC.name: lambda one: run_step(ctx, step, one)})
+    one = StepInput(namespace=namespace, name="db", uid=uid, idle=True)
+    result = ActivityEnvironment().run(run_steps, StepsInput(steps=(SPEC.name,), step_input=one))
+    assert acted == []
+    assert [(r.outcome, r.reason) for r in result.results] == [(Outcome.SATISFIED, "Done")]
+
+
+def test_a_kind_the_server_refuses_to_list_is_read_from_the_server(
+    local_stack: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, "dbi.views")
+    missing = Kind("Nothing", "apis/example.dev/v1/nothings")
+    refused = Views([View(missing)], answers=4)
+    refused.start(connect.kubernetes(str(local_stack.kubeconfig)))
+    try:
+        eventually(lambda: "cannot list Nothing (404" in caplog.text, what="the warning")
+        assert not refused.views[0].live
+        url = "https://h/apis/example.dev/v1/namespaces/a/nothings/b"
+        assert refused.answer(url, "application/json") is None
+    finally:
+        refused.stop()
+
+
+@pytest.mark.parametrize(
+    ("url", "found"),
+    [
+        ("https://h:6443/api/v1/namespaces/a/services/b", ("api/v1/services", "a", "b")),
+        (
+            "https://h/apis/kubevirt.io/v1/namespaces/a/virtualmachines/b",
+            ("apis/kubevirt.io/v1/virtualmachines", "a", "b"),
+        ),
+        ("https://h/api/v1/persistentvolumes/pv-1", ("api/v1/persistentvolumes", None, "pv-1")),
+        (
+            "https://h/api/v1/namespaces/a/persistentvolumeclaims",
+            ("api/v1/persistentvolumeclaims", "a", None),
+        ),
+        (
+            "https://rancher/k8s/clusters/c-1/api/v1/namespaces/a/services/b",
+            ("api/v1/services", "a", "b"),
+        ),
+        ("https://h/api/v1/namespaces/a/services/b/status", None),
+        ("https://h/apis/kubevirt.io/v1/namespaces/a/virtualmachines/b/restart", None),
+        ("https://h/version", None),
+    ],
+)
+def test_a_url_names_the_collection_namespace_and_object(
+    url: str, found: tuple[str, str | None, str | None] | None
+) -> None:
+    got = target(url)
+    assert (None if got is None else (got.path, got.namespace, got.name)) == found
+
+
+def test_every_kind_viewed_is_one_an_idle_pass_reads_and_never_a_secret() -> None:
+    assert "secrets" not in {k.path.rsplit("/", 1)[-1] for k in KINDS}
+
+
+def labels(core: k8s.CoreV1Api, namespace: str) -> dict[str, str]:
+    found = core.read_namespaced_service("db", namespace).metadata
+    return dict((found and found.labels) or {})
+
+
+def create_instance(kube_api: Any, namespace: str) -> str:
+    body = {
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
+        "metadata": {"name": "db", "namespace": namespace},
+        "spec": {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}},
+    }
+    created: Any = k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+        names.GROUP, names.VERSION, namespace, names.PLURAL, body
+    )
+    return str(created["metadata"]["uid"])
