@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from temporalio import activity
 
-from activities.kube import Instance, shared_reads
+from activities.kube import Instance, shared_reads, viewed
 from activities.step import Activity
 from dbi import names, pipeline
 from dbi.models import Served
@@ -32,8 +34,10 @@ class LoadInstance(Activity):
         """
         with shared_reads(idle=step_input.idle):
             instance = self.ctx.kube.instance(step_input.namespace, step_input.name)
+            from_views = viewed()
         if instance is None:
             return InstanceSnapshot(exists=False)
+        instance = replace(instance, viewed=from_views)
         self.ctx.passes.remember(step_input.pass_id, instance)
         spec = instance.model.spec
         return InstanceSnapshot(

@@ -42,6 +42,9 @@ class Instance:
     # Why this worker's models cannot read the stored spec (a CRD newer or older than
     # the worker): the model then holds a stand-in spec that only a teardown may use.
     unreadable: str | None = None
+    # Read from the worker's views (an idle pass's load): what a step does on it must
+    # be confirmed on a fresh read (``rests_on_views``).
+    viewed: bool = False
 
     @property
     def namespace(self) -> str:
@@ -172,7 +175,8 @@ def shared_reads(*, idle: bool = False) -> Iterator[None]:
     The steps of a pass read the same objects again and again (the VM, its VMI, the data
     claim, the Secrets); a pass's steps run in one activity (``run_steps``), and within
     it each object is read once, as a controller's reconcile reads from its cache. What
-    a step wrote is read afresh. Nothing outlives the block (Secret data included).
+    a step wrote is read afresh. Nothing outlives the block but the answers the worker's
+    views keep (``activities.views``: never a Secret).
 
     ``idle``: a pass nothing woke; a GET of an object the worker views is answered from
     its views when they say it has not changed (``activities.views``), and a step that
@@ -183,6 +187,20 @@ def shared_reads(*, idle: bool = False) -> Iterator[None]:
         yield
     finally:
         _SHARED.reset(token)
+
+
+def viewed() -> bool:
+    """Whether some read of this block was answered from the worker's views."""
+    block = _SHARED.get()
+    return block is not None and block.viewed
+
+
+def rests_on_views() -> None:
+    """Record that this block's decisions rest on something read from the views
+    elsewhere (the pass's load): a step that would act raises ``Stale``."""
+    block = _SHARED.get()
+    if block is not None:
+        block.viewed = True
 
 
 def confirm_fresh() -> None:
@@ -234,7 +252,6 @@ class Kube:
     def __init__(self, api: k8s.ApiClient, views: Views | None = None) -> None:
         api.call_api = _sharing(api.call_api, views)  # type: ignore[method-assign]
         self.api = api
-        self.views = views
         self.core = k8s.CoreV1Api(api)
         self.objects = k8s.CustomObjectsApi(api)
 

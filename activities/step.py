@@ -35,7 +35,14 @@ from temporalio import activity
 
 from activities import ownership
 from activities.events import emit
-from activities.kube import Instance, Kube, api_error, confirm_fresh, namespace_terminating
+from activities.kube import (
+    Instance,
+    Kube,
+    api_error,
+    confirm_fresh,
+    namespace_terminating,
+    rests_on_views,
+)
 from activities.schedules import Schedules
 from dbi.config import Config
 from dbi.pipeline import StepSpec
@@ -310,6 +317,8 @@ def run(ctx: Context, step: Anatomy[Any, Any], step_input: StepInput) -> StepRes
     database, then the password) takes them in one activity instead of one pass each.
     """
     instance = ctx.passes.recall(step_input)
+    if instance is not None and instance.viewed:
+        rests_on_views()
     decision: Decision[Any] | None = None
     for look in range(LOOK_AGAIN):
         if look or instance is None:

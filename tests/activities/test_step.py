@@ -36,6 +36,7 @@ class _Instance:
     namespace: str = "team-a"
     deleting: bool = False
     unreadable: str | None = None
+    viewed: bool = False
 
 
 class _Reads:

@@ -14,6 +14,7 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.testing import ActivityEnvironment
 
+from activities.instance import LoadInstance
 from activities.kube import Kube, Stale, shared_reads
 from activities.registry import steps_activity
 from activities.step import Anatomy, Context
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.stack
 
 LABEL = {names.INSTANCE_LABEL: "db"}
 SPEC = pipeline.CONVERGE[0]
+RUN_ONE_FIRST = "run-1/1"  # the id of a pass
 
 
 class Counted:
@@ -231,6 +233,38 @@ def test_an_idle_pass_that_would_act_on_a_lagging_view_runs_again_on_fresh_reads
     result = ActivityEnvironment().run(run_steps, StepsInput(steps=(SPEC.name,), step_input=one))
     assert acted == []
     assert [(r.outcome, r.reason) for r in result.results] == [(Outcome.SATISFIED, "Done")]
+
+
+def test_a_step_acting_on_an_instance_its_idle_load_read_from_views_reads_it_afresh(
+    counted: Counted, kube_api: Any, namespace: str
+) -> None:
+    """An idle pass's load reads the DBInstance from the views; a step that would act
+    on that read alone (nothing else read in its block) still acts on a fresh one."""
+    uid = create_instance(kube_api, namespace)
+    ctx = Context(kube=counted.kube, config=Config())
+    load = LoadInstance(ctx).run
+    with shared_reads():  # a fresh pass: the server's answer, kept
+        counted.kube.instance(namespace, "db")
+
+    def idle_load(pass_id: str) -> int:
+        one = StepInput(namespace=namespace, name="db", uid=uid, idle=True, pass_id=pass_id)
+        return counted.asked(lambda: ActivityEnvironment().run(load, one))[1]
+
+    eventually(lambda: idle_load("probe") == 0, what="an idle load from views")
+    assert idle_load(RUN_ONE_FIRST) == 0
+    acted: list[str] = []
+    step = Anatomy(
+        SPEC,
+        lambda ctx, instance, step_input: instance.uid,
+        lambda seen: Decision(SPEC.result(Outcome.PENDING, "Acting", "acting"), "act"),
+        lambda ctx, instance, seen, action: acted.append(seen),
+    )
+    run_steps = steps_activity({SPEC.name: lambda one: run_step(ctx, step, one)})
+    one = StepInput(namespace=namespace, name="db", uid=uid, idle=True, pass_id=RUN_ONE_FIRST)
+    before = len(counted.sent)
+    ActivityEnvironment().run(run_steps, StepsInput(steps=(SPEC.name,), step_input=one))
+    assert acted == [uid]
+    assert any("dbinstances" in path for _, path in counted.sent[before:]), counted.sent[before:]
 
 
 def test_a_kind_the_server_refuses_to_list_is_read_from_the_server(
