@@ -271,6 +271,8 @@ class Views:
             current: str | frozenset[Key] | None = (
                 view.version(found.namespace, found.name) if not found.query else None
             )
+        elif view.kind.namespaced and found.namespace is None:
+            current = None  # a list across namespaces: the views index by namespace
         else:
             wanted = _selector(found.query)
             current = None if wanted is None else view.matching(found.namespace, wanted)

@@ -5,6 +5,7 @@ would act runs again on fresh reads before it writes anything."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Iterator
 from functools import partial
@@ -310,6 +311,42 @@ def test_a_url_names_the_collection_namespace_and_object(
 ) -> None:
     got = target(url)
     assert (None if got is None else (got.path, got.namespace, got.name)) == found
+
+
+def test_a_list_is_answered_only_in_one_namespace_and_by_equality_selectors() -> None:
+    """Plain data: a live view of claims, an answer kept for each list; only the
+    namespaced list by an equality selector that includes the instance label holds
+    (an empty list across namespaces must not pass for an empty namespace)."""
+    (claims,) = [k for k in KINDS if k.name == "PersistentVolumeClaim"]
+    view = View(claims)
+    view.state.listed()
+    view.objects = {"a": {"db-root": ("7", {**LABEL, "disk": "root"})}}
+    views = Views([view], answers=8)
+    base = "https://h/api/v1"
+    label = "dbi.dev%2Finstance%3Ddb"
+
+    class Answer:
+        status = 200
+
+        def __init__(self, body: dict[str, Any]) -> None:
+            self.data = json.dumps(body).encode()
+
+    one: dict[str, Any] = {"items": [{"metadata": {"name": "db-root", "resourceVersion": "7"}}]}
+    cases: dict[str, tuple[dict[str, Any], bool]] = {
+        f"{base}/namespaces/a/persistentvolumeclaims?labelSelector={label}": (one, True),
+        f"{base}/persistentvolumeclaims?labelSelector={label}": ({"items": []}, False),
+        f"{base}/namespaces/a/persistentvolumeclaims?labelSelector=disk%3Droot": (one, False),
+        f"{base}/namespaces/a/persistentvolumeclaims?labelSelector={label}&limit=5": (one, False),
+        f"{base}/namespaces/a/persistentvolumeclaims?labelSelector=dbi.dev%2Finstance": (
+            one,
+            False,
+        ),
+    }
+    for url, (body, _) in cases.items():
+        views.remember(url, "", Answer(body))
+    assert {url: views.answer(url, "") is not None for url in cases} == {
+        url: answered for url, (_, answered) in cases.items()
+    }
 
 
 def test_every_kind_viewed_is_one_an_idle_pass_reads_and_never_a_secret() -> None:
