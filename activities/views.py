@@ -29,7 +29,6 @@ written (``activities.kube.Stale``).
 from __future__ import annotations
 
 import json
-import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -40,14 +39,11 @@ from urllib.parse import parse_qsl, urlsplit
 from kubernetes import client as k8s
 
 from dbi import names
-from dbi.streams import Listener, Source, WatchState, list_then_watch, metadata_only
+from dbi.streams import Listener, Source, WatchState, forever, metadata_only
 
-log = logging.getLogger("dbi.views")
-
-# How long a view the API server refused (403: RBAC; 404: a kind not installed) or that
-# failed waits before it lists again; the first refusal is logged, the rest are quiet.
-REFUSED_RETRY_SECONDS = 300.0
-FAILED_RETRY_SECONDS = 5.0
+# How long a view the API server refused (403: RBAC; 404: a kind not installed) waits
+# before it lists again; the first refusal is logged, the rest are quiet.
+REFUSED_SECONDS = 300.0
 # Answers kept per cached workflow (DBI_CACHED_WORKFLOWS): an idle pass reads about 10
 # viewed objects.
 ANSWERS_PER_WORKFLOW = 16
@@ -65,11 +61,6 @@ class Kind:
     path: str
     namespaced: bool = True
     labelled: bool = True
-
-    def __post_init__(self) -> None:
-        parts = self.path.split("/")
-        if parts[0] not in {"api", "apis"} or len(parts) != (3 if parts[0] == "api" else 4):
-            raise ValueError(f"not a collection path: {self.path}")
 
     @property
     def selector(self) -> str | None:
@@ -222,7 +213,6 @@ class Views:
         self._answers: OrderedDict[tuple[str, str], _Answer] = OrderedDict()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
 
     @classmethod
     def of(
@@ -306,40 +296,16 @@ class Views:
         """List and watch every view, each on a thread of its own, over ``api`` (a client
         of their own: a watch holds its connection)."""
         for view in self.views:
-            thread = threading.Thread(
+            threading.Thread(
                 target=self._keep, args=(api, view), name=f"view {view.label}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+            ).start()
 
     def stop(self) -> None:
         self._stop.set()
 
     def _keep(self, api: k8s.ApiClient, view: View) -> None:
-        source = _source(api, view)
         listener = Listener(view.seen, view.listed, view.state)
-        warned = False
-        while not self._stop.is_set():
-            try:
-                list_then_watch(api, source, listener, self._stop)
-                continue
-            except k8s.ApiException as e:
-                view.state.failed(e)
-                if e.status in {403, 404}:
-                    if not warned:
-                        log.warning(
-                            "cannot list %s (%s %s): its reads go to the API server",
-                            view.label,
-                            e.status,
-                            e.reason,
-                        )
-                        warned = True
-                    self._stop.wait(REFUSED_RETRY_SECONDS)
-                    continue
-            except Exception as e:  # a network error, the API server going away
-                view.state.failed(e)
-            log.info("view of %s: %s; listing again", view.label, view.state.error)
-            self._stop.wait(FAILED_RETRY_SECONDS)
+        forever(api, _source(api, view), listener, self._stop, refused_seconds=REFUSED_SECONDS)
 
 
 def _source(api: k8s.ApiClient, view: View) -> Source:

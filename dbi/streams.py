@@ -207,15 +207,35 @@ def forever(
     listener: Listener,
     stop: threading.Event,
     watch_seconds: int = WATCH_SECONDS,
+    *,
+    refused_seconds: float | None = None,
 ) -> None:
-    """Run ``list_then_watch`` until ``stop``; back off exponentially after errors."""
+    """Run ``list_then_watch`` until ``stop``; back off exponentially after errors.
+
+    ``refused_seconds``: a list the API server refuses (403: RBAC; 404: a kind not
+    installed) is logged once and tried again every so many seconds, quietly, instead
+    of backing off like any other error."""
     backoff = 0.5
+    warned = False
     while not stop.is_set():
         try:
             list_then_watch(api, source, listener, stop, watch_seconds)
             backoff = 0.5
         except Exception as e:  # a network error, or the API server going away
             listener.state.failed(e)
+            refused = isinstance(e, k8s.ApiException) and e.status in {403, 404}
+            if refused and refused_seconds is not None:
+                if not warned:
+                    why = f"{getattr(e, 'status', '')} {getattr(e, 'reason', '')}"
+                    log.warning(
+                        "cannot list %s (%s); trying again every %.0fs",
+                        source.name,
+                        why,
+                        refused_seconds,
+                    )
+                    warned = True
+                stop.wait(refused_seconds)
+                continue
             log.warning(
                 "watch of %s failed (%s); retrying in %.1fs", source.name, type(e).__name__, backoff
             )

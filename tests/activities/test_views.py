@@ -271,7 +271,7 @@ def test_a_step_acting_on_an_instance_its_idle_load_read_from_views_reads_it_afr
 def test_a_kind_the_server_refuses_to_list_is_read_from_the_server(
     local_stack: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, "dbi.views")
+    caplog.set_level(logging.WARNING, "dbi.streams")
     missing = Kind("Nothing", "apis/example.dev/v1/nothings")
     refused = Views([View(missing)], answers=4)
     refused.start(connect.kubernetes(str(local_stack.kubeconfig)))
