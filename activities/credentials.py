@@ -39,7 +39,7 @@ from temporalio import activity
 
 from activities import admin_credential, manifests, ownership, restore, secrets, trust
 from activities.admin_credential import Credential
-from activities.kube import Instance
+from activities.kube import Instance, spares_reads
 from activities.step import Anatomy, Context
 from dbi import bootstrap, scram, tls
 from dbi.pipeline import CREDENTIALS as SPEC
@@ -171,13 +171,18 @@ class Reads:
 
 
 def read_all(ctx: Context, instance: Instance) -> Reads:
+    """Read the Secrets; an idle pass (``activities.kube.spares_reads``) leaves out the
+    legacy Secret and takes the CA this process read in the last minute: neither changes
+    but by a hand or another instance's pass, and any action runs the pass again with
+    both read."""
     kube, ns = ctx.kube, instance.namespace
+    spared = spares_reads()
     return Reads(
         admin=admin_credential.read(kube, ctx.config.namespace, instance.uid),
         app=secrets.read(kube, ns, secrets.app_name(instance)),
         cloudinit=secrets.read(kube, ns, secrets.cloudinit_name(instance)),
-        legacy=secrets.read(kube, ns, secrets.admin_name(instance)),
-        ca=trust.read_ca(kube, ctx.config.namespace, ns),
+        legacy=secrets.NONE if spared else secrets.read(kube, ns, secrets.admin_name(instance)),
+        ca=(trust.recent_ca if spared else trust.read_ca)(kube, ctx.config.namespace, ns),
         app_name=secrets.app_name(instance),
         cloudinit_name=secrets.cloudinit_name(instance),
     )

@@ -61,6 +61,10 @@ class Read:
         return self.data.get("password", "")
 
 
+# A Secret there is none of (or a read left out: ``activities.kube.spares_reads``).
+NONE = Read(uid=None, data={}, annotations={})
+
+
 def _text(value: str | bytes) -> str:
     """A Secret value as text; one a user left unusable (not UTF-8, or with a NUL, which
     no password may hold) reads as empty: the step repairs it as it does a missing one,
@@ -75,7 +79,7 @@ def _text(value: str | bytes) -> str:
 def read(kube: Kube, namespace: str, name: str) -> Read:
     found = kube.secret(namespace, name)
     if found is None:
-        return Read(uid=None, data={}, annotations={})
+        return NONE
     meta = found.metadata or k8s.V1ObjectMeta()
     data = {k: _text(v) for k, v in (found.data or {}).items()}
     return Read(

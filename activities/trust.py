@@ -9,10 +9,12 @@ verify the certificate against that CA for the Service's name while connecting t
 the VM's address (``server``: libpq's ``host`` and ``hostaddr``). ``served`` reads
 the certificate a server presents, without logging in.
 
-The credentials step reads the CA at the start of every pass (``read_ca``); the steps
-after it that only need its certificate take that read when it is under a minute old
-(``recent_ca``), as a controller's steps share one read of an object: one GET of the
-CA per pass, not one per step.
+The credentials step reads the CA at the start of every pass but an idle one
+(``read_ca``); the steps after it that only need its certificate, and an idle pass's
+credentials step, take the read this process made when it is under a minute old
+(``recent_ca``), as a controller's steps share one read of an object: at most one GET
+of the CA per pass, not one per step, and about one a minute for all the idle
+instances of a namespace.
 """
 
 from __future__ import annotations

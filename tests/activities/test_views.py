@@ -15,6 +15,7 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.testing import ActivityEnvironment
 
+from activities import admin_credential, credentials, trust
 from activities.instance import LoadInstance
 from activities.kube import Kube, Stale, shared_reads
 from activities.registry import steps_activity
@@ -23,7 +24,7 @@ from activities.step import run as run_step
 from activities.views import KINDS, Kind, View, Views, target
 from dbi import connect, names, pipeline
 from dbi.config import Config
-from dbi.steps import Decision, Outcome, StepInput, StepsInput
+from dbi.steps import Decision, Outcome, StepInput, StepResult, StepsInput, StepsResult
 from tests.polling import eventually
 
 pytestmark = pytest.mark.stack
@@ -31,6 +32,7 @@ pytestmark = pytest.mark.stack
 LABEL = {names.INSTANCE_LABEL: "db"}
 SPEC = pipeline.CONVERGE[0]
 RUN_ONE_FIRST = "run-1/1"  # the id of a pass
+CREDENTIALS = pipeline.CREDENTIALS.name
 
 
 class Counted:
@@ -266,6 +268,73 @@ def test_a_step_acting_on_an_instance_its_idle_load_read_from_views_reads_it_afr
     ActivityEnvironment().run(run_steps, StepsInput(steps=(SPEC.name,), step_input=one))
     assert acted == [uid]
     assert any("dbinstances" in path for _, path in counted.sent[before:]), counted.sent[before:]
+
+
+def credentials_pass(counted: Counted, namespace: str, uid: str, *, idle: bool) -> StepResult:
+    """One pass of the credentials step alone (dbi's namespace: the test's)."""
+    ctx = Context(kube=counted.kube, config=Config(namespace=namespace))
+    run_steps = steps_activity({CREDENTIALS: lambda one: run_step(ctx, credentials.STEP, one)})
+    one = StepInput(namespace=namespace, name="db", uid=uid, idle=idle)
+    steps = StepsInput(steps=(CREDENTIALS,), step_input=one)
+    result: StepsResult = ActivityEnvironment().run(run_steps, steps)
+    return result.results[0]
+
+
+def settle_credentials(counted: Counted, namespace: str, uid: str) -> None:
+    for _ in range(8):
+        if credentials_pass(counted, namespace, uid, idle=False).outcome is Outcome.SATISFIED:
+            return
+    raise AssertionError("the credentials step did not settle")
+
+
+def secrets_read(counted: Counted, since: int) -> list[str]:
+    return [p.rsplit("/", 1)[-1] for m, p in counted.sent[since:] if "/secrets/" in p]
+
+
+def test_an_idle_pass_leaves_the_legacy_secret_unread_and_takes_the_recent_ca(
+    counted: Counted, kube_api: Any, namespace: str
+) -> None:
+    """A fresh pass reads the legacy `<name>-admin` Secret and the namespace's CA; an
+    idle one a moment later reads neither (the CA this process read under a minute ago
+    stands), and still finds everything in place."""
+    uid = create_instance(kube_api, namespace)
+    settle_credentials(counted, namespace, uid)
+    ca = trust.ca_name(namespace)
+    before = len(counted.sent)
+    assert credentials_pass(counted, namespace, uid, idle=False).outcome is Outcome.SATISFIED
+    assert {"db-admin", ca} <= set(secrets_read(counted, before))
+    before = len(counted.sent)
+    result = credentials_pass(counted, namespace, uid, idle=True)
+    assert (result.outcome, result.reason) == (Outcome.SATISFIED, credentials.Reason.READY)
+    assert not {"db-admin", ca} & set(secrets_read(counted, before)), counted.sent[before:]
+
+
+def test_an_idle_pass_that_would_act_without_the_legacy_secret_moves_it_instead(
+    local_stack: Any, kube_api: Any, namespace: str, dbinstance_crd: str
+) -> None:
+    """The admin credential gone and a legacy `<name>-admin` Secret holding the password
+    (an instance from before): an idle pass, which does not read the legacy Secret, would
+    make a new password; it runs again with every read made, and moves the old one over.
+    No views at all here: the spared read alone must send the pass back."""
+    counted = Counted(local_stack, None)
+    uid = create_instance(kube_api, namespace)
+    settle_credentials(counted, namespace, uid)
+    core = k8s.CoreV1Api(kube_api)
+    home = admin_credential.name_for(uid)
+    kept = core.read_namespaced_secret(home, namespace).data or {}
+    core.delete_namespaced_secret(home, namespace)
+    legacy = k8s.V1Secret(
+        metadata=k8s.V1ObjectMeta(
+            name="db-admin", labels=LABEL, annotations={names.INSTANCE_UID_ANNOTATION: uid}
+        ),
+        data=kept,
+    )
+    core.create_namespaced_secret(namespace, legacy)
+    assert credentials_pass(counted, namespace, uid, idle=True).outcome is Outcome.SATISFIED
+    moved = core.read_namespaced_secret(home, namespace).data == kept
+    assert moved, "the admin credential is not the legacy Secret's (a new password)"
+    left = {(s.metadata and s.metadata.name) for s in core.list_namespaced_secret(namespace).items}
+    assert "db-admin" not in left
 
 
 def test_a_kind_the_server_refuses_to_list_is_read_from_the_server(
