@@ -236,6 +236,12 @@ class Views:
     def views(self) -> list[View]:
         return [v for found in self._views.values() for v in found]
 
+    @property
+    def kept(self) -> int:
+        """How many of the server's answers are kept."""
+        with self._lock:
+            return len(self._answers)
+
     # The reads' side (``activities.kube``).
 
     def _view(self, found: Target) -> View | None:
@@ -269,13 +275,16 @@ class Views:
         return answer.response if current is not None and current == answer.version else None
 
     def remember(self, url: str, accept: str, response: Any) -> None:
-        """Keep the server's answer to a GET of what a view covers (a 200 only)."""
+        """Keep the server's answer to a GET of what a view covers (a 200 only), unless
+        no view could ever vouch for it (``_answerable``)."""
         found = target(url)
         if found is None or found.path not in self._views or response.status != 200:
             return
         try:
             body = json.loads(response.data)
         except ValueError:
+            return
+        if not _answerable(found, self._views[found.path][0].kind, body):
             return
         if found.name is not None:
             version: str | frozenset[Key] = str((body.get("metadata") or {}).get("resourceVersion"))
@@ -306,6 +315,18 @@ class Views:
     def _keep(self, api: k8s.ApiClient, view: View) -> None:
         listener = Listener(view.seen, view.listed, view.state)
         forever(api, _source(api, view), listener, self._stop, refused_seconds=REFUSED_SECONDS)
+
+
+def _answerable(found: Target, kind: Kind, body: dict[str, Any]) -> bool:
+    """Whether a view could ever answer this GET again (``Views.answer``): an object
+    with no query, which the view holds (with the instance label, for a kind viewed by
+    it); a list in one namespace (of a namespaced kind) by an equality selector."""
+    if found.name is not None:
+        labels = (body.get("metadata") or {}).get("labels") or {}
+        return not found.query and (not kind.labelled or names.INSTANCE_LABEL in labels)
+    if kind.namespaced and found.namespace is None:
+        return False
+    return _selector(found.query) is not None
 
 
 def _source(api: k8s.ApiClient, view: View) -> Source:

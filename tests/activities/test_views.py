@@ -128,8 +128,11 @@ def test_an_idle_read_of_an_unchanged_object_asks_nothing_and_a_changed_one_asks
 
 
 def test_secrets_and_objects_without_the_instance_label_always_go_to_the_server(
-    counted: Counted, kube_api: Any, namespace: str
+    counted: Counted, views: Views, kube_api: Any, namespace: str
 ) -> None:
+    """Idle reads of both ask the server, each time, and no answer of theirs takes a
+    place among those kept (no view vouches for one: keeping it would only push out an
+    answer that serves)."""
     core = k8s.CoreV1Api(kube_api)
     core.create_namespaced_service(namespace, service(namespace, "other", {}))
     core.create_namespaced_secret(
@@ -142,6 +145,7 @@ def test_secrets_and_objects_without_the_instance_label_always_go_to_the_server(
             assert asked == 1
             _, asked = counted.asked(lambda: counted.kube.secret(namespace, "db"))
             assert asked == 1
+    assert views.kept == 0
 
 
 def test_a_list_by_label_is_answered_while_every_object_it_matches_is_unchanged(
