@@ -3,8 +3,9 @@
 The first event for an instance is signaled at once; events that follow within the
 window are folded into one more signal at its end (carrying the newest generation), so
 a storm of events cannot exhaust a workflow's signal budget, and the last change is
-never left unsignaled. A signal is a signal-with-start: an instance whose workflow
-does not run gets one started, with its search attributes.
+never left unsignaled. At most ``MAX_IN_FLIGHT`` signals are sent at once; the others
+wait their turn, first come first served. A signal is a signal-with-start: an instance
+whose workflow does not run gets one started, with its search attributes.
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ WINDOW_SECONDS = 0.25
 MAX_RETRY_SECONDS = 30.0
 # How long one signal may wait for Temporal: a stopped server must fail it, not hang it.
 RPC_TIMEOUT = timedelta(seconds=10)
+# Signals in flight at once; the rest wait their turn, in order, still folding the
+# events that come meanwhile. Unbounded, a burst of 10,000 (a relist, a fleet applied
+# at once) sent 10,000 signal-with-starts together: Temporal could not answer them
+# within RPC_TIMEOUT, dropped the work of each it was cut off from, and the retries
+# kept it saturated (docs/benchmarks.md, F16).
+MAX_IN_FLIGHT = 16
 
 
 @dataclass
@@ -61,8 +68,10 @@ class Wakeups:
     task_queue: str = names.TASK_QUEUE
     window: float = WINDOW_SECONDS
     counters: Counters = field(default_factory=Counters)
+    in_flight: int = MAX_IN_FLIGHT
     _pending: dict[tuple[str, str], _Pending] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
+    _slots: asyncio.Semaphore | None = None
 
     def ignore(self) -> None:
         """Count an event that is not worth a pass."""
@@ -103,6 +112,12 @@ class Wakeups:
     async def _send_after(self, key: tuple[str, str], delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.in_flight)
+        async with self._slots:
+            await self._send(key)
+
+    async def _send(self, key: tuple[str, str]) -> None:
         entry = self._pending[key]
         entry.scheduled = False
         entry.last_sent = time.monotonic()
