@@ -255,7 +255,7 @@ class Views:
         ask the server."""
         found = target(url)
         view = None if found is None or self._stop.is_set() else self._view(found)
-        if found is None or view is None:
+        if found is None or view is None or not _judged(found, view.kind):
             return None
         with self._lock:
             answer = self._answers.get((url, accept))
@@ -264,14 +264,11 @@ class Views:
         if answer is None:
             return None
         if found.name is not None:
-            current: str | frozenset[Key] | None = (
-                view.version(found.namespace, found.name) if not found.query else None
-            )
-        elif view.kind.namespaced and found.namespace is None:
-            current = None  # a list across namespaces: the views index by namespace
+            current: str | frozenset[Key] | None = view.version(found.namespace, found.name)
         else:
             wanted = _selector(found.query)
-            current = None if wanted is None else view.matching(found.namespace, wanted)
+            assert wanted is not None  # _judged
+            current = view.matching(found.namespace, wanted)
         return answer.response if current is not None and current == answer.version else None
 
     def remember(self, url: str, accept: str, response: Any) -> None:
@@ -317,16 +314,24 @@ class Views:
         forever(api, _source(api, view), listener, self._stop, refused_seconds=REFUSED_SECONDS)
 
 
-def _answerable(found: Target, kind: Kind, body: dict[str, Any]) -> bool:
-    """Whether a view could ever answer this GET again (``Views.answer``): an object
-    with no query, which the view holds (with the instance label, for a kind viewed by
-    it); a list in one namespace (of a namespaced kind) by an equality selector."""
+def _judged(found: Target, kind: Kind) -> bool:
+    """Whether a view can tell if the answer to this GET still holds: an object asked
+    with no query; a list in one namespace (of a namespaced kind: the views index by
+    namespace) by an equality selector."""
     if found.name is not None:
-        labels = (body.get("metadata") or {}).get("labels") or {}
-        return not found.query and (not kind.labelled or names.INSTANCE_LABEL in labels)
+        return not found.query
     if kind.namespaced and found.namespace is None:
         return False
     return _selector(found.query) is not None
+
+
+def _answerable(found: Target, kind: Kind, body: dict[str, Any]) -> bool:
+    """Whether a view could ever answer this GET again (``Views.answer``): one it can
+    judge, of an object it holds (with the instance label, for a kind viewed by it)."""
+    if not _judged(found, kind):
+        return False
+    labels = (body.get("metadata") or {}).get("labels") or {}
+    return found.name is None or not kind.labelled or names.INSTANCE_LABEL in labels
 
 
 def _source(api: k8s.ApiClient, view: View) -> Source:

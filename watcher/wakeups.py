@@ -71,7 +71,10 @@ class Wakeups:
     in_flight: int = MAX_IN_FLIGHT
     _pending: dict[tuple[str, str], _Pending] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    _slots: asyncio.Semaphore | None = None
+    _slots: asyncio.Semaphore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._slots = asyncio.Semaphore(self.in_flight)
 
     def ignore(self) -> None:
         """Count an event that is not worth a pass."""
@@ -112,8 +115,6 @@ class Wakeups:
     async def _send_after(self, key: tuple[str, str], delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
-        if self._slots is None:
-            self._slots = asyncio.Semaphore(self.in_flight)
         async with self._slots:
             await self._send(key)
 
