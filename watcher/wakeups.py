@@ -4,8 +4,10 @@ The first event for an instance is signaled at once; events that follow within t
 window are folded into one more signal at its end (carrying the newest generation), so
 a storm of events cannot exhaust a workflow's signal budget, and the last change is
 never left unsignaled. At most ``MAX_IN_FLIGHT`` signals are sent at once; the others
-wait their turn, first come first served. A signal is a signal-with-start: an instance
-whose workflow does not run gets one started, with its search attributes.
+wait their turn: first the wakes a change asked for, then those only a relist asked for
+(each in the order they came), so a user's change is not queued behind a relist of the
+whole fleet. A signal is a signal-with-start: an instance whose workflow does not run
+gets one started, with its search attributes.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -31,12 +34,19 @@ WINDOW_SECONDS = 0.25
 MAX_RETRY_SECONDS = 30.0
 # How long one signal may wait for Temporal: a stopped server must fail it, not hang it.
 RPC_TIMEOUT = timedelta(seconds=10)
-# Signals in flight at once; the rest wait their turn, in order, still folding the
-# events that come meanwhile. Unbounded, a burst of 10,000 (a relist, a fleet applied
-# at once) sent 10,000 signal-with-starts together: Temporal could not answer them
-# within RPC_TIMEOUT, dropped the work of each it was cut off from, and the retries
-# kept it saturated (docs/benchmarks.md, F16).
+# Signals in flight at once; the rest wait their turn, changes before relists, still
+# folding the events that come meanwhile. Unbounded, a burst of 10,000 (a relist, a
+# fleet applied at once) sent 10,000 signal-with-starts together: Temporal could not
+# answer them within RPC_TIMEOUT, dropped the work of each it was cut off from, and
+# the retries kept it saturated (docs/benchmarks.md, F16).
 MAX_IN_FLIGHT = 16
+
+
+def why(e: BaseException) -> str:
+    """A failure for the log: its type, and a Temporal error's status and message."""
+    if isinstance(e, RPCError):
+        return f"RPCError {e.status.name}: {e.message}"
+    return type(e).__name__
 
 
 @dataclass
@@ -56,10 +66,12 @@ class _Pending:
     generation: int | None
     gone: bool = False  # the instance was deleted since the last signal
     retry: bool = False  # a user's decision (a dbi.dev/ annotation) since the last signal
+    urgent: bool = False  # a change, not only a relist, since the last signal
     events: int = 0  # since the last signal
     last_sent: float = 0.0
     scheduled: bool = False
     failures: int = 0  # signals in a row that failed (Temporal unreachable, say)
+    turn: asyncio.Future[None] | None = None  # set while it waits for a slot
 
 
 @dataclass
@@ -71,10 +83,13 @@ class Wakeups:
     in_flight: int = MAX_IN_FLIGHT
     _pending: dict[tuple[str, str], _Pending] = field(default_factory=dict)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set)
-    _slots: asyncio.Semaphore = field(init=False)
+    _free: int = field(init=False)  # slots no signal holds
+    # The instances waiting for a slot: those a change woke, then those a relist woke.
+    _changed: deque[tuple[str, str]] = field(default_factory=deque)
+    _relisted: deque[tuple[str, str]] = field(default_factory=deque)
 
     def __post_init__(self) -> None:
-        self._slots = asyncio.Semaphore(self.in_flight)
+        self._free = self.in_flight
 
     def ignore(self) -> None:
         """Count an event that is not worth a pass."""
@@ -82,22 +97,27 @@ class Wakeups:
 
     def note(
         self,
-        namespace: str,
-        name: str,
+        key: tuple[str, str],
         reason: str,
         generation: int | None,
         *,
         gone: bool = False,
         retry: bool = False,
+        relist: bool = False,
     ) -> None:
-        """Record an event for an instance (``gone``: its deletion; ``retry``: a decision
-        that ends a Terminal wait); signal now, or once the window has passed."""
+        """Record an event for an instance (``key``: its namespace and name; ``gone``: its
+        deletion; ``retry``: a decision that ends a Terminal wait; ``relist``: only a
+        relist's, which may wait behind changes); signal now, or once the window has
+        passed."""
         self.counters.events_seen += 1
-        key = (namespace, name)
         entry = self._pending.setdefault(key, _Pending(reason, generation))
         entry.reason = reason
         entry.gone = entry.gone or gone
         entry.retry = entry.retry or retry
+        if not (relist or entry.urgent):
+            entry.urgent = True
+            if entry.turn is not None:  # waiting behind relists: now before them
+                self._changed.append(key)
         entry.events += 1
         if generation is not None:
             entry.generation = max(entry.generation or 0, generation)
@@ -115,8 +135,40 @@ class Wakeups:
     async def _send_after(self, key: tuple[str, str], delay: float) -> None:
         if delay:
             await asyncio.sleep(delay)
-        async with self._slots:
+        await self._take_turn(key)
+        try:
             await self._send(key)
+        finally:
+            self._pass_turn()
+
+    async def _take_turn(self, key: tuple[str, str]) -> None:
+        """Take a slot, waiting in line when none is free (a slot is free only while no
+        one waits: ``_pass_turn`` hands it on first)."""
+        if self._free:
+            self._free -= 1
+            return
+        entry = self._pending[key]
+        turn = entry.turn = asyncio.get_running_loop().create_future()
+        (self._changed if entry.urgent else self._relisted).append(key)
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():
+                self._pass_turn()  # handed a slot it will not use
+            raise
+        finally:
+            entry.turn = None
+
+    def _pass_turn(self) -> None:
+        """Hand a slot given back to the first instance waiting, changes first. A key
+        whose wait ended (a promoted one's place among the relists) is passed over."""
+        for line in (self._changed, self._relisted):
+            while line:
+                turn = self._pending[line.popleft()].turn
+                if turn is not None and not turn.done():
+                    turn.set_result(None)
+                    return
+        self._free += 1
 
     async def _send(self, key: tuple[str, str]) -> None:
         entry = self._pending[key]
@@ -125,6 +177,7 @@ class Wakeups:
         events, entry.events = entry.events, 0
         gone, entry.gone = entry.gone, False
         retry, entry.retry = entry.retry, False
+        urgent, entry.urgent = entry.urgent, False
         try:
             await self._traced_signal(key, entry, events, gone=gone, retry=retry)
             entry.failures = 0
@@ -135,13 +188,14 @@ class Wakeups:
             log.warning(
                 "wake of %s/%s failed (%s); retrying in %.0fs",
                 *key,
-                type(e).__name__,
+                why(e),
                 delay,
                 extra={"instance": "/".join(key)},
             )
             entry.events += events
             entry.gone = entry.gone or gone
             entry.retry = entry.retry or retry
+            entry.urgent = entry.urgent or urgent
             if not entry.scheduled:
                 self._schedule(key, delay)
 

@@ -26,16 +26,17 @@ from kubernetes import client as k8s
 from temporalio.client import Client
 
 from dbi import names
-from dbi.messages import Wake
 from dbi.streams import WATCH_SECONDS, Listener, Source, WatchState, forever, metadata_only
 from watcher import relevance
 from watcher.leader import LeaderElection
-from watcher.wakeups import RPC_TIMEOUT, Wakeups
+from watcher.wakeups import RPC_TIMEOUT, Wakeups, why
 
 log = logging.getLogger("dbi.watcher")
 RESYNC_SECONDS = 60.0
-# How long one resync may wait on Temporal: the loop that checks leadership runs it.
-RESYNC_TIMEOUT_SECONDS = 30.0
+# How long one resync may take at most (each visibility page has RPC_TIMEOUT): it runs
+# beside the loop that checks leadership, which a slow one does not hold up. While
+# 10,000 instances converged on a loaded dev server, every resync bounded to 30 s failed.
+RESYNC_TIMEOUT_SECONDS = 300.0
 # How long a stopping watcher waits for its Lease to be given up.
 RELEASE_SECONDS = 10.0
 # How long a watch may be down before the watcher reports itself not ready.
@@ -171,12 +172,12 @@ class Watcher:
             loop.call_soon_threadsafe(
                 functools.partial(
                     self.wakeups.note,
-                    namespace,
-                    wake.name,
+                    (namespace, wake.name),
                     reason,
                     wake.generation,
                     gone=wake.gone,
                     retry=wake.retry,
+                    relist=event == "SYNC",
                 )
             )
 
@@ -249,7 +250,7 @@ class Watcher:
             self.phases.pop(key, None)
             loop.call_soon_threadsafe(
                 functools.partial(
-                    self.wakeups.note, *key, "DBInstance not relisted", None, gone=True
+                    self.wakeups.note, key, "DBInstance not relisted", None, gone=True
                 )
             )
 
@@ -283,17 +284,21 @@ class Watcher:
             term = threading.Event()
             self.listed.clear()
             self.listing = {}
+            resyncing: asyncio.Task[None] | None = None
             try:
                 self._start_watches(loop, term)
                 next_resync = loop.time() + self.resync_seconds
                 while self._leading() and not self.stop.is_set():
                     await asyncio.sleep(0.2)
-                    if loop.time() >= next_resync:
-                        await self._bounded_resync()
-                        next_resync = loop.time() + self.resync_seconds
+                    if resyncing is not None and resyncing.done():
+                        resyncing, next_resync = None, loop.time() + self.resync_seconds
+                    if resyncing is None and loop.time() >= next_resync:
+                        resyncing = loop.create_task(self._bounded_resync())
             finally:
                 term.set()  # also when cancelled: no watch thread outlives its term
                 self.watches = {}
+                if resyncing is not None:
+                    resyncing.cancel()  # the term's resync ends with it
 
     def _start_watches(self, loop: asyncio.AbstractEventLoop, term: threading.Event) -> None:
         """Start one thread per source for this term; each ends when ``term`` is set."""
@@ -315,14 +320,12 @@ class Watcher:
         self.watches = watches
 
     async def _bounded_resync(self) -> None:
-        """Resync, but never for longer than RESYNC_TIMEOUT_SECONDS: while Temporal does
-        not answer, this loop must still see leadership end."""
+        """Resync, but never for longer than RESYNC_TIMEOUT_SECONDS; one at a time, the
+        next ``resync_seconds`` after this one ends."""
         try:
             await asyncio.wait_for(self.resync(), RESYNC_TIMEOUT_SECONDS)
         except Exception as e:  # Temporal unreachable: the next resync tries again
-            log.warning(
-                "resync failed (%s); trying again in %.0fs", type(e).__name__, self.resync_seconds
-            )
+            log.warning("resync failed (%s); trying again in %.0fs", why(e), self.resync_seconds)
 
     def problem(self) -> str | None:
         """Why this watcher is not ready (None: it is): a leader's watches must be live;
@@ -344,19 +347,20 @@ class Watcher:
         query (not a describe per instance): start the workflow of an instance that has
         none running (one terminated by hand, say), and tell a running workflow whose
         instance is gone that it is (it then completes). Only once the DBInstances were
-        listed in this term: before that, every workflow would look orphaned."""
+        listed in this term: before that, every workflow would look orphaned. Both go
+        as wakes in line behind the changes (``Wakeups``, as a relist's): an instance
+        whose wake already waits (a fleet just applied) is not signaled twice, and a
+        resync that finds thousands does not send them all at once."""
         if not self.listed.is_set():
             return
         running = await self._running()
         known = set(self.instances)
-        for namespace, name in sorted(known - running):
-            log.info("resync: %s/%s has no running workflow; starting it", namespace, name)
-            await self.wakeups.signal(namespace, name, Wake(reason="resync: workflow not running"))
-        for namespace, name in sorted(running - known):
-            log.info("resync: %s/%s no longer exists; ending its workflow", namespace, name)
-            await self.wakeups.signal_existing(
-                namespace, name, Wake(reason="resync: instance gone", gone=True)
-            )
+        for key in sorted(known - running):
+            log.info("resync: %s/%s has no running workflow; starting it", *key)
+            self.wakeups.note(key, "resync: workflow not running", None, relist=True)
+        for key in sorted(running - known):
+            log.info("resync: %s/%s no longer exists; ending its workflow", *key)
+            self.wakeups.note(key, "resync: instance gone", None, gone=True, relist=True)
 
     async def _running(self) -> set[tuple[str, str]]:
         """The instances whose workflow runs on this watcher's task queue (and namespaces)."""

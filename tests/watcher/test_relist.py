@@ -17,24 +17,25 @@ class Recording(Wakeups):
 
     def __init__(self) -> None:
         super().__init__(client=cast(Any, None))
-        self.notes: list[tuple[str, str, bool]] = []
+        self.notes: list[tuple[str, str, bool, bool]] = []  # and gone, relist
 
     def note(
         self,
-        namespace: str,
-        name: str,
+        key: tuple[str, str],
         reason: str,
         generation: int | None,
         *,
         gone: bool = False,
         retry: bool = False,
+        relist: bool = False,
     ) -> None:
-        self.notes.append((namespace, name, gone))
+        self.notes.append((*key, gone, relist))
 
 
 async def test_a_relist_forgets_the_instances_it_no_longer_reports_and_ends_them() -> None:
     """An instance a relist does not report is forgotten and its workflow told it is
-    gone; a reported one is kept and woken; the resync may run once the list is whole."""
+    gone, a change not a relist; a reported one is kept and woken as a relist (it may
+    wait behind changes); the resync may run once the list is whole."""
     wakeups = Recording()
     watcher = Watcher(api=cast(Any, None), client=cast(Any, None), wakeups=wakeups)
     watcher.instances[("ns", "kept")] = Seen(1, False)
@@ -45,10 +46,15 @@ async def test_a_relist_forgets_the_instances_it_no_longer_reports_and_ends_them
     handler("SYNC", {"metadata": {"name": "kept", "namespace": "ns", "generation": 1}})
     assert not watcher.listed.is_set()
     watcher.listed_whole(loop, term)()
+    handler("MODIFIED", {"metadata": {"name": "kept", "namespace": "ns", "generation": 2}})
     await asyncio.sleep(0.05)  # the handlers hand their notes to the loop
 
     assert set(watcher.instances) == {("ns", "kept")}
-    assert sorted(wakeups.notes) == [("ns", "deleted", True), ("ns", "kept", False)]
+    assert sorted(wakeups.notes) == [
+        ("ns", "deleted", True, False),
+        ("ns", "kept", False, False),  # its spec changed: a change
+        ("ns", "kept", False, True),
+    ]
     assert watcher.listed.is_set()
 
 
@@ -76,7 +82,7 @@ async def test_a_relist_of_one_namespace_forgets_only_that_namespace() -> None:
     await asyncio.sleep(0.05)
 
     assert set(watcher.instances) == {("a", "kept"), ("b", "other")}
-    assert sorted(wakeups.notes) == [("a", "deleted", True), ("a", "kept", False)]
+    assert sorted(wakeups.notes) == [("a", "deleted", True, False), ("a", "kept", False, True)]
     assert not watcher.listed.is_set()  # b was not listed yet: no resync
     watcher.listed_whole(loop, term, "b")()
     await asyncio.sleep(0.05)

@@ -1,11 +1,13 @@
 """The watcher's wakes against the real Temporal dev server: a burst of instances (a
-relist, a fleet applied at once) is signaled a few at a time, and every instance gets
-its workflow started with its wake."""
+relist, a fleet applied at once, a resync that finds many without a workflow) is
+signaled a few at a time, every instance gets its workflow started with its wake, and a
+change does not wait behind a relist."""
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+from typing import Any, cast
 
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
@@ -13,7 +15,9 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from dbi import names
 from dbi.messages import Wake
 from tests.polling import until
+from watcher.relevance import Seen
 from watcher.wakeups import Wakeups
+from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
 
@@ -41,7 +45,7 @@ async def test_a_burst_of_wakes_goes_out_a_few_at_a_time_and_none_is_lost(
     wakeups.signal = counted  # type: ignore[method-assign]
     instances = [f"db{i}" for i in range(BURST)]
     for name in instances:
-        wakeups.note(namespace, name, "ADDED", 1)
+        wakeups.note((namespace, name), "ADDED", 1)
     handles = [
         temporal_client.get_workflow_handle(names.workflow_id(namespace, n)) for n in instances
     ]
@@ -51,5 +55,83 @@ async def test_a_burst_of_wakes_goes_out_a_few_at_a_time_and_none_is_lost(
         described = await asyncio.gather(*(h.describe() for h in handles))
         assert {d.status for d in described} == {WorkflowExecutionStatus.RUNNING}
         assert wakeups.counters.send_failures == 0
+    finally:
+        await asyncio.gather(*(h.terminate() for h in handles), return_exceptions=True)
+
+
+RELISTED = 30
+
+
+async def test_a_change_goes_before_the_wakes_a_relist_queued(
+    temporal_client: Client, namespace: str
+) -> None:
+    """A relist of the fleet queues a wake for every instance; a user's change that comes
+    meanwhile, to a new instance or to one whose relist wake still waits, takes the next
+    slot, not its place after the whole fleet."""
+    queue = f"nobody-{secrets.token_hex(3)}"
+    wakeups = Wakeups(temporal_client, task_queue=queue, in_flight=2)
+    order: list[str] = []
+    send = wakeups.signal
+
+    async def recorded(namespace: str, name: str, wake: Wake) -> None:
+        order.append(name)
+        await send(namespace, name, wake)
+
+    wakeups.signal = recorded  # type: ignore[method-assign]
+    relisted = [f"db{i}" for i in range(RELISTED)]
+    for name in relisted:
+        wakeups.note((namespace, name), "relisted", 1, relist=True)
+    await asyncio.sleep(0)  # two in flight, the rest in line
+    assert order == ["db0", "db1"]
+    wakeups.note((namespace, "changed"), "DBInstance changed modified", 1)
+    wakeups.note((namespace, relisted[-1]), "DBInstance db29 modified", 2)  # waits: promoted
+    handles = [
+        temporal_client.get_workflow_handle(names.workflow_id(namespace, n))
+        for n in [*relisted, "changed"]
+    ]
+    try:
+        await until(lambda: wakeups.counters.signals_sent == RELISTED + 1, what="every wake")
+        assert set(order[2:4]) == {"changed", relisted[-1]}, order
+        assert order[4:] == relisted[2:-1]  # the relist's own order kept
+        assert wakeups.counters.send_failures == 0
+    finally:
+        await asyncio.gather(*(h.terminate() for h in handles), return_exceptions=True)
+
+
+async def test_a_resync_that_finds_many_workflows_missing_starts_them_a_few_at_a_time(
+    temporal_client: Client, namespace: str
+) -> None:
+    """Instances the resync finds with no running workflow get theirs through the same
+    line as every wake: a few at a time, the resync itself done at once (it runs in the
+    loop that watches leadership), none left unstarted."""
+    queue = f"nobody-{secrets.token_hex(3)}"
+    wakeups = Wakeups(temporal_client, task_queue=queue, in_flight=IN_FLIGHT)
+    sending = most = 0
+    send = wakeups.signal
+
+    async def counted(namespace: str, name: str, wake: Wake) -> None:
+        nonlocal sending, most
+        sending += 1
+        most = max(most, sending)
+        try:
+            await send(namespace, name, wake)
+        finally:
+            sending -= 1
+
+    wakeups.signal = counted  # type: ignore[method-assign]
+    watcher = Watcher(api=cast(Any, None), client=temporal_client, wakeups=wakeups)
+    instances = [f"db{i}" for i in range(BURST)]
+    watcher.instances = {(namespace, n): Seen(1, False) for n in instances}
+    watcher.listed.set()
+    handles = [
+        temporal_client.get_workflow_handle(names.workflow_id(namespace, n)) for n in instances
+    ]
+    try:
+        await watcher.resync()
+        assert wakeups.counters.signals_sent == 0  # queued, not sent by the resync itself
+        await until(lambda: wakeups.counters.signals_sent == BURST, what="every workflow started")
+        assert most == IN_FLIGHT
+        described = await asyncio.gather(*(h.describe() for h in handles))
+        assert {d.status for d in described} == {WorkflowExecutionStatus.RUNNING}
     finally:
         await asyncio.gather(*(h.terminate() for h in handles), return_exceptions=True)
