@@ -233,6 +233,15 @@ CACHED_WORKFLOWS = _var(
     "instances one worker serves: docs/benchmarks.md has the memory each takes.",
     WORKER,
 )
+STICKY_SECONDS = _var(
+    "DBI_STICKY_SECONDS",
+    "60",
+    "How long a pass's workflow task waits for the worker that holds its workflow in "
+    "memory before any worker may take it, replaying its history first, s. Shorter moves "
+    "a crashed worker's instances on sooner; too short, a busy worker's late tasks are "
+    "replayed elsewhere, which makes it busier (docs/benchmarks.md, F17).",
+    WORKER,
+)
 POD_NAME = _var(
     "POD_NAME", None, "Identity in the leader election; unset: host name and pid.", WATCHER
 )

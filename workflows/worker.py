@@ -44,6 +44,7 @@ log = logging.getLogger("dbi.worker")
 
 SHUTDOWN_DEFAULT = environment.SHUTDOWN_SECONDS.default or "45"
 CACHED_DEFAULT = int(environment.CACHED_WORKFLOWS.default or "1000")
+STICKY_DEFAULT = timedelta(seconds=float(environment.STICKY_SECONDS.default or "60"))
 
 
 @dataclass(frozen=True)
@@ -51,12 +52,14 @@ class Tuning:
     """How a worker holds its work: running activities get ``graceful_shutdown`` to
     finish on shutdown before they are cancelled (Temporal retries a cancelled one on
     another worker); up to ``cached_workflows`` workflows stay in memory between their
-    tasks; workflow code runs in the SDK's sandbox only when ``sandboxed``
-    (``workflow_runner``)."""
+    tasks; a workflow task waits ``sticky`` for the worker that holds its workflow
+    before any worker may take it (replaying the history); workflow code runs in the
+    SDK's sandbox only when ``sandboxed`` (``workflow_runner``)."""
 
     graceful_shutdown: timedelta = timedelta(0)
     cached_workflows: int = CACHED_DEFAULT
     sandboxed: bool = False
+    sticky: timedelta = STICKY_DEFAULT
 
 
 def build_worker(
@@ -83,6 +86,7 @@ def build_worker(
         interceptors=[StepTelemetry()],
         graceful_shutdown_timeout=tuning.graceful_shutdown,
         max_cached_workflows=tuning.cached_workflows,
+        sticky_queue_schedule_to_start_timeout=tuning.sticky,
     )
 
 
@@ -158,6 +162,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     task_queue = environment.TASK_QUEUE.value()
     grace = environment.SHUTDOWN_SECONDS.seconds() or float(SHUTDOWN_DEFAULT)
     cached = environment.CACHED_WORKFLOWS.integer(low=1) or CACHED_DEFAULT
+    sticky = environment.STICKY_SECONDS.seconds()
     schedules = Schedules(client, asyncio.get_running_loop(), task_queue)
     views = start_views(cached)
     worker = build_worker(
@@ -165,7 +170,11 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
         step_activities(schedules=schedules, hosted=hosted, views=views),
         task_queue=task_queue,
         executor=executor,
-        tuning=Tuning(timedelta(seconds=grace), cached),
+        tuning=Tuning(
+            timedelta(seconds=grace),
+            cached,
+            sticky=timedelta(seconds=sticky) if sticky else STICKY_DEFAULT,
+        ),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
