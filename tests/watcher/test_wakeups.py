@@ -25,24 +25,30 @@ BURST = 40
 IN_FLIGHT = 4
 
 
+class InFlight:
+    """Counts the signals ``wakeups`` has in flight; ``most``: the most at once."""
+
+    def __init__(self, wakeups: Wakeups) -> None:
+        self.now = self.most = 0
+        send = wakeups.signal
+
+        async def counted(namespace: str, name: str, wake: Wake) -> None:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            try:
+                await send(namespace, name, wake)
+            finally:
+                self.now -= 1
+
+        wakeups.signal = counted  # type: ignore[method-assign]
+
+
 async def test_a_burst_of_wakes_goes_out_a_few_at_a_time_and_none_is_lost(
     temporal_client: Client, namespace: str
 ) -> None:
     queue = f"nobody-{secrets.token_hex(3)}"  # no worker: the workflows only start
     wakeups = Wakeups(temporal_client, task_queue=queue, in_flight=IN_FLIGHT)
-    sending = most = 0
-    send = wakeups.signal
-
-    async def counted(namespace: str, name: str, wake: Wake) -> None:
-        nonlocal sending, most
-        sending += 1
-        most = max(most, sending)
-        try:
-            await send(namespace, name, wake)
-        finally:
-            sending -= 1
-
-    wakeups.signal = counted  # type: ignore[method-assign]
+    in_flight = InFlight(wakeups)
     instances = [f"db{i}" for i in range(BURST)]
     for name in instances:
         wakeups.note((namespace, name), "ADDED", 1)
@@ -51,7 +57,7 @@ async def test_a_burst_of_wakes_goes_out_a_few_at_a_time_and_none_is_lost(
     ]
     try:
         await until(lambda: wakeups.counters.signals_sent == BURST, what="every wake sent")
-        assert most == IN_FLIGHT  # never more at once, and the burst did not go one by one
+        assert in_flight.most == IN_FLIGHT  # never more at once, and not one by one
         described = await asyncio.gather(*(h.describe() for h in handles))
         assert {d.status for d in described} == {WorkflowExecutionStatus.RUNNING}
         assert wakeups.counters.send_failures == 0
@@ -102,23 +108,11 @@ async def test_a_resync_that_finds_many_workflows_missing_starts_them_a_few_at_a
     temporal_client: Client, namespace: str
 ) -> None:
     """Instances the resync finds with no running workflow get theirs through the same
-    line as every wake: a few at a time, the resync itself done at once (it runs in the
-    loop that watches leadership), none left unstarted."""
+    line as every wake: a few at a time, the resync itself done at once, none left
+    unstarted."""
     queue = f"nobody-{secrets.token_hex(3)}"
     wakeups = Wakeups(temporal_client, task_queue=queue, in_flight=IN_FLIGHT)
-    sending = most = 0
-    send = wakeups.signal
-
-    async def counted(namespace: str, name: str, wake: Wake) -> None:
-        nonlocal sending, most
-        sending += 1
-        most = max(most, sending)
-        try:
-            await send(namespace, name, wake)
-        finally:
-            sending -= 1
-
-    wakeups.signal = counted  # type: ignore[method-assign]
+    in_flight = InFlight(wakeups)
     watcher = Watcher(api=cast(Any, None), client=temporal_client, wakeups=wakeups)
     instances = [f"db{i}" for i in range(BURST)]
     watcher.instances = {(namespace, n): Seen(1, False) for n in instances}
@@ -130,7 +124,7 @@ async def test_a_resync_that_finds_many_workflows_missing_starts_them_a_few_at_a
         await watcher.resync()
         assert wakeups.counters.signals_sent == 0  # queued, not sent by the resync itself
         await until(lambda: wakeups.counters.signals_sent == BURST, what="every workflow started")
-        assert most == IN_FLIGHT
+        assert in_flight.most == IN_FLIGHT
         described = await asyncio.gather(*(h.describe() for h in handles))
         assert {d.status for d in described} == {WorkflowExecutionStatus.RUNNING}
     finally:
