@@ -162,7 +162,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     task_queue = environment.TASK_QUEUE.value()
     grace = environment.SHUTDOWN_SECONDS.seconds() or float(SHUTDOWN_DEFAULT)
     cached = environment.CACHED_WORKFLOWS.integer(low=1) or CACHED_DEFAULT
-    sticky = environment.STICKY_SECONDS.seconds()
+    sticky = environment.STICKY_SECONDS.seconds() or STICKY_DEFAULT.total_seconds()
     schedules = Schedules(client, asyncio.get_running_loop(), task_queue)
     views = start_views(cached)
     worker = build_worker(
@@ -170,11 +170,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
         step_activities(schedules=schedules, hosted=hosted, views=views),
         task_queue=task_queue,
         executor=executor,
-        tuning=Tuning(
-            timedelta(seconds=grace),
-            cached,
-            sticky=timedelta(seconds=sticky) if sticky else STICKY_DEFAULT,
-        ),
+        tuning=Tuning(timedelta(seconds=grace), cached, sticky=timedelta(seconds=sticky)),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
