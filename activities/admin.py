@@ -186,8 +186,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
 
 
 def _boot_data_carries(ctx: Context, instance: Instance, credential: Credential) -> bool:
-    cloudinit = secrets.read(ctx.kube, instance.namespace, secrets.cloudinit_name(instance))
-    doc = secrets.boot_data(cloudinit)
+    doc = secrets.boot_data(secrets.read_boot(ctx.kube, instance))
     return doc is not None and doc.reset == credential.reset
 
 

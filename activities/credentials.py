@@ -172,15 +172,15 @@ class Reads:
 
 def read_all(ctx: Context, instance: Instance) -> Reads:
     """Read the Secrets; an idle pass (``activities.kube.spares_reads``) leaves out the
-    legacy Secret and takes the CA this process read in the last minute: neither changes
-    but by a hand or another instance's pass, and any action runs the pass again with
-    both read."""
+    legacy Secret, takes the CA this process read in the last minute and the cloud-init
+    Secret it read in the last hour (``secrets.read_boot``): none changes but by a hand
+    or a pass, and any action runs the pass again with all three read."""
     kube, ns = ctx.kube, instance.namespace
     spared = spares_reads()
     return Reads(
         admin=admin_credential.read(kube, ctx.config.namespace, instance.uid),
         app=secrets.read(kube, ns, secrets.app_name(instance)),
-        cloudinit=secrets.read(kube, ns, secrets.cloudinit_name(instance)),
+        cloudinit=secrets.read_boot(kube, instance),
         legacy=secrets.NONE if spared else secrets.read(kube, ns, secrets.admin_name(instance)),
         ca=(trust.recent_ca if spared else trust.read_ca)(kube, ctx.config.namespace, ns),
         app_name=secrets.app_name(instance),

@@ -265,6 +265,7 @@ class Kube:
     def __init__(self, api: k8s.ApiClient, views: Views | None = None) -> None:
         api.call_api = _sharing(api.call_api, views)  # type: ignore[method-assign]
         self.api = api
+        self.views = views
         self.core = k8s.CoreV1Api(api)
         self.objects = k8s.CustomObjectsApi(api)
 

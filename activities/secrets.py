@@ -11,11 +11,11 @@ from __future__ import annotations
 import base64
 import secrets
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from kubernetes import client as k8s
 
-from activities.kube import Instance, Kube, Manifest
+from activities.kube import Instance, Kube, Manifest, spares_reads
 from dbi import bootstrap
 
 ROTATION_ANNOTATION = "dbi.dev/rotation-id"
@@ -91,6 +91,26 @@ def read(kube: Kube, namespace: str, name: str) -> Read:
     )
 
 
+def read_boot(kube: Kube, instance: Instance) -> Read:
+    """The instance's cloud-init Secret. An idle pass takes this worker's read of it from
+    the last hour when there is one (``activities.views.Spared``: a change to it wakes
+    the instance), and a step that would act on it then runs the pass again with it read
+    (``activities.kube.spares_reads``); any other read goes to the server and is kept."""
+    key = _spared_key(instance, cloudinit_name(instance))
+    spared = kube.views.spared if kube.views is not None else None
+    kept = spared.get(key) if spared is not None else None
+    if kept is not None and spares_reads():
+        return cast(Read, kept)
+    found = read(kube, instance.namespace, cloudinit_name(instance))
+    if spared is not None:
+        spared.put(key, found)
+    return found
+
+
+def _spared_key(instance: Instance, name: str) -> tuple[str, str, str]:
+    return (instance.namespace, name, instance.uid)
+
+
 def apply(
     kube: Kube,
     instance: Instance,
@@ -113,6 +133,8 @@ def apply(
         "type": "Opaque",
         "stringData": data,
     }
+    if kube.views is not None:
+        kube.views.spared.forget(_spared_key(instance, name))
     return kube.apply_secret(manifest)
 
 

@@ -139,9 +139,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     if spec.power_state is PowerState.STOPPED:
         return Observation(stopped=True)
     kube, home = ctx.kube, ctx.config.namespace
-    doc = secrets.boot_data(
-        secrets.read(kube, instance.namespace, secrets.cloudinit_name(instance))
-    )
+    doc = secrets.boot_data(secrets.read_boot(kube, instance))
     pair = doc.server_pair() if doc is not None else None
     ca = trust.recent_ca(kube, home, instance.namespace)
     if pair is None or ca is None:

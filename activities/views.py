@@ -18,20 +18,32 @@ at the version the answer had). Anything else goes to the server: an object the 
 does not have (a 404, one without the instance label), a view not listed yet or whose
 watch is down, a kind the worker may not list (RBAC: a warning once, then quiet
 retries). Secrets are never viewed (the worker may not list them; docs/deploy.md):
-their reads always go to the server.
+their reads go to the server, but for one: an idle pass takes an instance's cloud-init
+Secret from this worker's read of it in the last hour (``Spared``), as the next section
+says.
 
 The views lag the API server by a watch event's latency; a pass a change woke does not
 use them (the watcher is another process, whose event may come before the worker's),
 and an idle pass that would act is run again with every read fresh before anything is
 written (``activities.kube.Stale``).
+
+``Spared``: the cloud-init Secret (boot data: the admin password's verifier, the server
+certificate and its key) changes only by a step's write (this worker's drops what it
+kept; another worker's was made to be right) or by a hand, which wakes the instance
+(the watcher watches Secrets' metadata). So an idle pass takes this worker's last read
+of it, when one is under an hour old (what a wake the watcher never sent could hide,
+it hides no longer); a step that would act on it runs the pass again with every read
+made (``activities.kube.spares_reads``). The passwords' Secrets, the admin credential
+and the app's, are read from the server on every pass.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -44,6 +56,8 @@ from dbi.streams import Listener, Source, WatchState, forever, metadata_only
 # How long a view the API server refused (403: RBAC; 404: a kind not installed) waits
 # before it lists again; the first refusal is logged, the rest are quiet.
 REFUSED_SECONDS = 300.0
+# How long an idle pass may take a cloud-init Secret from this worker's read (``Spared``).
+SPARED_SECONDS = 3600.0
 # Answers kept per cached workflow (DBI_CACHED_WORKFLOWS): an idle pass reads about 10
 # viewed objects.
 ANSWERS_PER_WORKFLOW = 16
@@ -202,10 +216,51 @@ class _Answer:
     response: Any
 
 
-class Views:
-    """Every view, and the server's last answers to GETs of what they cover."""
+class Spared:
+    """Reads no view vouches for that an idle pass may take again (the cloud-init
+    Secrets: ``activities.secrets.read_boot``), by key: each for ``seconds`` after it was
+    read, at most ``size`` of them, the least recently used out first."""
 
-    def __init__(self, views: Iterable[View], answers: int) -> None:
+    def __init__(self, size: int, seconds: float = SPARED_SECONDS) -> None:
+        self._size = size
+        self._seconds = seconds
+        self._reads: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._reads)
+
+    def get(self, key: Hashable) -> Any | None:
+        """The read kept under ``key``, while it is young enough; else None."""
+        with self._lock:
+            found = self._reads.get(key)
+            if found is None:
+                return None
+            if time.monotonic() - found[0] >= self._seconds:
+                del self._reads[key]
+                return None
+            self._reads.move_to_end(key)
+            return found[1]
+
+    def put(self, key: Hashable, read: Any) -> None:
+        with self._lock:
+            self._reads[key] = (time.monotonic(), read)
+            self._reads.move_to_end(key)
+            while len(self._reads) > self._size:
+                self._reads.popitem(last=False)
+
+    def forget(self, key: Hashable) -> None:
+        with self._lock:
+            self._reads.pop(key, None)
+
+
+class Views:
+    """Every view, the server's last answers to GETs of what they cover, and the reads
+    an idle pass may take again though no view vouches for them (``spared``: one per
+    cached workflow)."""
+
+    def __init__(self, views: Iterable[View], answers: int, spared: int = 0) -> None:
         self._views: dict[str, list[View]] = {}
         for view in views:
             self._views.setdefault(view.kind.path, []).append(view)
@@ -213,6 +268,7 @@ class Views:
         self._answers: OrderedDict[tuple[str, str], _Answer] = OrderedDict()
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self.spared = Spared(spared)
 
     @classmethod
     def of(
@@ -230,7 +286,7 @@ class Views:
             else:
                 views.append(View(kind))
         views += [View(IMAGES, ns) for ns in sorted(set(image_namespaces))]
-        return cls(views, answers=cached_workflows * ANSWERS_PER_WORKFLOW)
+        return cls(views, answers=cached_workflows * ANSWERS_PER_WORKFLOW, spared=cached_workflows)
 
     @property
     def views(self) -> list[View]:

@@ -15,13 +15,13 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.testing import ActivityEnvironment
 
-from activities import admin_credential, credentials, trust
+from activities import admin_credential, credentials, secrets, trust
 from activities.instance import LoadInstance
-from activities.kube import Kube, Stale, shared_reads
+from activities.kube import Kube, Stale, confirm_fresh, shared_reads
 from activities.registry import steps_activity
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
-from activities.views import KINDS, Kind, View, Views, target
+from activities.views import KINDS, Kind, Spared, View, Views, target
 from dbi import connect, names, pipeline
 from dbi.config import Config
 from dbi.steps import Decision, Outcome, StepInput, StepResult, StepsInput, StepsResult
@@ -339,6 +339,79 @@ def test_an_idle_pass_that_would_act_without_the_legacy_secret_moves_it_instead(
     assert moved, "the admin credential is not the legacy Secret's (a new password)"
     left = {(s.metadata and s.metadata.name) for s in core.list_namespaced_secret(namespace).items}
     assert "db-admin" not in left
+
+
+def test_an_idle_pass_takes_the_boot_data_this_worker_read_and_reads_the_passwords(
+    counted: Counted, views: Views, namespace: str, kube_api: Any
+) -> None:
+    """An idle pass reads the two Secrets that hold passwords (the admin credential, the
+    app's) from the server and takes the cloud-init Secret from this worker's read of
+    it; once that read is older than the bound, the idle pass reads it again."""
+    uid = create_instance(kube_api, namespace)
+    settle_credentials(counted, namespace, uid)
+    before = len(counted.sent)
+    result = credentials_pass(counted, namespace, uid, idle=True)
+    assert (result.outcome, result.reason) == (Outcome.SATISFIED, credentials.Reason.READY)
+    read = secrets_read(counted, before)
+    assert sorted(read) == sorted([admin_credential.name_for(uid), "db-credentials"]), read
+    views.spared = Spared(4, seconds=0.0)
+    settle_credentials(counted, namespace, uid)
+    before = len(counted.sent)
+    assert credentials_pass(counted, namespace, uid, idle=True).outcome is Outcome.SATISFIED
+    assert "db-cloudinit" in secrets_read(counted, before)
+
+
+def test_an_idle_read_of_the_kept_boot_data_sends_an_acting_pass_back_for_a_fresh_one(
+    counted: Counted, namespace: str, kube_api: Any
+) -> None:
+    """A read the idle block took from what this worker kept counts as one the views
+    answered: a step that would act on it raises Stale. A write of the Secret by this
+    worker drops what it kept: the next idle read goes to the server."""
+    uid = create_instance(kube_api, namespace)
+    settle_credentials(counted, namespace, uid)
+    instance = counted.kube.instance(namespace, "db")
+    assert instance is not None and instance.uid == uid
+    with shared_reads(idle=True):
+        before = len(counted.sent)
+        kept = secrets.read_boot(counted.kube, instance)
+        assert kept.uid is not None and "db-cloudinit" not in secrets_read(counted, before)
+        with pytest.raises(Stale):
+            confirm_fresh()
+    secrets.apply(counted.kube, instance, "db-cloudinit", kept.data, uid=kept.uid)
+    with shared_reads(idle=True):
+        before = len(counted.sent)
+        assert secrets.read_boot(counted.kube, instance).uid == kept.uid
+        assert "db-cloudinit" in secrets_read(counted, before)
+
+
+def test_an_idle_pass_on_boot_data_another_worker_rewrote_writes_nothing(
+    local_stack: Any, counted: Counted, namespace: str, kube_api: Any
+) -> None:
+    """Another worker rotated the admin password and rewrote the boot data; this worker
+    still keeps the old boot data. Its idle pass, which would rewrite the boot data on
+    what it kept, runs again on fresh reads: Satisfied, nothing written, and what it
+    keeps now is the new boot data."""
+    uid = create_instance(kube_api, namespace)
+    settle_credentials(counted, namespace, uid)
+    other = Counted(local_stack, Views.of(frozenset({namespace}), [], cached_workflows=4))
+    instance = other.kube.instance(namespace, "db")
+    assert instance is not None
+    admin_credential.create(other.kube, namespace, instance, secrets.new_password())
+    settle_credentials(other, namespace, uid)
+    core = k8s.CoreV1Api(kube_api)
+    rewritten = core.read_namespaced_secret("db-cloudinit", namespace).metadata
+    assert rewritten is not None
+    before = len(counted.sent)
+    result = credentials_pass(counted, namespace, uid, idle=True)
+    assert (result.outcome, result.reason) == (Outcome.SATISFIED, credentials.Reason.READY)
+    written = [(m, p) for m, p in counted.sent[before:] if m != "GET"]
+    assert written == [], written
+    assert "db-cloudinit" in secrets_read(counted, before)
+    now = core.read_namespaced_secret("db-cloudinit", namespace).metadata
+    assert now is not None and now.resource_version == rewritten.resource_version
+    before = len(counted.sent)
+    assert credentials_pass(counted, namespace, uid, idle=True).outcome is Outcome.SATISFIED
+    assert "db-cloudinit" not in secrets_read(counted, before)
 
 
 def test_a_kind_the_server_refuses_to_list_is_read_from_the_server(
