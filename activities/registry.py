@@ -37,6 +37,7 @@ from activities.basebackup import TakeBackup
 from activities.instance import LoadInstance
 from activities.kube import Stale, shared_reads
 from activities.pgupgrade import Upgrades
+from activities.postgres import shared_sessions
 from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
 from activities.step import Anatomy, Context
@@ -105,11 +106,11 @@ def steps_activity(steps: dict[str, StepActivity]) -> Callable[..., Any]:
         each = measured(lambda step, one: steps[step](one))
         if steps_input.step_input.idle:
             try:
-                with shared_reads(idle=True):
+                with shared_reads(idle=True), shared_sessions():
                     return in_order(steps_input, each)
             except Stale:
                 activity.logger.info("an idle pass would act: running it on fresh reads")
-        with shared_reads():
+        with shared_reads(), shared_sessions():
             return in_order(steps_input, each)
 
     return run

@@ -33,7 +33,7 @@ from opentelemetry import trace
 from opentelemetry.trace import Status, StatusCode
 from temporalio import activity
 
-from activities import ownership
+from activities import ownership, postgres
 from activities.events import emit
 from activities.kube import (
     Instance,
@@ -369,7 +369,11 @@ def _look(
             raise AssertionError(f"{step.spec.name} acts but says {decision.result.outcome}")
         assert step.act is not None
         confirm_fresh()  # an idle pass acts on fresh reads only
-        step.act(ctx, instance, observation, decision.action)
+        postgres.drop_sessions()
+        try:
+            step.act(ctx, instance, observation, decision.action)
+        finally:
+            postgres.drop_sessions()  # what the step changed is seen by new logins
     return decision
 
 

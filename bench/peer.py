@@ -31,6 +31,7 @@ from temporalio import activity
 
 from activities import registry
 from activities.kube import Kube, shared_reads
+from activities.postgres import shared_sessions
 from activities.step import Context
 from bench import stubs
 from dbi import connect, metrics, names, pipeline
@@ -168,9 +169,10 @@ class Peer:
         )
         if key not in self.seen or self.seen[key][0] != snapshot.generation:
             self.seen[key] = (snapshot.generation, datetime.now(UTC))
-        # As the worker's run_steps: the same loop, each object read once a pass.
+        # As the worker's run_steps: the same loop, each object read once a pass, each
+        # login made once.
         steps = StepsInput(steps=tuple(s.name for s in pipeline.CONVERGE), step_input=step_input)
-        with shared_reads():
+        with shared_reads(), shared_sessions():
             done = in_order(steps, self._call)
         results = list(done.results)
         if done.raised is not None:

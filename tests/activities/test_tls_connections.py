@@ -100,8 +100,11 @@ async def test_clients_verify_the_certificate_and_plaintext_is_refused(
     assert postgres.login(right, password=admin) is postgres.Login.OK
     wrong = postgres.Server(address, "db.elsewhere.svc", ca_file)
     assert postgres.login(wrong, password=admin) is postgres.Login.UNREACHABLE
-    with pytest.raises(psycopg.OperationalError, match="does not match host name"):
-        postgres.connect(wrong, password=admin).close()
+    with (
+        pytest.raises(psycopg.OperationalError, match="does not match host name"),
+        postgres.connect(wrong, password=admin),
+    ):
+        pass
     assert orchestrator.condition(namespace, "db", "TLSReady") == ("True", "TLSReady")
 
 

@@ -1,0 +1,206 @@
+"""The sessions the steps of one pass share (``activities.postgres.shared_sessions``),
+against a real PostgreSQL booted as a guest is (TLS, SCRAM): the steps' logins as one
+user with one password are one session; a step that acts is followed by new logins,
+which see what it changed; a session a statement failed on is not taken again; outside
+a block every connection is its own."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import psycopg
+import pytest
+from pydantic import SecretStr
+
+from activities import postgres, trust
+from activities.kube import Instance, Kube
+from activities.postgres import drop_sessions, shared_sessions
+from activities.step import Anatomy, Context
+from activities.step import run as run_step
+from dbi import bootstrap, names, pipeline, scram, tls
+from dbi.config import Config
+from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from devstack.vmstandin.guest import Guest
+from devstack.vmstandin.kubevirt import Size
+from tests.polling import eventually
+
+ADDRESS = f"127.66.{secrets.randbelow(200) + 1}.{secrets.randbelow(200) + 1}"
+INPUT = StepInput(namespace="team-a", name="db", uid="uid-1")
+
+
+@dataclass
+class Booted:
+    server: postgres.Server
+    password: str = field(repr=False)
+
+
+@pytest.fixture(scope="module")
+def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
+    """A guest's PostgreSQL with a certificate for ``db`` in ``team-a`` and dbi's admin."""
+    tmp = tmp_path_factory.mktemp("guest")
+    ca = tls.new_ca("team-a")
+    pair = tls.issue(ca, tls.service_names("team-a", "db"))
+    password = secrets.token_urlsafe(24)
+    doc = bootstrap.Bootstrap(
+        admin_verifier=scram.verifier(password),
+        server_cert=pair.cert_pem,
+        server_key=SecretStr(pair.key_pem),
+    )
+    guest = Guest(disk=tmp / "disk", address=ADDRESS, log_path=tmp / "postgres.log")
+    guest.initialize(doc)
+    guest.configure_tls(doc)
+    guest.boot(Size(1, 1, 1, 1, 512 << 20, 512 << 20))
+    try:
+        eventually(guest.ready, what="the guest's PostgreSQL accepting connections")
+        server = postgres.Server(
+            ADDRESS, names.service_host("team-a", "db"), trust.trust_file(ca.cert_pem)
+        )
+        yield Booted(server, password)
+    finally:
+        guest.stop()
+
+
+def backend(server: postgres.Server, password: str) -> int:
+    """The server process of the session ``connect`` gives."""
+    with postgres.connect(server, password=password) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def sessions_of_dbi(booted: Booted) -> int:
+    """dbi's sessions the server has now, counted from a session of the test's own."""
+    with psycopg.connect(
+        host=booted.server.name,
+        hostaddr=booted.server.address,
+        sslmode="verify-full",
+        sslrootcert=booted.server.ca_file,
+        port=postgres.PORT,
+        user=bootstrap.Bootstrap.model_fields["admin_user"].default,
+        password=booted.password,
+        dbname="postgres",
+        application_name="the test",
+    ) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dbi-orchestrator'"
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+@dataclass
+class _Instance:
+    uid: str = "uid-1"
+    name: str = "db"
+    namespace: str = "team-a"
+    deleting: bool = False
+    unreadable: str | None = None
+    viewed: bool = False
+
+
+class _Kube:
+    """The instance reads a step's loop makes, and the Events it records (none here)."""
+
+    def __init__(self) -> None:
+        self.core = self
+
+    def create_namespaced_event(self, namespace: str, body: Any) -> None:
+        pass
+
+    def instance(self, namespace: str, name: str) -> Instance:
+        return cast(Instance, _Instance())
+
+
+@dataclass
+class ChangesThePassword:
+    """A step that logs in as the admin; while the first password still logs in, it
+    changes it (as a verifier: no password in SQL) and asks to be looked at at once."""
+
+    booted: Booted
+    new: str = field(default_factory=lambda: secrets.token_urlsafe(24))
+    logins: list[postgres.Login] = field(default_factory=list)
+
+    def observe(self, ctx: Context, instance: Instance, step_input: StepInput) -> postgres.Login:
+        login = postgres.login(self.booted.server, password=self.booted.password)
+        self.logins.append(login)
+        return login
+
+    def decide(self, login: postgres.Login) -> Decision[str]:
+        if login is postgres.Login.OK:
+            acting = pipeline.ADMIN.result(
+                Outcome.PENDING, "Changing", "Changing.", requeue_after_seconds=AT_ONCE
+            )
+            return Decision(acting, "change")
+        return Decision(pipeline.ADMIN.result(Outcome.SATISFIED, "Changed", "Changed."))
+
+    def act(self, ctx: Context, instance: Instance, login: postgres.Login, action: str) -> None:
+        user = psycopg.sql.Identifier(bootstrap.Bootstrap.model_fields["admin_user"].default)
+        verifier = psycopg.sql.Literal(scram.verifier(self.new))
+        with postgres.connect(self.booted.server, password=self.booted.password) as conn:
+            conn.execute(psycopg.sql.SQL("ALTER ROLE {} PASSWORD {}").format(user, verifier))
+
+    def restore(self) -> None:
+        """Give the role the first password back (the module's guest is shared)."""
+        user = psycopg.sql.Identifier(bootstrap.Bootstrap.model_fields["admin_user"].default)
+        verifier = psycopg.sql.Literal(scram.verifier(self.booted.password))
+        with postgres.connect(self.booted.server, password=self.new) as conn:
+            conn.execute(psycopg.sql.SQL("ALTER ROLE {} PASSWORD {}").format(user, verifier))
+
+
+def test_the_steps_of_a_pass_log_in_once(booted: Booted) -> None:
+    """Three logins as dbi's admin in one block are one session, closed when the block
+    ends; outside a block each is its own."""
+    with shared_sessions():
+        pids = {backend(booted.server, booted.password) for _ in range(3)}
+        assert postgres.login(booted.server, password=booted.password) is postgres.Login.OK
+        assert len(pids) == 1
+        assert sessions_of_dbi(booted) == 1
+    eventually(lambda: sessions_of_dbi(booted) == 0, what="the block's session closed")
+    assert len({backend(booted.server, booted.password) for _ in range(3)}) == 3
+
+
+def test_a_session_a_statement_failed_on_is_not_taken_again(booted: Booted) -> None:
+    with shared_sessions():
+        first = backend(booted.server, booted.password)
+        with (
+            pytest.raises(psycopg.errors.UndefinedTable),
+            postgres.connect(booted.server, password=booted.password) as conn,
+        ):
+            conn.execute("SELECT * FROM nowhere")
+        assert backend(booted.server, booted.password) != first
+        drop_sessions()
+        assert sessions_of_dbi(booted) == 0
+
+
+def test_a_step_that_acts_is_seen_by_new_logins(booted: Booted) -> None:
+    """The step's login before it acted does not stand for the logins after: once it
+    has changed the password, the old one is refused (a new login), and the step is
+    Satisfied on its second look instead of acting again and again."""
+    step = ChangesThePassword(booted)
+    ctx = Context(kube=cast(Kube, _Kube()), config=Config())
+    anatomy = Anatomy(pipeline.ADMIN, step.observe, step.decide, step.act)
+    try:
+        with shared_sessions():
+            result = run_step(ctx, anatomy, INPUT)
+            refused = postgres.login(booted.server, password=booted.password)
+    finally:
+        step.restore()
+    assert step.logins == [postgres.Login.OK, postgres.Login.REFUSED]
+    assert (result.outcome, refused) == (Outcome.SATISFIED, postgres.Login.REFUSED)
+
+
+def test_a_session_answers_only_for_what_it_logged_in_with(booted: Booted) -> None:
+    """An open session as the admin does not make another password, or another user,
+    log in."""
+    with shared_sessions():
+        assert postgres.login(booted.server, password=booted.password) is postgres.Login.OK
+        assert (
+            postgres.login(booted.server, password=secrets.token_urlsafe(8))
+            is postgres.Login.REFUSED
+        )
+        assert not postgres.authenticates(
+            booted.server, user="app", password=booted.password, dbname="postgres"
+        )
