@@ -9,7 +9,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import cast
 
 import psycopg
 import pytest
@@ -25,6 +25,7 @@ from dbi.config import Config
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 from devstack.vmstandin.guest import Guest
 from devstack.vmstandin.kubevirt import Size
+from tests.activities.test_step import _Reads
 from tests.polling import eventually
 
 ADDRESS = f"127.66.{secrets.randbelow(200) + 1}.{secrets.randbelow(200) + 1}"
@@ -89,29 +90,6 @@ def sessions_of_dbi(booted: Booted) -> int:
         ).fetchone()
         assert row is not None
         return int(row[0])
-
-
-@dataclass
-class _Instance:
-    uid: str = "uid-1"
-    name: str = "db"
-    namespace: str = "team-a"
-    deleting: bool = False
-    unreadable: str | None = None
-    viewed: bool = False
-
-
-class _Kube:
-    """The instance reads a step's loop makes, and the Events it records (none here)."""
-
-    def __init__(self) -> None:
-        self.core = self
-
-    def create_namespaced_event(self, namespace: str, body: Any) -> None:
-        pass
-
-    def instance(self, namespace: str, name: str) -> Instance:
-        return cast(Instance, _Instance())
 
 
 @dataclass
@@ -180,7 +158,7 @@ def test_a_step_that_acts_is_seen_by_new_logins(booted: Booted) -> None:
     has changed the password, the old one is refused (a new login), and the step is
     Satisfied on its second look instead of acting again and again."""
     step = ChangesThePassword(booted)
-    ctx = Context(kube=cast(Kube, _Kube()), config=Config())
+    ctx = Context(kube=cast(Kube, _Reads()), config=Config())
     anatomy = Anatomy(pipeline.ADMIN, step.observe, step.decide, step.act)
     try:
         with shared_sessions():
