@@ -44,6 +44,7 @@ from activities.step import Anatomy, Context
 from activities.step import run as run_step
 from activities.telemetry import measured
 from dbi import pipeline
+from dbi.status import PassInput, StatusInput, then_write
 from dbi.steps import StepInput, StepResult, StepsInput, StepsResult, in_order
 
 MODULES = (
@@ -103,17 +104,34 @@ def steps_activity(steps: dict[str, StepActivity]) -> Callable[..., Any]:
 
     @activity.defn(name=pipeline.RUN_STEPS)
     def run(steps_input: StepsInput) -> StepsResult:
-        each = measured(lambda step, one: steps[step](one))
-        if steps_input.step_input.idle:
-            try:
-                with shared_reads(idle=True), shared_sessions():
-                    return in_order(steps_input, each)
-            except Stale:
-                activity.logger.info("an idle pass would act: running it on fresh reads")
-        with shared_reads(), shared_sessions():
-            return in_order(steps_input, each)
+        return _in_order(steps, steps_input)
 
     return run
+
+
+def pass_activity(
+    steps: dict[str, StepActivity], write: Callable[[StatusInput], bool]
+) -> Callable[..., Any]:
+    """Return the activity ``run_pass``: ``run_steps``, then, when no step raised, the
+    pass's status written with ``write`` (``WriteStatus.after_steps``)."""
+
+    @activity.defn(name=pipeline.RUN_PASS)
+    def run(pass_input: PassInput) -> StepsResult:
+        return then_write(pass_input.then, _in_order(steps, pass_input.steps), write)
+
+    return run
+
+
+def _in_order(steps: dict[str, StepActivity], steps_input: StepsInput) -> StepsResult:
+    each = measured(lambda step, one: steps[step](one))
+    if steps_input.step_input.idle:
+        try:
+            with shared_reads(idle=True), shared_sessions():
+                return in_order(steps_input, each)
+        except Stale:
+            activity.logger.info("an idle pass would act: running it on fresh reads")
+    with shared_reads(), shared_sessions():
+        return in_order(steps_input, each)
 
 
 def all_activities(ctx: Context) -> list[Callable[..., Any]]:
@@ -125,6 +143,7 @@ def all_activities(ctx: Context) -> list[Callable[..., Any]]:
     return [
         *activities.values(),
         steps_activity(activities),
+        pass_activity(activities, WriteStatus(ctx).after_steps),
         *(other(ctx).run for other in OTHERS),
         upgrades.begin,
         upgrades.run,

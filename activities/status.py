@@ -53,6 +53,21 @@ class WriteStatus(Activity):
         for event in events:
             emit(self.ctx.kube, instance, event, now)  # best effort: the status is written
 
+    def after_steps(self, request: StatusInput) -> bool:
+        """Write the status as ``run_pass`` does after the pass's steps; False when that
+        failed: the workflow then writes it with ``write_status``, which reads the
+        instance afresh (the failed try may have written)."""
+        try:
+            self.run(request)
+        except Exception as e:  # the workflow writes it: nothing is lost
+            self.ctx.passes.forget(request.pass_id)
+            activity.logger.warning(
+                "the status write after the steps failed (%s); the workflow writes it",
+                type(e).__name__,
+            )
+            return False
+        return True
+
     def _read(self, request: StatusInput) -> Instance | None:
         """The pass's read of the instance, if this process has it; a retry reads afresh
         (a first try may have written)."""

@@ -1,5 +1,6 @@
 """Each step's span attributes and metrics: for a step run as its own activity, a worker
-interceptor; for the steps ``run_steps`` runs one after the other, a span of each.
+interceptor; for the steps ``run_steps`` (or ``run_pass``) runs one after the other, a
+span of each.
 
 The interceptor runs inside the ``RunActivity`` span of Temporal's TracingInterceptor;
 ``run_steps`` opens a ``RunStep:<step>`` span for each step inside its own. A step that
@@ -30,6 +31,8 @@ from dbi.telemetry import STEP, instance_of
 
 log = logging.getLogger("dbi.worker")
 tracer = trace.get_tracer("dbi.worker")
+# The activities that run a pass's steps one after the other.
+RUNNERS = frozenset({pipeline.RUN_STEPS, pipeline.RUN_PASS})
 
 
 class StepTelemetry(Interceptor):
@@ -41,7 +44,7 @@ class _Inbound(ActivityInboundInterceptor):
     async def execute_activity(self, input: ExecuteActivityInput) -> Any:
         info = activity.info()
         step = info.activity_type
-        if step == pipeline.RUN_STEPS:  # each of its steps is measured (``measured``)
+        if step in RUNNERS:  # each of its steps is measured (``measured``)
             return await super().execute_activity(input)
         span = trace.get_current_span()
         _started(span, step)

@@ -134,6 +134,8 @@ LOAD_INSTANCE = "load_instance"
 WRITE_STATUS = "write_status"
 # The activity that runs a local pass's steps one after the other (``dbi.steps.in_order``).
 RUN_STEPS = "run_steps"
+# The same, then the pass's status written as WRITE_STATUS writes it (one marker a pass).
+RUN_PASS = "run_pass"  # noqa: S105 (an activity's name)
 # The backup workflow's activities (activities/backup.py, activities/basebackup.py).
 BEGIN_BACKUP = "begin_backup"
 TAKE_BACKUP = "take_backup"

@@ -8,6 +8,7 @@ uses ``derive`` to merge a pass into the status it read from the object, keeping
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 
@@ -22,9 +23,9 @@ from dbi.models import (
     Phase,
     Served,
 )
-from dbi.pipeline import CONVERGE, POWER, TEARDOWN
+from dbi.pipeline import BACKUP, CONVERGE, POWER, RESIZE, TEARDOWN
 from dbi.spec import PowerState
-from dbi.steps import PAUSED, Facts, Outcome, PipelineStep, StepResult
+from dbi.steps import PAUSED, Facts, Outcome, PipelineStep, StepResult, StepsInput, StepsResult
 
 
 class Reason(StrEnum):
@@ -328,3 +329,69 @@ class StatusInput(BaseModel):
         default=None,
         description="When the workflow's first pass saw the report's generation (metrics).",
     )
+
+
+def served(requested: Served, report: PassReport, rotated: Served) -> Served | None:
+    """The requests a pass served: a reconcile by running; a restart once the resize step
+    is Satisfied (the deferred resize applied, or none due) or the pass ends Terminal;
+    a backup once the backup step, which starts it, is Satisfied; rotations once
+    carried out (``rotated``)."""
+    resize = next((r for r in report.results if r.step == RESIZE.name), None)
+    backup = next((r for r in report.results if r.step == BACKUP.name), None)
+    backup_done = backup is not None and backup.outcome is Outcome.SATISFIED
+    blocking = report.blocking
+    restart_done = (resize is not None and resize.outcome is Outcome.SATISFIED) or (
+        blocking is not None and blocking.outcome is Outcome.TERMINAL
+    )
+    done = rotated.model_copy(
+        update={
+            "reconcile_requested_at": requested.reconcile_requested_at,
+            "restart_requested_at": requested.restart_requested_at if restart_done else None,
+            "backup_requested_at": requested.backup_requested_at if backup_done else None,
+        }
+    )
+    return done if done != Served() else None
+
+
+def finished(
+    report: PassReport, results: list[StepResult], requested: Served, rotated: Served
+) -> PassReport:
+    """The pass ``report`` begins (its results to come) once its steps returned
+    ``results``, with the requests it served: the workflow's and ``run_pass``'s alike."""
+    done = report.model_copy(update={"results": results})
+    return done.model_copy(update={"served": served(requested, done, rotated)})
+
+
+class PendingStatus(BaseModel):
+    """A pass's status before its steps ran: written once they return (``after``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: StatusInput = Field(description="The status to write: its report without results.")
+    requested: Served = Field(description="The requests the pass's load found unserved.")
+    rotated: Served = Field(description="The rotations served before the pass.")
+
+    def after(self, results: list[StepResult]) -> StatusInput:
+        """The status of the pass once its steps returned ``results``."""
+        report = finished(self.status.report, results, self.requested, self.rotated)
+        return self.status.model_copy(update={"report": report})
+
+
+class PassInput(BaseModel):
+    """What the activity ``run_pass`` is given: a local pass's steps, run in one go as
+    ``run_steps`` runs them, then its status, written as ``write_status`` writes it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    steps: StepsInput
+    then: PendingStatus
+
+
+def then_write(
+    pending: PendingStatus, done: StepsResult, write: Callable[[StatusInput], bool]
+) -> StepsResult:
+    """``run_pass``'s second half: once the steps ran (none raised), write the pass's
+    status with ``write`` (False when it failed: the workflow writes it then)."""
+    if done.raised is not None:
+        return done
+    return done.model_copy(update={"written": write(pending.after(done.results))})

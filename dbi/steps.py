@@ -198,6 +198,11 @@ class StepsResult(BaseModel):
         description="The step that raised: the pass goes on from it with an activity per "
         "step, whose retries and failure are a step's own.",
     )
+    written: bool = Field(
+        default=False,
+        description="The pass's status was written after its steps (``run_pass``): the "
+        "workflow does not write it again.",
+    )
 
 
 def in_order(steps_input: StepsInput, run: Callable[[str, StepInput], StepResult]) -> StepsResult:

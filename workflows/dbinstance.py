@@ -30,10 +30,9 @@ with workflow.unsafe.imports_passed_through():
     )
     from dbi.models import Served
     from dbi.spec import PowerState
-    from dbi.status import PassReport, StatusInput
+    from dbi.status import PassReport, PendingStatus, StatusInput, finished
     from dbi.steps import InstanceSnapshot, StepInput
     from workflows import patches, tracing, ui
-    from workflows.requests import served
     from workflows.runner import call, run_pass, run_pass_in_one
     from workflows.state import State
     from workflows.waiting import Wait
@@ -239,39 +238,48 @@ class DBInstanceWorkflow:
         )
         if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
             self.s.generation_seen = (snapshot.generation, workflow.now())
-        if patches.in_one_activity(local=local):
-            results = await run_pass_in_one(pipeline, step_input, past_held=patches.past_held())
-        else:
-            results = await run_pass(pipeline, step_input, local=local, past_held=patches.past_held)
-        report = PassReport(
+        begun = PassReport(
             workflow_id=workflow.info().workflow_id,
             generation=snapshot.generation,
             power_state=snapshot.power_state,
             deleting=snapshot.deleting,
             pipeline=[s.reported for s in pipeline],
-            results=results,
+            results=[],
             paused=paused,
         )
-        report = report.model_copy(update={"served": served(requested, report, rotated)})
+        status = StatusInput(
+            namespace=self.s.namespace,
+            name=self.s.name,
+            uid=self.c.uid or "",
+            pass_id=pass_id,
+            report=begun,
+            generation_seen_at=self.s.generation_seen[1],
+        )
+        written = False
+        if patches.in_one_activity(local=local):
+            # The activity that runs the steps writes the status too: one marker a pass.
+            pending = PendingStatus(status=status, requested=requested, rotated=rotated)
+            results, written = await run_pass_in_one(
+                pipeline,
+                step_input,
+                past_held=patches.past_held(),
+                status=pending if patches.status_with_steps() else None,
+            )
+        else:
+            results = await run_pass(pipeline, step_input, local=local, past_held=patches.past_held)
+        report = finished(begun, results, requested, rotated)
         self.c.passes += 1
         self.s.last_report = report
         tracing.pass_span(report, f"{self.s.namespace}/{self.s.name}")
-        if not (snapshot.deleting and report.converged):
-            await self._write_status(report, pass_id, local=local)
+        if not (snapshot.deleting and report.converged) and not written:
+            await self._write_status(status.model_copy(update={"report": report}), local=local)
         self.c.summary = ui.publish(report, before=self.c.summary)
         return report
 
-    async def _write_status(self, report: PassReport, pass_id: str, *, local: bool) -> None:
+    async def _write_status(self, status: StatusInput, *, local: bool) -> None:
         await call(
             steps.WRITE_STATUS,
-            StatusInput(
-                namespace=self.s.namespace,
-                name=self.s.name,
-                uid=self.c.uid or "",
-                pass_id=pass_id,
-                report=report,
-                generation_seen_at=self.s.generation_seen[1] if self.s.generation_seen else None,
-            ),
+            status,
             local=local,
             start_to_close_timeout=SHORT,
             summary="write status and Events",

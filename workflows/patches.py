@@ -28,7 +28,9 @@ histories/ that lack a marker are dropped at that point too.
   a long pass) brings another pass instead of being lost until the next interval;
 - ``rotations-when-ready``: a rotation a dbi.dev/rotate-*requested-at annotation asks
   for waits until a pass found the instance Ready (one on a new instance was tried,
-  and failed, before it ran), and is then carried out at once.
+  and failed, before it ran), and is then carried out at once;
+- ``status-with-steps``: the local activity that runs a pass's steps writes its status
+  too (``run_pass``): one marker a pass for both, where a status write was a second.
 
 To retire one: check that no running workflow began before it (every instance's run
 has continued as new since, with a worker that knows it: ``temporal workflow list``
@@ -60,6 +62,7 @@ HELD_STEPS_GO_ON = "held-steps-go-on"
 UPGRADE_STEP = "upgrade-step"
 ONE_ACTIVITY_PASSES = "one-activity-passes"
 WAKES_BEFORE_LOAD = "wakes-before-load"
+STATUS_WITH_STEPS = "status-with-steps"
 # The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
@@ -112,3 +115,9 @@ def wakes_before_load() -> bool:
     """Whether a pass forgets the wakes before it when its load starts (else: when its
     steps start, and a wake between the two was lost)."""
     return workflow.patched(WAKES_BEFORE_LOAD)
+
+
+def status_with_steps() -> bool:
+    """Whether the local activity that runs a pass's steps writes its status too (else a
+    local activity of its own does)."""
+    return workflow.patched(STATUS_WITH_STEPS)

@@ -161,28 +161,6 @@ def annotation_request_id(value: str) -> str:
     return "annotation-" + hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
-def served(requested: Served, report: PassReport, rotated: Served) -> Served | None:
-    """The requests a pass served: a reconcile by running; a restart once the resize step
-    is Satisfied (the deferred resize applied, or none due) or the pass ends Terminal;
-    a backup once the backup step, which starts it, is Satisfied; rotations once
-    carried out (``rotated``)."""
-    resize = next((r for r in report.results if r.step == steps.RESIZE.name), None)
-    backup = next((r for r in report.results if r.step == steps.BACKUP.name), None)
-    backup_done = backup is not None and backup.outcome is Outcome.SATISFIED
-    blocking = report.blocking
-    restart_done = (resize is not None and resize.outcome is Outcome.SATISFIED) or (
-        blocking is not None and blocking.outcome is Outcome.TERMINAL
-    )
-    done = rotated.model_copy(
-        update={
-            "reconcile_requested_at": requested.reconcile_requested_at,
-            "restart_requested_at": requested.restart_requested_at if restart_done else None,
-            "backup_requested_at": requested.backup_requested_at if backup_done else None,
-        }
-    )
-    return done if done != Served() else None
-
-
 def _rotation_failure(error: ActivityError) -> str:
     """The answer to a rotation that failed: the activity's own refusal, or a generic
     sentence (the error's detail is in the activity's failure in history, never here)."""

@@ -9,7 +9,9 @@ worker that runs the workflow task runs them too, and the whole pass is one work
 task whose results history records as markers, instead of a round trip through the
 server's task queues per step. ``run_pass_in_one`` goes further: one local activity
 runs the steps one after the other (``dbi.steps.in_order``) and history records one
-marker for them all. The workflow chooses which (workflows/dbinstance.py).
+marker for them all, and with the pass's status to write, runs that write too
+(``run_pass``): one marker a pass for the steps and the status. The workflow chooses
+which (workflows/dbinstance.py).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from dbi.pipeline import RUN_STEPS, StepSpec
+    from dbi.pipeline import RUN_PASS, RUN_STEPS, StepSpec
+    from dbi.status import PassInput, PendingStatus
     from dbi.steps import (
         STEP_FAILED,
         Outcome,
@@ -120,6 +123,8 @@ async def run_pass(
 # The activity that runs a pass's steps is not retried: a step that raises ends it, and
 # the pass goes on from that step with an activity per step, retried as a step is.
 IN_ONE = RetryPolicy(maximum_attempts=1)
+# What ``run_pass`` adds to its steps' time for the status write.
+WRITE = timedelta(seconds=30)
 
 
 async def run_pass_in_one(
@@ -127,25 +132,36 @@ async def run_pass_in_one(
     step_input: StepInput,
     *,
     past_held: bool,
-) -> list[StepResult]:
+    status: PendingStatus | None = None,
+) -> tuple[list[StepResult], bool]:
     """Run ``steps`` as ``run_pass`` would, in one local activity: one marker in history
-    for the pass's steps instead of one per step, one activation of the workflow.
+    for the pass's steps instead of one per step, one activation of the workflow. With
+    ``status``, the same activity then writes the pass's status (``run_pass``): the
+    second value says whether it did; when not, the workflow writes it.
 
     What a step that raises or hangs gets is unchanged: from the step that raised (or
     from the first, when the activity itself failed or timed out) the pass goes on with
     ``run_pass``, a local activity per step, each retried and, after its retries,
     Transient (StepFailed). ``past_held``: the pass goes on past a held step.
     """
+    steps_input = StepsInput(
+        steps=tuple(s.name for s in steps), step_input=step_input, past_held=past_held
+    )
+    timeout = sum((s.timeout for s in steps), timedelta(0))
+    arg: BaseModel
+    if status is None:
+        activity, arg, summary = RUN_STEPS, steps_input, "the steps, one after the other"
+    else:
+        activity, arg = RUN_PASS, PassInput(steps=steps_input, then=status)
+        summary, timeout = "the steps, one after the other, then the status", timeout + WRITE
     try:
         done: StepsResult = await workflow.execute_local_activity(
-            RUN_STEPS,
-            StepsInput(
-                steps=tuple(s.name for s in steps), step_input=step_input, past_held=past_held
-            ),
+            activity,
+            arg,
             result_type=StepsResult,
-            start_to_close_timeout=sum((s.timeout for s in steps), timedelta(0)),
+            start_to_close_timeout=timeout,
             retry_policy=IN_ONE,
-            summary="the steps, one after the other, while Satisfied",
+            summary=f"{summary}, while Satisfied",
         )
     except FailureError as e:
         if isinstance(e, CancelledError):
@@ -153,7 +169,8 @@ async def run_pass_in_one(
         workflow.logger.warning("the pass's steps failed in one activity; one by one now")
         done = StepsResult(results=[], raised=steps[0].name if steps else None)
     if done.raised is None:
-        return done.results
+        return done.results, done.written
     rest = [s.name for s in steps].index(done.raised)
     held = lambda: past_held  # noqa: E731
-    return [*done.results, *await run_pass(steps[rest:], step_input, local=True, past_held=held)]
+    more = await run_pass(steps[rest:], step_input, local=True, past_held=held)
+    return [*done.results, *more], False

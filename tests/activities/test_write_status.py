@@ -1,21 +1,25 @@
 """The status write's reads and writes, with plain data: it starts from the pass's read,
-writes only a status that changed, and a retry reads afresh."""
+writes only a status that changed, and a retry reads afresh; ``run_pass`` writes it
+after the steps, or leaves it to the workflow."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
+from kubernetes import client as k8s
 from temporalio.testing import ActivityEnvironment
 
 from activities.kube import Instance, Kube
+from activities.registry import pass_activity
 from activities.status import WriteStatus
 from activities.step import Context
 from dbi.config import Config
-from dbi.models import DBInstance, DBInstanceStatus
-from dbi.status import PassReport, StatusInput, derive
-from dbi.steps import Outcome
+from dbi.models import DBInstance, DBInstanceStatus, Served
+from dbi.status import PassInput, PassReport, PendingStatus, StatusInput, derive
+from dbi.steps import Outcome, StepInput, StepResult, StepsInput, StepsResult
 from tests.activities.test_ownership import instance as plain_instance
 from tests.dbi.test_status import converged, until
 
@@ -93,3 +97,77 @@ def test_a_retry_reads_the_instance_afresh() -> None:
     env.info = env.info.__class__(**{**env.info.__dict__, "attempt": 2})
     env.run(activity.run, request(converged()))
     assert kube.reads == 1 and len(kube.patches) == 1
+
+
+def pending(report: PassReport) -> PendingStatus:
+    """The status ``run_pass`` is given before the steps: ``report`` without results."""
+    begun = report.model_copy(update={"results": []})
+    return PendingStatus(status=request(begun), requested=Served(), rotated=Served())
+
+
+def run_pass(activity: WriteStatus, report: PassReport, raises: str | None = None) -> StepsResult:
+    """``run_pass`` over steps that return ``report``'s results (``raises`` raises)."""
+    results = {r.step: r for r in report.results}
+
+    def step(name: str) -> Callable[[StepInput], StepResult]:
+        def run(step_input: StepInput) -> StepResult:
+            if name == raises:
+                raise RuntimeError(f"{name} exploded")
+            return results[name]
+
+        return run
+
+    steps_input = StepsInput(
+        steps=tuple(results),
+        step_input=StepInput(namespace="shop", name="db", uid=UID, pass_id=RUN),
+    )
+    run = pass_activity({name: step(name) for name in results}, activity.after_steps)
+    done: StepsResult = ActivityEnvironment().run(
+        run, PassInput(steps=steps_input, then=pending(report))
+    )
+    return done
+
+
+def test_run_pass_writes_the_status_its_steps_found_from_the_pass_read() -> None:
+    """The steps' results become the status, written from the pass's read (no GET), and
+    the workflow is told it need not write it."""
+    activity, kube = setup(with_status(written_by(until("vm", Outcome.PENDING, "VMCreated"))))
+    done = run_pass(activity, converged())
+    assert done.written and done.raised is None
+    assert kube.reads == 0
+    [patch] = kube.patches
+    found = {c["type"]: c["status"] for c in patch["status"]["conditions"]}
+    assert set(found.values()) == {"True", "False"}  # every step's condition True
+    assert (patch["status"]["phase"], found["Ready"]) == ("Running", "True")
+
+
+def test_run_pass_writes_nothing_when_a_step_raised() -> None:
+    """A step that raised ends the activity: the pass goes on step by step in the
+    workflow, which writes the status once the pass is over."""
+    activity, kube = setup(with_status(written_by(until("vm", Outcome.PENDING, "VMCreated"))))
+    done = run_pass(activity, converged(), raises="tls")
+    assert done.raised == "tls" and not done.written
+    assert kube.patches == []
+
+
+def test_a_status_write_after_the_steps_that_fails_leaves_it_to_the_workflow(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The API server refuses the write: run_pass returns its results all the same, says
+    the status is not written, and forgets the pass's read, so that the workflow's own
+    write reads the instance afresh (the refused try may have been written)."""
+    activity, kube = setup(with_status(written_by(until("vm", Outcome.PENDING, "VMCreated"))))
+    refusal = "the server refused: token s3cr3t-detail"
+
+    def refuse(*args: Any) -> None:
+        raise k8s.ApiException(status=500, reason=refusal)
+
+    kube.patch_namespaced_custom_object_status = refuse  # type: ignore[method-assign]
+    done = run_pass(activity, converged())
+    assert done.raised is None and not done.written
+    assert len(done.results) == len(converged().results)
+    assert refusal not in caplog.text and "s3cr3t" not in caplog.text
+    del kube.patch_namespaced_custom_object_status  # the recording's own again
+    ActivityEnvironment().run(activity.run, request(converged()))
+    assert len(kube.patches) == 1
+    assert kube.reads == 1  # the workflow's write_status read it afresh

@@ -25,7 +25,7 @@ from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
 from dbi.models import Served
 from dbi.spec import PowerState
-from dbi.status import StatusInput
+from dbi.status import PassInput, StatusInput, then_write
 from dbi.steps import (
     InstanceSnapshot,
     Outcome,
@@ -79,6 +79,9 @@ class World:
     # new instance does (no password to rotate yet).
     rotation_needs_ready: bool = False
     ready_seen: bool = False
+    # While set, a status write after the steps (run_pass) fails, as one the API server
+    # refuses would; the workflow's own write_status then writes it.
+    status_fails: bool = False
     clock: Callable[[], Awaitable[datetime]] | None = None
 
     def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
@@ -127,6 +130,13 @@ class World:
             raise RuntimeError(f"{name} exploded (stub)")
         return _result(name, CONDITIONS[name], self.outcome_of(name, step_input))
 
+    def write(self, status: StatusInput) -> bool:
+        """Write a pass's status, as ``write_status`` does."""
+        self.reports.append(status)
+        self.served = (status.report.served or Served()).merged_over(self.served)
+        self.ready_seen = self.ready_seen or status.report.converged
+        return True
+
     def then(self, step: str, *outcomes: Scripted) -> None:
         self.script[step].extend(outcomes)
 
@@ -169,6 +179,14 @@ def activities(world: World) -> list[Callable[..., Any]]:
         run = measured(lambda name, step_input: world.step(name, step_input, now))
         return in_order(steps_input, run)
 
+    @activity.defn(name=pipeline.RUN_PASS)
+    async def run_pass(pass_input: PassInput) -> StepsResult:
+        """``run_steps``, then the status written as the real one does (``then_write``)."""
+        done = await run_steps(pass_input.steps)
+        return then_write(
+            pass_input.then, done, lambda status: not world.status_fails and world.write(status)
+        )
+
     @activity.defn(name=pipeline.LOAD_INSTANCE)
     async def load_instance(step_input: StepInput) -> InstanceSnapshot:
         if not world.exists:
@@ -185,9 +203,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
 
     @activity.defn(name=pipeline.WRITE_STATUS)
     async def write_status(status: StatusInput) -> None:
-        world.reports.append(status)
-        world.served = (status.report.served or Served()).merged_over(world.served)
-        world.ready_seen = world.ready_seen or status.report.converged
+        world.write(status)
 
     @activity.defn(name=pipeline.ROTATE_ADMIN_CREDENTIALS)
     async def rotate_admin_credentials(request: RotationRequest) -> RotationResult:
@@ -218,6 +234,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
     return [
         *steps,
         run_steps,
+        run_pass,
         load_instance,
         write_status,
         rotate_credentials,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from itertools import pairwise
@@ -276,10 +278,10 @@ async def test_only_a_health_check_nothing_woke_is_idle(time_env: WorkflowEnviro
 async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     time_env: WorkflowEnvironment,
 ) -> None:
-    """A pass runs its steps in one local activity (no activity task per step, one marker
-    for them all, beside the load's and the status write's): the first, a health check,
-    one a wake or a new generation brings, one after a Pending pass. A pass serving a
-    forced resize schedules an activity per step."""
+    """A pass runs its steps and writes its status in one local activity (no activity
+    task per step, one marker for them all, beside the load's): the first, a health
+    check, one a wake or a new generation brings, one after a Pending pass. A pass
+    serving a forced resize schedules an activity per step and the status write."""
     world = World(interval_seconds=60)
     async with running(time_env, world) as handle:
         await settled(handle, 1)  # 1: the first pass
@@ -312,9 +314,50 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     ]
     local = [m for m in markers if m.marker_name == "core_local_activity"]
     assert len(scheduled) == per_pass  # pass 6
-    assert len(local) == 5 * 3  # passes 1 to 5: load, the steps, write status
+    assert len(local) == 5 * 2  # passes 1 to 5: the load; the steps and the status
+    kinds = Counter(_local_activity_type(m) for m in local)
+    assert kinds == {pipeline.LOAD_INSTANCE: 5, pipeline.RUN_PASS: 5}
     started = [e for e in history.events if e.HasField("workflow_task_started_event_attributes")]
     assert len(started) < 2 * per_pass  # not one workflow task per activity
+
+
+def _local_activity_type(marker: Any) -> str:
+    """The activity a local activity's marker records the result of."""
+    data = json.loads(marker.details["data"].payloads[0].data)
+    return str(data["activity_type"])
+
+
+async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_workflow(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """When the status write after a pass's steps fails (the API server refused it), the
+    workflow writes that pass's status with an activity of its own: every pass's status
+    lands once, with what the pass found."""
+    world = World(interval_seconds=60, status_fails=True)
+    world.then("access", Scripted(Outcome.PENDING, "ServiceCreated", 5))
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)  # 1: Pending at access
+        await time_env.sleep(6)
+        await until(_passes(world, 2))  # 2: converged
+        await settled(handle, 2)
+        world.status_fails = False
+        await time_env.sleep(61)
+        await until(_passes(world, 3))  # 3: a health check, written with its steps
+        await _quiet(world, 3)
+        history = await handle.fetch_history()
+    assert world.passes() == [upto("access"), ALL, ALL]
+    assert [r.report.converged for r in world.reports] == [False, True, True]
+    local = [
+        _local_activity_type(e.marker_recorded_event_attributes)
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+    assert Counter(local) == {
+        pipeline.LOAD_INSTANCE: 3,
+        pipeline.RUN_PASS: 3,
+        pipeline.WRITE_STATUS: 2,
+    }
 
 
 async def test_rotations_return_their_results_one_after_the_other(

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dbi import pipeline
 from dbi.models import Served
 from dbi.spec import PowerState
-from dbi.status import PassReport
+from dbi.status import PassReport, served
 from dbi.steps import Outcome
-from workflows.requests import annotation_request_id, served
+from workflows.requests import annotation_request_id
 
 STEPS = [s.reported for s in pipeline.CONVERGE]
 ASKED = Served(

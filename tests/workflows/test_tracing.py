@@ -12,9 +12,9 @@ from tests.workflows.stubs import World
 
 
 async def test_each_step_of_a_pass_is_a_span(time_env: WorkflowEnvironment) -> None:
-    """A converged pass leaves a RunActivity span for the load, the steps and the status
-    write, and, under the steps' one, a RunStep span per step naming its outcome; all
-    in the workflow's trace."""
+    """A converged pass leaves a RunActivity span for the load and one for the steps with
+    the status write, and, under the steps' one, a RunStep span per step naming its
+    outcome; all in the workflow's trace."""
     EXPORTER.clear()
     world = World()
     async with running(time_env, world) as handle:
@@ -26,9 +26,9 @@ async def test_each_step_of_a_pass_is_a_span(time_env: WorkflowEnvironment) -> N
         if (s.attributes or {}).get("temporalWorkflowID") == handle.id
     ]
     activities = {s.name: s for s in spans if s.name.startswith("RunActivity:")}
-    names = (pipeline.LOAD_INSTANCE, pipeline.RUN_STEPS, pipeline.WRITE_STATUS)
+    names = (pipeline.LOAD_INSTANCE, pipeline.RUN_PASS)
     assert {f"RunActivity:{name}" for name in names} <= set(activities)
-    run_steps = activities[f"RunActivity:{pipeline.RUN_STEPS}"]
+    run_steps = activities[f"RunActivity:{pipeline.RUN_PASS}"]
     assert run_steps.context is not None
     traces = {s.context.trace_id for s in activities.values() if s.context is not None}
     steps = {
