@@ -44,8 +44,15 @@ from activities.step import Anatomy, Context
 from activities.step import run as run_step
 from activities.telemetry import measured
 from dbi import pipeline
-from dbi.status import PassInput, StatusInput, then_write
-from dbi.steps import StepInput, StepResult, StepsInput, StepsResult, in_order
+from dbi.status import (
+    LoadedPass,
+    LoadedPassInput,
+    PassInput,
+    StatusInput,
+    loaded_pass,
+    then_write,
+)
+from dbi.steps import InstanceSnapshot, StepInput, StepResult, StepsInput, StepsResult, in_order
 
 MODULES = (
     preflight,
@@ -122,6 +129,26 @@ def pass_activity(
     return run
 
 
+def loaded_pass_activity(
+    load: Callable[[StepInput], InstanceSnapshot], run_pass: Callable[[PassInput], StepsResult]
+) -> Callable[..., Any]:
+    """Return the activity ``load_and_run_pass``: an idle pass's load (``load``), then
+    ``run_pass`` when the instance is as the workflow expects (``dbi.status.loaded_pass``)."""
+
+    @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
+    def run(loaded: LoadedPassInput) -> LoadedPass:
+        return loaded_pass(loaded, load, run_pass)
+
+    return run
+
+
+def runners(ctx: Context, steps: dict[str, StepActivity]) -> list[Callable[..., Any]]:
+    """The activities that run a pass's ``steps`` in one go: ``run_steps``, ``run_pass``
+    (and its status write) and ``load_and_run_pass`` (and its load)."""
+    run_pass = pass_activity(steps, WriteStatus(ctx).after_steps)
+    return [steps_activity(steps), run_pass, loaded_pass_activity(LoadInstance(ctx).run, run_pass)]
+
+
 def _in_order(steps: dict[str, StepActivity], steps_input: StepsInput) -> StepsResult:
     each = measured(lambda step, one: steps[step](one))
     if steps_input.step_input.idle:
@@ -135,15 +162,14 @@ def _in_order(steps: dict[str, StepActivity], steps_input: StepsInput) -> StepsR
 
 
 def all_activities(ctx: Context) -> list[Callable[..., Any]]:
-    """Return every activity: each step of the table (in table order), ``run_steps`` over
-    them, then the others."""
+    """Return every activity: each step of the table (in table order), the runners over
+    them (``run_steps``, ``run_pass``, ``load_and_run_pass``), then the others."""
     steps = [STEPS[spec.name] for spec in (*pipeline.CONVERGE, *pipeline.TEARDOWN)]
     upgrades = Upgrades(ctx)
     activities = {s.spec.name: step_activity(ctx, s) for s in steps}
     return [
         *activities.values(),
-        steps_activity(activities),
-        pass_activity(activities, WriteStatus(ctx).after_steps),
+        *runners(ctx, activities),
         *(other(ctx).run for other in OTHERS),
         upgrades.begin,
         upgrades.run,

@@ -1,6 +1,6 @@
 """Each step's span attributes and metrics: for a step run as its own activity, a worker
-interceptor; for the steps ``run_steps`` (or ``run_pass``) runs one after the other, a
-span of each.
+interceptor; for the steps ``run_steps`` (or ``run_pass``, ``load_and_run_pass``) runs
+one after the other, a span of each.
 
 The interceptor runs inside the ``RunActivity`` span of Temporal's TracingInterceptor;
 ``run_steps`` opens a ``RunStep:<step>`` span for each step inside its own. A step that
@@ -32,7 +32,7 @@ from dbi.telemetry import STEP, instance_of
 log = logging.getLogger("dbi.worker")
 tracer = trace.get_tracer("dbi.worker")
 # The activities that run a pass's steps one after the other.
-RUNNERS = frozenset({pipeline.RUN_STEPS, pipeline.RUN_PASS})
+RUNNERS = frozenset({pipeline.RUN_STEPS, pipeline.RUN_PASS, pipeline.LOAD_AND_RUN_PASS})
 
 
 class StepTelemetry(Interceptor):

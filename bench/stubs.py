@@ -18,7 +18,6 @@ from temporalio import activity
 
 from activities import registry, secrets
 from activities.kube import Instance
-from activities.status import WriteStatus
 from activities.step import Context, gone, load
 from dbi import pipeline
 from dbi.pipeline import StepSpec
@@ -65,21 +64,14 @@ def stub(ctx: Context, spec: StepSpec) -> Callable[[StepInput], StepResult]:
 
 
 def activities(ctx: Context) -> list[Callable[..., Any]]:
-    """Every activity the worker hosts, the converge steps stubbed (``run_steps`` and
-    ``run_pass`` too run the stubs)."""
+    """Every activity the worker hosts, the converge steps stubbed (the runners,
+    ``run_steps``, ``run_pass`` and ``load_and_run_pass``, run the stubs too)."""
     stubs = {spec.name: stub(ctx, spec) for spec in pipeline.CONVERGE}
     real = {_name(fn): fn for fn in registry.all_activities(ctx)}
     teardown = {spec.name: real[spec.name] for spec in pipeline.TEARDOWN}
-    runners = {pipeline.RUN_STEPS, pipeline.RUN_PASS}
-    kept = [fn for name, fn in real.items() if name not in {*stubs, *runners}]
-    steps = {**stubs, **teardown}
-    write = WriteStatus(ctx).after_steps
-    return [
-        *stubs.values(),
-        registry.steps_activity(steps),
-        registry.pass_activity(steps, write),
-        *kept,
-    ]
+    runners = registry.runners(ctx, {**stubs, **teardown})
+    kept = [fn for name, fn in real.items() if name not in {*stubs, *map(_name, runners)}]
+    return [*stubs.values(), *runners, *kept]
 
 
 def _name(fn: Callable[..., Any]) -> str:

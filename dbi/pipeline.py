@@ -136,6 +136,8 @@ WRITE_STATUS = "write_status"
 RUN_STEPS = "run_steps"
 # The same, then the pass's status written as WRITE_STATUS writes it (one marker a pass).
 RUN_PASS = "run_pass"  # noqa: S105 (an activity's name)
+# An idle pass's load, then, when it found the instance as the last pass did, RUN_PASS.
+LOAD_AND_RUN_PASS = "load_and_run_pass"  # noqa: S105 (an activity's name)
 # The backup workflow's activities (activities/backup.py, activities/basebackup.py).
 BEGIN_BACKUP = "begin_backup"
 TAKE_BACKUP = "take_backup"

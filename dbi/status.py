@@ -25,7 +25,17 @@ from dbi.models import (
 )
 from dbi.pipeline import BACKUP, CONVERGE, POWER, RESIZE, TEARDOWN
 from dbi.spec import PowerState
-from dbi.steps import PAUSED, Facts, Outcome, PipelineStep, StepResult, StepsInput, StepsResult
+from dbi.steps import (
+    PAUSED,
+    Facts,
+    InstanceSnapshot,
+    Outcome,
+    PipelineStep,
+    StepInput,
+    StepResult,
+    StepsInput,
+    StepsResult,
+)
 
 
 class Reason(StrEnum):
@@ -387,6 +397,28 @@ class PassInput(BaseModel):
     then: PendingStatus
 
 
+class LoadedPassInput(BaseModel):
+    """What the activity ``load_and_run_pass`` is given: an idle pass's load, the
+    snapshot the workflow expects it to find (the last pass's) and the pass it means to
+    run on that snapshot."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    load: StepInput
+    expected: InstanceSnapshot
+    then: PassInput
+
+
+class LoadedPass(BaseModel):
+    """What ``load_and_run_pass`` found, and the steps it ran with the status written
+    (``done``) when the snapshot was the one expected; None: nothing ran."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    snapshot: InstanceSnapshot
+    done: StepsResult | None = None
+
+
 def then_write(
     pending: PendingStatus, done: StepsResult, write: Callable[[StatusInput], bool]
 ) -> StepsResult:
@@ -395,3 +427,16 @@ def then_write(
     if done.raised is not None:
         return done
     return done.model_copy(update={"written": write(pending.after(done.results))})
+
+
+def loaded_pass(
+    loaded: LoadedPassInput,
+    load: Callable[[StepInput], InstanceSnapshot],
+    run_pass: Callable[[PassInput], StepsResult],
+) -> LoadedPass:
+    """``load_and_run_pass``: load the instance; run the pass only on the snapshot the
+    workflow expected (anything else, it decides the pass afresh)."""
+    snapshot = load(loaded.load)
+    if snapshot != loaded.expected:
+        return LoadedPass(snapshot=snapshot)
+    return LoadedPass(snapshot=snapshot, done=run_pass(loaded.then))

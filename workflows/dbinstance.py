@@ -12,9 +12,11 @@ another UID.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
+from temporalio.exceptions import CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from dbi import names
@@ -29,15 +31,41 @@ with workflow.unsafe.imports_passed_through():
         WorkflowInput,
     )
     from dbi.models import Served
+    from dbi.pipeline import StepSpec
     from dbi.spec import PowerState
-    from dbi.status import PassReport, PendingStatus, StatusInput, finished
-    from dbi.steps import InstanceSnapshot, StepInput
+    from dbi.status import (
+        LoadedPass,
+        LoadedPassInput,
+        PassInput,
+        PassReport,
+        PendingStatus,
+        StatusInput,
+        finished,
+    )
+    from dbi.steps import InstanceSnapshot, StepInput, StepsResult
     from workflows import patches, tracing, ui
-    from workflows.runner import call, run_pass, run_pass_in_one
+    from workflows.runner import (
+        IN_ONE,
+        call,
+        go_on_after,
+        in_one_timeout,
+        run_pass,
+        run_pass_in_one,
+        steps_input,
+    )
     from workflows.state import State
     from workflows.waiting import Wait
 
 SHORT = timedelta(seconds=30)
+
+
+@dataclass(frozen=True)
+class Begun:
+    """A pass before its steps ran: the steps, their input, the status to write."""
+
+    pipeline: tuple[StepSpec, ...]
+    step_input: StepInput
+    status: PendingStatus
 
 
 @workflow.defn(name=names.WORKFLOW_TYPE)
@@ -72,7 +100,11 @@ class DBInstanceWorkflow:
                     self.c.woken = self.c.retry = False
                 # The pass's load and steps share an id: the steps start from its read.
                 pass_id = f"{workflow.info().run_id}/{self.c.passes}"
-                snapshot = await self._load(pass_id, local=local, idle=idle)
+                # An idle pass expects the instance as the last pass found it: one local
+                # activity loads it and, when so, runs the pass too.
+                expected = self._unchanged(idle=idle, local=local)
+                ran = await self._load_and_run(pass_id, expected) if expected is not None else None
+                snapshot = ran[0] if ran else await self._load(pass_id, local=local, idle=idle)
                 if not snapshot.exists or (self.c.uid is not None and snapshot.uid != self.c.uid):
                     self.s.requests.refuse_all("the instance no longer exists")
                     return "the instance no longer exists"
@@ -83,8 +115,15 @@ class DBInstanceWorkflow:
                 # A restart requested by annotation may take longer than a local activity.
                 restart = bool(snapshot.unserved.restart_requested_at)
                 local = local and not snapshot.deleting and not restart
+                if not fresh:  # before wakes-before-load: a wake since the load was lost
+                    self.c.woken = self.c.retry = False
                 report = await self._pass(
-                    snapshot, pass_id, local=local, rotated=rotated, fresh=fresh, idle=idle
+                    snapshot,
+                    pass_id,
+                    local=local,
+                    rotated=rotated,
+                    idle=idle,
+                    ran=ran[1] if ran else None,
                 )
                 if snapshot.deleting and report.converged:
                     return "deleted"
@@ -165,6 +204,7 @@ class DBInstanceWorkflow:
 
     def _observed(self, snapshot: InstanceSnapshot) -> None:
         """Remember what the load saw; a deletion refuses every queued request."""
+        self.s.last_snapshot = snapshot
         self.c.uid = snapshot.uid
         self.s.deleting = snapshot.deleting
         self.s.power_state = snapshot.power_state
@@ -187,6 +227,51 @@ class DBInstanceWorkflow:
             summary="load the DBInstance",
         )
         return snapshot
+
+    def _unchanged(self, *, idle: bool, local: bool) -> InstanceSnapshot | None:
+        """The snapshot an idle pass expects its load to find: the last pass's, when that
+        pass had nothing to serve (no request, deletion or pause) and the workflow has
+        no request waiting; else None (the pass loads first, then decides)."""
+        last = self.s.last_snapshot
+        if not (idle and local and last is not None) or self.s.requests.pending():
+            return None
+        quiet = last.exists and not (last.deleting or last.paused) and last.unserved == Served()
+        ahead = quiet and patches.in_one_activity(local=local) and patches.status_with_steps()
+        return last if ahead and patches.load_with_steps() else None
+
+    async def _load_and_run(
+        self, pass_id: str, expected: InstanceSnapshot
+    ) -> tuple[InstanceSnapshot, tuple[Begun, StepsResult] | None] | None:
+        """Load the instance and, when it is as ``expected``, run the pass's steps and
+        write its status, in one local activity; the snapshot, and the pass when it ran.
+        None when the activity failed: the pass loads as any other does."""
+        begun = self._begin(expected, pass_id, rotated=Served(), idle=True)
+        load = StepInput(
+            namespace=self.s.namespace,
+            name=self.s.name,
+            uid=self.c.uid or "",
+            pass_id=pass_id,
+            idle=True,
+        )
+        then = PassInput(
+            steps=steps_input(begun.pipeline, begun.step_input, past_held=patches.past_held()),
+            then=begun.status,
+        )
+        try:
+            loaded: LoadedPass = await workflow.execute_local_activity(
+                steps.LOAD_AND_RUN_PASS,
+                LoadedPassInput(load=load, expected=expected, then=then),
+                result_type=LoadedPass,
+                start_to_close_timeout=SHORT + in_one_timeout(begun.pipeline),
+                retry_policy=IN_ONE,
+                summary="load the DBInstance; unchanged: the steps, then the status",
+            )
+        except FailureError as e:
+            if isinstance(e, CancelledError):
+                raise
+            workflow.logger.warning("the idle pass failed in one activity; loading first now")
+            return None
+        return loaded.snapshot, (begun, loaded.done) if loaded.done is not None else None
 
     async def _serve_rotations(self) -> None:
         await self.s.requests.serve_rotations(self.s.namespace, self.s.name, self.c.uid or "")
@@ -217,13 +302,44 @@ class DBInstanceWorkflow:
         *,
         local: bool,
         rotated: Served,
-        fresh: bool,
         idle: bool,
+        ran: tuple[Begun, StepsResult] | None = None,
     ) -> PassReport:
-        pipeline = patches.pipeline(snapshot)
-        if not fresh:  # before wakes-before-load: a wake since the load was lost
-            self.c.woken = self.c.retry = False
+        """Run the pass's steps (``ran``: they ran with the load), write its status."""
         self.s.waiting_for = ""
+        begun = ran[0] if ran else self._begin(snapshot, pass_id, rotated=rotated, idle=idle)
+        pipeline, step_input = begun.pipeline, begun.step_input
+        written = False
+        if ran:
+            done = ran[1]
+            results, written = await go_on_after(
+                pipeline, step_input, done, past_held=patches.past_held()
+            )
+        elif patches.in_one_activity(local=local):
+            # The activity that runs the steps writes the status too: one marker a pass.
+            results, written = await run_pass_in_one(
+                pipeline,
+                step_input,
+                past_held=patches.past_held(),
+                status=begun.status if patches.status_with_steps() else None,
+            )
+        else:
+            results = await run_pass(pipeline, step_input, local=local, past_held=patches.past_held)
+        pending = begun.status
+        report = finished(pending.status.report, results, pending.requested, pending.rotated)
+        self.c.passes += 1
+        self.s.last_report = report
+        tracing.pass_span(report, f"{self.s.namespace}/{self.s.name}")
+        if not (snapshot.deleting and report.converged) and not written:
+            await self._write_status(pending.after(results), local=local)
+        self.c.summary = ui.publish(report, before=self.c.summary)
+        return report
+
+    def _begin(
+        self, snapshot: InstanceSnapshot, pass_id: str, *, rotated: Served, idle: bool
+    ) -> Begun:
+        """The pass on ``snapshot``: its steps, their input and the status to write."""
+        pipeline = patches.pipeline(snapshot)
         requested = snapshot.unserved
         paused = snapshot.paused and not snapshot.deleting
         step_input = StepInput(
@@ -238,7 +354,7 @@ class DBInstanceWorkflow:
         )
         if self.s.generation_seen is None or self.s.generation_seen[0] != snapshot.generation:
             self.s.generation_seen = (snapshot.generation, workflow.now())
-        begun = PassReport(
+        report = PassReport(
             workflow_id=workflow.info().workflow_id,
             generation=snapshot.generation,
             power_state=snapshot.power_state,
@@ -252,29 +368,11 @@ class DBInstanceWorkflow:
             name=self.s.name,
             uid=self.c.uid or "",
             pass_id=pass_id,
-            report=begun,
+            report=report,
             generation_seen_at=self.s.generation_seen[1],
         )
-        written = False
-        if patches.in_one_activity(local=local):
-            # The activity that runs the steps writes the status too: one marker a pass.
-            pending = PendingStatus(status=status, requested=requested, rotated=rotated)
-            results, written = await run_pass_in_one(
-                pipeline,
-                step_input,
-                past_held=patches.past_held(),
-                status=pending if patches.status_with_steps() else None,
-            )
-        else:
-            results = await run_pass(pipeline, step_input, local=local, past_held=patches.past_held)
-        report = finished(begun, results, requested, rotated)
-        self.c.passes += 1
-        self.s.last_report = report
-        tracing.pass_span(report, f"{self.s.namespace}/{self.s.name}")
-        if not (snapshot.deleting and report.converged) and not written:
-            await self._write_status(status.model_copy(update={"report": report}), local=local)
-        self.c.summary = ui.publish(report, before=self.c.summary)
-        return report
+        pending = PendingStatus(status=status, requested=requested, rotated=rotated)
+        return Begun(pipeline=pipeline, step_input=step_input, status=pending)
 
     async def _write_status(self, status: StatusInput, *, local: bool) -> None:
         await call(

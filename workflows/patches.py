@@ -30,7 +30,9 @@ histories/ that lack a marker are dropped at that point too.
   for waits until a pass found the instance Ready (one on a new instance was tried,
   and failed, before it ran), and is then carried out at once;
 - ``status-with-steps``: the local activity that runs a pass's steps writes its status
-  too (``run_pass``): one marker a pass for both, where a status write was a second.
+  too (``run_pass``): one marker a pass for both, where a status write was a second;
+- ``load-with-steps``: an idle pass that expects the instance as the last pass found it
+  loads it and runs its pass in one local activity (``load_and_run_pass``): one marker.
 
 To retire one: check that no running workflow began before it (every instance's run
 has continued as new since, with a worker that knows it: ``temporal workflow list``
@@ -63,6 +65,7 @@ UPGRADE_STEP = "upgrade-step"
 ONE_ACTIVITY_PASSES = "one-activity-passes"
 WAKES_BEFORE_LOAD = "wakes-before-load"
 STATUS_WITH_STEPS = "status-with-steps"
+LOAD_WITH_STEPS = "load-with-steps"
 # The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
@@ -121,3 +124,9 @@ def status_with_steps() -> bool:
     """Whether the local activity that runs a pass's steps writes its status too (else a
     local activity of its own does)."""
     return workflow.patched(STATUS_WITH_STEPS)
+
+
+def load_with_steps() -> bool:
+    """Whether an idle pass that expects the instance unchanged loads it and runs its
+    steps in one local activity (else it loads first, in a local activity of its own)."""
+    return workflow.patched(LOAD_WITH_STEPS)

@@ -127,6 +127,18 @@ IN_ONE = RetryPolicy(maximum_attempts=1)
 WRITE = timedelta(seconds=30)
 
 
+def steps_input(steps: Sequence[StepSpec], step_input: StepInput, *, past_held: bool) -> StepsInput:
+    """What the activity that runs ``steps`` in one go is given."""
+    return StepsInput(
+        steps=tuple(s.name for s in steps), step_input=step_input, past_held=past_held
+    )
+
+
+def in_one_timeout(steps: Sequence[StepSpec]) -> timedelta:
+    """How long ``run_pass`` may take: its steps' timeouts and the status write's."""
+    return sum((s.timeout for s in steps), timedelta(0)) + WRITE
+
+
 async def run_pass_in_one(
     steps: Sequence[StepSpec],
     step_input: StepInput,
@@ -144,16 +156,14 @@ async def run_pass_in_one(
     ``run_pass``, a local activity per step, each retried and, after its retries,
     Transient (StepFailed). ``past_held``: the pass goes on past a held step.
     """
-    steps_input = StepsInput(
-        steps=tuple(s.name for s in steps), step_input=step_input, past_held=past_held
-    )
-    timeout = sum((s.timeout for s in steps), timedelta(0))
+    one = steps_input(steps, step_input, past_held=past_held)
     arg: BaseModel
     if status is None:
-        activity, arg, summary = RUN_STEPS, steps_input, "the steps, one after the other"
+        activity, arg, summary = RUN_STEPS, one, "the steps, one after the other"
+        timeout = in_one_timeout(steps) - WRITE
     else:
-        activity, arg = RUN_PASS, PassInput(steps=steps_input, then=status)
-        summary, timeout = "the steps, one after the other, then the status", timeout + WRITE
+        activity, arg = RUN_PASS, PassInput(steps=one, then=status)
+        summary, timeout = "the steps, one after the other, then the status", in_one_timeout(steps)
     try:
         done: StepsResult = await workflow.execute_local_activity(
             activity,
@@ -168,6 +178,15 @@ async def run_pass_in_one(
             raise
         workflow.logger.warning("the pass's steps failed in one activity; one by one now")
         done = StepsResult(results=[], raised=steps[0].name if steps else None)
+    return await go_on_after(steps, step_input, done, past_held=past_held)
+
+
+async def go_on_after(
+    steps: Sequence[StepSpec], step_input: StepInput, done: StepsResult, *, past_held: bool
+) -> tuple[list[StepResult], bool]:
+    """The pass whose ``steps`` an activity ran in one go (``done``): its results, and
+    whether that activity wrote the status; from a step that raised, the rest of the
+    steps one by one (the status is then the workflow's to write)."""
     if done.raised is None:
         return done.results, done.written
     rest = [s.name for s in steps].index(done.raised)

@@ -11,6 +11,7 @@ with workflow.unsafe.imports_passed_through():
     from dbi.messages import Carried, WorkflowInput
     from dbi.spec import PowerState
     from dbi.status import PassReport
+    from dbi.steps import InstanceSnapshot
     from workflows.requests import Requests
     from workflows.waiting import Streaks
 
@@ -31,6 +32,8 @@ class State:
     # What the last pass's load saw of spec.powerState (None: no pass yet in this run).
     power_state: PowerState | None = None
     last_report: PassReport | None = None
+    # What the last pass's load saw (None: no pass yet in this run).
+    last_snapshot: InstanceSnapshot | None = None
     waiting_for: str = "the first pass"
     next_wakeup: datetime | None = None
     requests: Requests = field(default_factory=Requests)

@@ -13,13 +13,28 @@ from kubernetes import client as k8s
 from temporalio.testing import ActivityEnvironment
 
 from activities.kube import Instance, Kube
-from activities.registry import pass_activity
+from activities.registry import loaded_pass_activity, pass_activity
 from activities.status import WriteStatus
 from activities.step import Context
 from dbi.config import Config
 from dbi.models import DBInstance, DBInstanceStatus, Served
-from dbi.status import PassInput, PassReport, PendingStatus, StatusInput, derive
-from dbi.steps import Outcome, StepInput, StepResult, StepsInput, StepsResult
+from dbi.status import (
+    LoadedPass,
+    LoadedPassInput,
+    PassInput,
+    PassReport,
+    PendingStatus,
+    StatusInput,
+    derive,
+)
+from dbi.steps import (
+    InstanceSnapshot,
+    Outcome,
+    StepInput,
+    StepResult,
+    StepsInput,
+    StepsResult,
+)
 from tests.activities.test_ownership import instance as plain_instance
 from tests.dbi.test_status import converged, until
 
@@ -171,3 +186,44 @@ def test_a_status_write_after_the_steps_that_fails_leaves_it_to_the_workflow(
     ActivityEnvironment().run(activity.run, request(converged()))
     assert len(kube.patches) == 1
     assert kube.reads == 1  # the workflow's write_status read it afresh
+
+
+@pytest.mark.parametrize(
+    ("found", "runs"),
+    [
+        pytest.param(InstanceSnapshot(exists=True, uid=UID, generation=2), True, id="as-expected"),
+        pytest.param(InstanceSnapshot(exists=True, uid=UID, generation=3), False, id="new-spec"),
+        pytest.param(
+            InstanceSnapshot(exists=True, uid=UID, generation=2, deleting=True),
+            False,
+            id="deleting",
+        ),
+        pytest.param(InstanceSnapshot(exists=False), False, id="gone"),
+    ],
+)
+def test_load_and_run_pass_runs_the_pass_only_on_the_instance_it_expected(
+    found: InstanceSnapshot, runs: bool
+) -> None:
+    """An idle pass's load comes first: the steps run, and the status is written, only
+    when the instance is as the workflow expected; else nothing runs and the workflow
+    decides the pass on what the load found."""
+    activity, kube = setup(with_status(written_by(until("vm", Outcome.PENDING, "VMCreated"))))
+    ran: list[str] = []
+
+    def step(step_input: StepInput) -> StepResult:
+        ran.append(step_input.pass_id)
+        return converged().results[0]
+
+    run_pass = pass_activity({"preflight": step}, activity.after_steps)
+    load = StepInput(namespace="shop", name="db", uid=UID, pass_id=RUN, idle=True)
+    expected = InstanceSnapshot(exists=True, uid=UID, generation=2)
+    then = PassInput(
+        steps=StepsInput(steps=("preflight",), step_input=load),
+        then=pending(converged()),
+    )
+    loaded: LoadedPass = ActivityEnvironment().run(
+        loaded_pass_activity(lambda _: found, run_pass),
+        LoadedPassInput(load=load, expected=expected, then=then),
+    )
+    assert loaded.snapshot == found
+    assert (loaded.done is not None, bool(ran), len(kube.patches)) == (runs, runs, int(runs))

@@ -25,7 +25,7 @@ from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
 from dbi.models import Served
 from dbi.spec import PowerState
-from dbi.status import PassInput, StatusInput, then_write
+from dbi.status import LoadedPass, LoadedPassInput, PassInput, StatusInput, then_write
 from dbi.steps import (
     InstanceSnapshot,
     Outcome,
@@ -137,6 +137,25 @@ class World:
         self.ready_seen = self.ready_seen or status.report.converged
         return True
 
+    def write_after_steps(self, status: StatusInput) -> bool:
+        """Write the status as ``run_pass`` does after the steps: refused while
+        ``status_fails``."""
+        return not self.status_fails and self.write(status)
+
+    def snapshot(self) -> InstanceSnapshot:
+        """What the load finds."""
+        if not self.exists:
+            return InstanceSnapshot(exists=False)
+        return InstanceSnapshot(
+            exists=True,
+            uid=self.uid,
+            generation=self.generation,
+            deleting=self.deleting,
+            power_state=self.power_state,
+            health_check_interval_seconds=self.interval_seconds,
+            unserved=self.unserved(),
+        )
+
     def then(self, step: str, *outcomes: Scripted) -> None:
         self.script[step].extend(outcomes)
 
@@ -183,27 +202,39 @@ def activities(world: World) -> list[Callable[..., Any]]:
     async def run_pass(pass_input: PassInput) -> StepsResult:
         """``run_steps``, then the status written as the real one does (``then_write``)."""
         done = await run_steps(pass_input.steps)
-        return then_write(
-            pass_input.then, done, lambda status: not world.status_fails and world.write(status)
-        )
+        return then_write(pass_input.then, done, world.write_after_steps)
 
     @activity.defn(name=pipeline.LOAD_INSTANCE)
     async def load_instance(step_input: StepInput) -> InstanceSnapshot:
-        if not world.exists:
-            return InstanceSnapshot(exists=False)
-        return InstanceSnapshot(
-            exists=True,
-            uid=world.uid,
-            generation=world.generation,
-            deleting=world.deleting,
-            power_state=world.power_state,
-            health_check_interval_seconds=world.interval_seconds,
-            unserved=world.unserved(),
-        )
+        return world.snapshot()
+
+    @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
+    async def load_and_run_pass(loaded: LoadedPassInput) -> LoadedPass:
+        """The load, then ``run_pass`` when it found what the workflow expected (as
+        ``dbi.status.loaded_pass``, over these async stubs)."""
+        snapshot = world.snapshot()
+        if snapshot != loaded.expected:
+            return LoadedPass(snapshot=snapshot)
+        return LoadedPass(snapshot=snapshot, done=await run_pass(loaded.then))
 
     @activity.defn(name=pipeline.WRITE_STATUS)
     async def write_status(status: StatusInput) -> None:
         world.write(status)
+
+    steps = [step_activity(name) for name in CONDITIONS]
+    return [
+        *steps,
+        run_steps,
+        run_pass,
+        load_instance,
+        load_and_run_pass,
+        write_status,
+        *_rotations(world),
+    ]
+
+
+def _rotations(world: World) -> list[Callable[..., Any]]:
+    """The two rotation activities, playing ``world``."""
 
     @activity.defn(name=pipeline.ROTATE_ADMIN_CREDENTIALS)
     async def rotate_admin_credentials(request: RotationRequest) -> RotationResult:
@@ -230,13 +261,4 @@ def activities(world: World) -> list[Callable[..., Any]]:
             rotated=rotated,
         )
 
-    steps = [step_activity(name) for name in CONDITIONS]
-    return [
-        *steps,
-        run_steps,
-        run_pass,
-        load_instance,
-        write_status,
-        rotate_credentials,
-        rotate_admin_credentials,
-    ]
+    return [rotate_credentials, rotate_admin_credentials]

@@ -17,7 +17,7 @@ from temporalio.testing import WorkflowEnvironment
 
 from dbi import maintenance, pipeline
 from dbi.messages import TASK_TIMEOUT, Progress, ResizeResult, RotationResult, Wake
-from dbi.models import Phase
+from dbi.models import Phase, Served
 from dbi.spec import MaintenanceWindow
 from dbi.status import StatusInput, summarize
 from dbi.steps import Outcome
@@ -279,8 +279,9 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     time_env: WorkflowEnvironment,
 ) -> None:
     """A pass runs its steps and writes its status in one local activity (no activity
-    task per step, one marker for them all, beside the load's): the first, a health
-    check, one a wake or a new generation brings, one after a Pending pass. A pass
+    task per step, one marker for them all, beside the load's): the first, one a wake
+    or a new generation brings, one after a Pending pass; a health check that finds the
+    instance as the last pass did loads it in that activity too (one marker). A pass
     serving a forced resize schedules an activity per step and the status write."""
     world = World(interval_seconds=60)
     async with running(time_env, world) as handle:
@@ -314,9 +315,13 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     ]
     local = [m for m in markers if m.marker_name == "core_local_activity"]
     assert len(scheduled) == per_pass  # pass 6
-    assert len(local) == 5 * 2  # passes 1 to 5: the load; the steps and the status
     kinds = Counter(_local_activity_type(m) for m in local)
-    assert kinds == {pipeline.LOAD_INSTANCE: 5, pipeline.RUN_PASS: 5}
+    # Passes 1, 3, 4, 5: the load, then the steps and the status; 2: all in one.
+    assert kinds == {
+        pipeline.LOAD_INSTANCE: 4,
+        pipeline.RUN_PASS: 4,
+        pipeline.LOAD_AND_RUN_PASS: 1,
+    }
     started = [e for e in history.events if e.HasField("workflow_task_started_event_attributes")]
     assert len(started) < 2 * per_pass  # not one workflow task per activity
 
@@ -325,6 +330,49 @@ def _local_activity_type(marker: Any) -> str:
     """The activity a local activity's marker records the result of."""
     data = json.loads(marker.details["data"].payloads[0].data)
     return str(data["activity_type"])
+
+
+async def test_a_health_check_that_finds_the_instance_changed_runs_the_pass_it_calls_for(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A health check runs its steps with its load only while it finds the instance as
+    the last pass did. A change no wake announced (the watcher was down: a new
+    generation, then a dbi.dev/reconcile-requested-at annotation) is found by the load,
+    and the pass is decided on it: its status shows the generation and serves the
+    request, without a second load."""
+    world = World(interval_seconds=60)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        await time_env.sleep(61)
+        await until(_passes(world, 2))  # 2: unchanged, in one activity
+        await settled(handle, 2)
+        world.generation = 2
+        await time_env.sleep(61)
+        await until(_passes(world, 3))  # 3: a new generation found by the load
+        await settled(handle, 3)
+        world.requested = Served(reconcile_requested_at="r1")
+        await time_env.sleep(61)
+        await until(_passes(world, 4))  # 4: a request found by the load
+        await _quiet(world, 4)
+        history = await handle.fetch_history()
+    assert [r.report.generation for r in world.reports] == [1, 1, 2, 2]
+    assert world.reports[3].report.served == Served(reconcile_requested_at="r1")
+    assert world.passes() == [ALL] * 4
+    local = [
+        _local_activity_type(e.marker_recorded_event_attributes)
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+    assert local == [
+        pipeline.LOAD_INSTANCE,
+        pipeline.RUN_PASS,
+        pipeline.LOAD_AND_RUN_PASS,  # 2: nothing changed
+        pipeline.LOAD_AND_RUN_PASS,  # 3: found generation 2, ran nothing
+        pipeline.RUN_PASS,
+        pipeline.LOAD_AND_RUN_PASS,  # 4: found the request, ran nothing
+        pipeline.RUN_PASS,
+    ]
 
 
 async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_workflow(
@@ -354,8 +402,9 @@ async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_wor
         and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
     ]
     assert Counter(local) == {
-        pipeline.LOAD_INSTANCE: 3,
-        pipeline.RUN_PASS: 3,
+        pipeline.LOAD_INSTANCE: 2,
+        pipeline.RUN_PASS: 2,
+        pipeline.LOAD_AND_RUN_PASS: 1,  # 3: the health check's load, steps and status
         pipeline.WRITE_STATUS: 2,
     }
 

@@ -66,7 +66,7 @@ async def test_a_run_begun_with_a_longer_limit_hands_on_the_shorter_one(
     async with running(time_env, world, history_limit=2 * RUN_EVENTS) as handle:
         await settled(handle, 1)
         first = (await handle.describe()).run_id
-        for _ in range(12):  # about 130 passes: the long run and at least one more
+        for _ in range(18):  # about 200 passes: the long run and at least one more
             await time_env.sleep(timedelta(hours=1))
         runs = await _runs(time_env, handle.id, first)
     assert len(runs) >= 3, runs
