@@ -62,7 +62,7 @@ class Carried(BaseModel):
 
 
 # How many events a run of the DBInstance workflow holds before it continues as new:
-# about 37 idle passes (8 events each), three hours at a 5-minute interval. A cached
+# about 45 idle passes (6.6 events each), four hours at a 5-minute interval. A cached
 # workflow's memory in the worker grows with its run, 15 to 23 KiB per idle pass, and
 # is given back when the run continues as new: runs that went on until the server
 # suggested continuing (about 4,100 events, 500 passes) would reach 8 to 12 MiB per

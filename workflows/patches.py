@@ -4,7 +4,7 @@ A change to what a workflow does (commands, their order) runs behind a patch: a
 workflow that began before the change replays, and runs on, as it did, and one that
 began after takes the new path and records the marker. Each marker lives until no
 running workflow can lack it: once every instance's workflow has continued as new (at
-most ``history_limit`` events, ``RUN_EVENTS``: about three hours idle) with a
+most ``history_limit`` events, ``RUN_EVENTS``: about four hours idle) with a
 worker that knows the patch, ``workflow.deprecate_patch`` replaces ``patched``, and
 one release later the old path goes. The recorded histories in tests/workflows/
 histories/ that lack a marker are dropped at that point too.
