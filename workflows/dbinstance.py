@@ -214,19 +214,22 @@ class DBInstanceWorkflow:
     async def _load(self, pass_id: str, *, local: bool, idle: bool) -> InstanceSnapshot:
         snapshot: InstanceSnapshot = await call(
             steps.LOAD_INSTANCE,
-            StepInput(
-                namespace=self.s.namespace,
-                name=self.s.name,
-                uid=self.c.uid or "",
-                pass_id=pass_id,
-                idle=idle,
-            ),
+            self._load_input(pass_id, idle=idle),
             local=local,
             result_type=InstanceSnapshot,
             start_to_close_timeout=SHORT,
             summary="load the DBInstance",
         )
         return snapshot
+
+    def _load_input(self, pass_id: str, *, idle: bool) -> StepInput:
+        return StepInput(
+            namespace=self.s.namespace,
+            name=self.s.name,
+            uid=self.c.uid or "",
+            pass_id=pass_id,
+            idle=idle,
+        )
 
     def _unchanged(self, *, idle: bool, local: bool) -> InstanceSnapshot | None:
         """The snapshot an idle pass expects its load to find: the last pass's, when that
@@ -246,13 +249,7 @@ class DBInstanceWorkflow:
         write its status, in one local activity; the snapshot, and the pass when it ran.
         None when the activity failed: the pass loads as any other does."""
         begun = self._begin(expected, pass_id, rotated=Served(), idle=True)
-        load = StepInput(
-            namespace=self.s.namespace,
-            name=self.s.name,
-            uid=self.c.uid or "",
-            pass_id=pass_id,
-            idle=True,
-        )
+        load = self._load_input(pass_id, idle=True)
         then = PassInput(
             steps=steps_input(begun.pipeline, begun.step_input, past_held=patches.past_held()),
             then=begun.status,
