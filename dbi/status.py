@@ -86,9 +86,19 @@ class PassReport(BaseModel):
     @property
     def blocking(self) -> StepResult | None:
         """Return the result that keeps the instance from converging, if one does: the
-        one that ended the pass, else the first held one (a pass goes on past those)."""
-        if self.converged or not self.results:
+        one that ended the pass, else the first held one (a pass goes on past those).
+        A pass that reported no step is not converged: its first step blocks, not reached."""
+        if self.converged:
             return None
+        if not self.results:
+            first = self.pipeline[0]
+            return StepResult(
+                step=first.name,
+                outcome=Outcome.PENDING,
+                condition_type=first.condition_type,
+                reason=Reason.NOT_REACHED,
+                message="No step reported in this pass.",
+            )
         unsettled = [r for r in self.results if r.outcome is not Outcome.SATISFIED]
         ended = [r for r in unsettled if not r.held]
         if ended:

@@ -319,3 +319,20 @@ def test_a_later_step_that_ends_the_pass_blocks_before_a_held_one() -> None:
     assert pass_.blocking == broken
     status, _ = derive(DBInstanceStatus(), pass_, now=T0)
     assert conditions(status)["Stalled"] == ("True", "AdminPasswordRefused")
+
+
+def test_a_pass_with_no_results_is_not_ready() -> None:
+    """A report whose steps all went unreported is not convergence: not Ready, still
+    reconciling at the first step, every step Unknown, convergence kept as it was."""
+    previous = DBInstanceStatus(converged_generation=1)
+    empty = report(generation=2)
+    summary = summarize(empty)
+    assert (summary.ready, summary.step) == (False, STEPS[0].name)
+    status, _ = derive(previous, empty, now=T0)
+    found = conditions(status)
+    assert found["Ready"] == ("False", "NotReached")
+    assert found["Reconciling"][0] == "True"
+    assert found["Stalled"][0] == "False"
+    assert all(found[s.condition_type] == ("Unknown", "NotReached") for s in STEPS)
+    assert status.converged_generation == 1
+    assert status.phase is not Phase.RUNNING
