@@ -1,8 +1,8 @@
 """Connections every dbi process makes: to Kubernetes and to Temporal, configured once.
 
 ``kubernetes`` returns the official client's ApiClient (synchronous), ``temporal`` a
-Temporal client with the pydantic data converter and the OpenTelemetry interceptor;
-the worker, the watcher and the command line all connect through here.
+Temporal client with dbi's data converter (``dbi.payloads``) and the OpenTelemetry
+interceptor; the worker, the watcher and the command line all connect through here.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 from temporalio.client import Client
 from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 
 from dbi import environment, names
+from dbi.payloads import DATA_CONVERTER
 
 VERSION = importlib.metadata.version("dbi")
 
@@ -99,7 +99,7 @@ async def temporal(
     connected as ``temporal_settings`` says."""
     return await Client.connect(
         **temporal_settings(address, namespace),
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         interceptors=[TracingInterceptor()],
         runtime=runtime,
     )

@@ -17,11 +17,11 @@ from temporalio.api.enums.v1 import IndexedValueType
 from temporalio.api.operatorservice.v1 import AddSearchAttributesRequest
 from temporalio.client import WorkflowHandle
 from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import names
 from dbi.messages import Progress, WorkflowInput
+from dbi.payloads import DATA_CONVERTER
 from devstack import tools
 from tests.workflows.stubs import World, activities
 from workflows.dbinstance import DBInstanceWorkflow
@@ -35,7 +35,7 @@ async def start_time_skipping() -> WorkflowEnvironment:
     """Start Temporal's time-skipping test server (from its wheel) with dbi's search
     attributes, and a client to it with the worker's data converter and tracing."""
     env = await WorkflowEnvironment.start_time_skipping(
-        data_converter=pydantic_data_converter,
+        data_converter=DATA_CONVERTER,
         interceptors=[TracingInterceptor()],
         test_server_existing_path=str(tools.venv_tool("temporal-test-server")),
         # The SDK's default of 5 s is too short on a loaded 2-core CI machine: one
