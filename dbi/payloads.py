@@ -5,7 +5,8 @@ signals, updates and queries) is Pydantic's JSON without the fields that hold th
 default. They decode to that default, so a step's result carries what the step said
 and not ten empty facts: an idle pass's marker is less than half the bytes in history.
 A model's defaults are therefore part of what its payloads mean: change one only with
-a new field, or the histories recorded before it decode differently.
+a new field, or the histories recorded before it decode differently
+(``tests/workflows/test_payload_defaults.py`` fails on such a change).
 """
 
 from __future__ import annotations
