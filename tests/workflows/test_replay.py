@@ -91,7 +91,7 @@ def _recorded_results() -> list[tuple[str, str, Payload]]:
 
 
 def test_every_recorded_result_reads_back_the_same_in_fewer_bytes() -> None:
-    """dbi's payloads leave out the fields a result was not given: each activity result
+    """dbi's payloads leave out the fields that hold their default: each activity result
     the histories recorded (written with every field) decodes, re-encodes no larger and
     decodes again to the same value; a settled pass's result carries no empty field."""
     returns = {
