@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 from temporalio import activity
@@ -75,13 +75,13 @@ def _recorded_results() -> list[tuple[str, str, Payload]]:
         scheduled = {}
         for event in history.events:
             if event.HasField("activity_task_scheduled_event_attributes"):
-                attrs = event.activity_task_scheduled_event_attributes
-                scheduled[event.event_id] = attrs.activity_type.name
+                began = event.activity_task_scheduled_event_attributes
+                scheduled[event.event_id] = began.activity_type.name
             elif event.HasField("activity_task_completed_event_attributes"):
-                attrs = event.activity_task_completed_event_attributes
-                if attrs.result.payloads:
-                    name = scheduled[attrs.scheduled_event_id]
-                    found.append((path.stem, name, attrs.result.payloads[0]))
+                ended = event.activity_task_completed_event_attributes
+                if ended.result.payloads:
+                    name = scheduled[ended.scheduled_event_id]
+                    found.append((path.stem, name, ended.result.payloads[0]))
             elif event.HasField("marker_recorded_event_attributes"):
                 details = event.marker_recorded_event_attributes.details
                 if "result" in details and details["result"].payloads:
@@ -94,7 +94,7 @@ def test_every_recorded_result_reads_back_the_same_in_fewer_bytes() -> None:
     """dbi's payloads leave out the fields that hold their default: each activity result
     the histories recorded (written with every field) decodes, re-encodes no larger and
     decodes again to the same value; a settled pass's result carries no empty field."""
-    returns = {
+    returns: dict[str | None, Any] = {
         defn.name: defn.ret_type
         for defn in map(activity._Definition.must_from_callable, all_activities(CONTEXT))
     }
@@ -102,7 +102,7 @@ def test_every_recorded_result_reads_back_the_same_in_fewer_bytes() -> None:
     results = _recorded_results()
     assert {"load_and_run_pass", "run_pass", "load_instance"} <= {n for _, n, _ in results}
     for history, name, payload in results:
-        value = converter.from_payload(payload, returns[name])
+        value: Any = converter.from_payload(payload, returns[name])
         again = converter.to_payload(value)
         assert converter.from_payload(again, returns[name]) == value, (history, name)
         assert len(again.data) <= len(payload.data), (history, name)
