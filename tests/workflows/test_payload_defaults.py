@@ -15,22 +15,15 @@ import json
 import os
 import typing
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined, to_jsonable_python
-from temporalio import activity, workflow
+from temporalio import workflow
 
-from activities.kube import Kube
-from activities.registry import all_activities
-from activities.step import Context
-from dbi.config import Config
-from workflows.backup import DBBackupWorkflow
-from workflows.dbinstance import DBInstanceWorkflow
-from workflows.upgrade import DBUpgradeWorkflow
+from tests.workflows import definitions
 
 RECORDED = Path(__file__).with_name("payload_defaults.json")
-CONTEXT = Context(kube=cast(Kube, None), config=Config())  # for the types; nothing runs
 
 
 def _types_of(fn: Any) -> list[Any]:
@@ -40,10 +33,9 @@ def _types_of(fn: Any) -> list[Any]:
 def _boundary_types() -> list[Any]:
     """The types of every activity's and workflow's inputs and results."""
     found: list[Any] = []
-    for fn in all_activities(CONTEXT):
-        one = activity._Definition.must_from_callable(fn)
+    for one in definitions.activities():
         found += [*(one.arg_types or []), one.ret_type]
-    for cls in (DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow):
+    for cls in definitions.WORKFLOWS:
         defn = workflow._Definition.must_from_class(cls)
         found += _types_of(defn.run_fn)
         for handlers in (defn.signals, defn.updates, defn.queries):

@@ -10,28 +10,18 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from temporalio import activity
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Replayer
 
-from activities.kube import Kube
-from activities.registry import all_activities
-from activities.step import Context
-from dbi.config import Config
 from dbi.payloads import DATA_CONVERTER
-from tests.workflows import conftest
-from workflows.backup import DBBackupWorkflow
-from workflows.dbinstance import DBInstanceWorkflow
-from workflows.upgrade import DBUpgradeWorkflow
+from tests.workflows import conftest, definitions
 from workflows.worker import workflow_runner
 
-# The real activities, for their result types (none of them runs here).
-CONTEXT = Context(kube=cast(Kube, None), config=Config())
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 
@@ -59,7 +49,7 @@ async def test_a_recorded_history_replays_on_the_current_code(path: Path) -> Non
     """Replaying a recorded history issues the same commands as when it was recorded."""
     history = WorkflowHistory.from_json(f"dbinstance/{path.stem}", path.read_text())
     replayer = Replayer(
-        workflows=[DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow],
+        workflows=definitions.WORKFLOWS,
         data_converter=DATA_CONVERTER,
         interceptors=[TracingInterceptor()],  # as the worker runs it
         workflow_runner=workflow_runner(sandboxed=True),  # checked as the tests run it
@@ -94,10 +84,7 @@ def test_every_recorded_result_reads_back_the_same_in_fewer_bytes() -> None:
     """dbi's payloads leave out the fields that hold their default: each activity result
     the histories recorded (written with every field) decodes, re-encodes no larger and
     decodes again to the same value; a settled pass's result carries no empty field."""
-    returns: dict[str | None, Any] = {
-        defn.name: defn.ret_type
-        for defn in map(activity._Definition.must_from_callable, all_activities(CONTEXT))
-    }
+    returns: dict[str | None, Any] = {d.name: d.ret_type for d in definitions.activities()}
     converter = DATA_CONVERTER.payload_converter
     results = _recorded_results()
     assert {"load_and_run_pass", "run_pass", "load_instance"} <= {n for _, n, _ in results}
