@@ -30,8 +30,12 @@ class LoadInstance(Activity):
         """Read the DBInstance; a missing one is ``exists=False`` (the workflow then ends).
 
         The read is the pass's: its steps start from it (``PassReads``). An idle pass's
-        comes from the worker's views when they say the instance has not changed.
+        comes from the worker's views when they say the instance has not changed. The
+        workflow runs a pass: the worker's re-checks of its instance stop
+        (``activities.rechecks``).
         """
+        if self.ctx.rechecks is not None and activity.in_activity():
+            self.ctx.rechecks.forget(activity.info().workflow_id or "")
         with shared_reads(idle=step_input.idle):
             instance = self.ctx.kube.instance(step_input.namespace, step_input.name)
             from_views = viewed()

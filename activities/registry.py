@@ -38,12 +38,14 @@ from activities.instance import LoadInstance
 from activities.kube import Stale, shared_reads
 from activities.pgupgrade import Upgrades
 from activities.postgres import shared_sessions
+from activities.rechecks import recheck, settled
 from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
 from activities.telemetry import measured
 from dbi import pipeline
+from dbi.messages import RECHECK_NET
 from dbi.status import (
     LoadedPass,
     LoadedPassInput,
@@ -130,23 +132,42 @@ def pass_activity(
 
 
 def loaded_pass_activity(
-    load: Callable[[StepInput], InstanceSnapshot], run_pass: Callable[[PassInput], StepsResult]
+    load: Callable[[StepInput], InstanceSnapshot],
+    run_pass: Callable[[PassInput], StepsResult],
+    settle: Callable[[str, LoadedPassInput], bool] | None = None,
 ) -> Callable[..., Any]:
     """Return the activity ``load_and_run_pass``: an idle pass's load (``load``), then
-    ``run_pass`` when the instance is as the workflow expects (``dbi.status.loaded_pass``)."""
+    ``run_pass`` when the instance is as the workflow expects (``dbi.status.loaded_pass``);
+    a pass that settled the instance is handed to ``settle`` (``activities.rechecks``)."""
 
     @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
     def run(loaded: LoadedPassInput) -> LoadedPass:
-        return loaded_pass(loaded, load, run_pass)
+        ran = loaded_pass(loaded, load, run_pass)
+        workflow_id = activity.info().workflow_id or ""
+        if settle is not None and settled(loaded, ran) and settle(workflow_id, loaded):
+            return ran.model_copy(update={"rechecked": True})
+        return ran
 
     return run
 
 
 def runners(ctx: Context, steps: dict[str, StepActivity]) -> list[Callable[..., Any]]:
     """The activities that run a pass's ``steps`` in one go: ``run_steps``, ``run_pass``
-    (and its status write) and ``load_and_run_pass`` (and its load)."""
-    run_pass = pass_activity(steps, WriteStatus(ctx).after_steps)
-    return [steps_activity(steps), run_pass, loaded_pass_activity(LoadInstance(ctx).run, run_pass)]
+    (and its status write) and ``load_and_run_pass`` (and its load, and the worker's
+    re-checks of the instances it settles)."""
+    status = WriteStatus(ctx)
+    load = LoadInstance(ctx).run
+    run_pass = pass_activity(steps, status.after_steps)
+    settle = None
+    if (rechecks := ctx.rechecks) is not None:
+
+        def check(loaded: LoadedPassInput) -> str | None:
+            return recheck(loaded, load, steps, status.unchanged, ctx.passes.forget)
+
+        def settle(workflow_id: str, loaded: LoadedPassInput) -> bool:
+            return rechecks.settle(workflow_id, loaded, check, RECHECK_NET.total_seconds())
+
+    return [steps_activity(steps), run_pass, loaded_pass_activity(load, run_pass, settle)]
 
 
 def _in_order(steps: dict[str, StepActivity], steps_input: StepsInput) -> StepsResult:

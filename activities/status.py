@@ -22,20 +22,19 @@ from activities.kube import Instance
 from activities.step import Activity
 from dbi import metrics, names, pipeline
 from dbi.models import DBInstanceStatus
-from dbi.status import StatusInput, derive
+from dbi.status import Event, StatusInput, derive
 from dbi.steps import StepInput
 
 
 class WriteStatus(Activity):
     @activity.defn(name=pipeline.WRITE_STATUS)
     def run(self, request: StatusInput) -> None:
-        instance = self._read(request)
-        if instance is None or instance.uid != request.uid:
+        derived = self._derive(request)
+        if derived is None:
             return
-        now = datetime.now(UTC).replace(microsecond=0)
-        status, events = derive(instance.model.status, request.report, now=now)
+        instance, status, events, now = derived
         written = status.model_dump(mode="json", exclude_none=True)
-        if written != instance.model.status.model_dump(mode="json", exclude_none=True):
+        if written != _dumped(instance):
             try:
                 self.ctx.kube.objects.patch_namespaced_custom_object_status(
                     names.GROUP,
@@ -68,6 +67,28 @@ class WriteStatus(Activity):
             return False
         return True
 
+    def unchanged(self, request: StatusInput) -> bool:
+        """Whether writing the pass's status would change nothing: the status on the
+        object (as the pass read it) is the one it derives, with no Event to emit (a
+        re-check's question, ``activities.rechecks``)."""
+        derived = self._derive(request)
+        if derived is None:
+            return False
+        instance, status, events, _ = derived
+        return not events and status.model_dump(mode="json", exclude_none=True) == _dumped(instance)
+
+    def _derive(
+        self, request: StatusInput
+    ) -> tuple[Instance, DBInstanceStatus, list[Event], datetime] | None:
+        """The instance as the pass read it, the status and Events its report derives,
+        and when; None when the instance is gone or another one."""
+        instance = self._read(request)
+        if instance is None or instance.uid != request.uid:
+            return None
+        now = datetime.now(UTC).replace(microsecond=0)
+        status, events = derive(instance.model.status, request.report, now=now)
+        return instance, status, events, now
+
     def _read(self, request: StatusInput) -> Instance | None:
         """The pass's read of the instance, if this process has it; a retry reads afresh
         (a first try may have written)."""
@@ -81,6 +102,10 @@ class WriteStatus(Activity):
             if (found := self.ctx.passes.recall(step_input)) is not None:
                 return found
         return self.ctx.kube.instance(request.namespace, request.name)
+
+
+def _dumped(instance: Instance) -> dict[str, object]:
+    return instance.model.status.model_dump(mode="json", exclude_none=True)
 
 
 def retried() -> bool:

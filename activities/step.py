@@ -43,6 +43,7 @@ from activities.kube import (
     namespace_terminating,
     rests_on_views,
 )
+from activities.rechecks import Rechecks
 from activities.schedules import Schedules
 from dbi.config import Config
 from dbi.pipeline import StepSpec
@@ -101,6 +102,8 @@ class Context:
     passes: PassReads = field(default_factory=PassReads)
     # The worker's Temporal Schedules (the backup step's); None: a worker without them.
     schedules: Schedules | None = None
+    # The settled instances the worker re-checks between passes; None: it re-checks none.
+    rechecks: Rechecks | None = None
 
 
 # A step that has just acted with the hint AT_ONCE (dbi.steps) is looked at again by

@@ -69,6 +69,10 @@ class Carried(BaseModel):
 # instance; runs of 300 events stay near 1.1 MiB (docs/benchmarks.md, "A cached
 # workflow's memory").
 RUN_EVENTS = 300
+# A settled Ready instance's workflow waits this long for its own next pass while the
+# worker that settled it re-checks it every healthCheckInterval and wakes it on any
+# change (activities.rechecks): the safety net for a worker that went away.
+RECHECK_NET = timedelta(hours=1)
 
 
 class WorkflowInput(BaseModel):

@@ -32,6 +32,12 @@ STEP_SECONDS = Histogram(
     ["step"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
 )
+RECHECKS = Counter(
+    "dbi_rechecks",
+    "The worker's re-checks of settled instances between their workflows' passes, by "
+    "result: quiet (found what the last pass found) or changed (the workflow was woken).",
+    ["result"],
+)
 GENERATION_READY_SECONDS = Histogram(
     "dbi_generation_ready_seconds",
     "From the first pass that saw a new generation of a DBInstance to the status showing "

@@ -427,6 +427,12 @@ class LoadedPass(BaseModel):
 
     snapshot: InstanceSnapshot
     done: StepsResult | None = None
+    rechecked: bool = Field(
+        default=False,
+        description="The pass settled the instance and the worker re-checks it every "
+        "healthCheckInterval (activities.rechecks), waking the workflow when a re-check "
+        "finds anything else: the workflow's own next pass comes RECHECK_NET later.",
+    )
 
 
 def then_write(

@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from dbi import names
     from dbi import pipeline as steps
     from dbi.messages import (
+        RECHECK_NET,
         RUN_EVENTS,
         TASK_TIMEOUT,
         Progress,
@@ -54,7 +55,7 @@ with workflow.unsafe.imports_passed_through():
         steps_input,
     )
     from workflows.state import State
-    from workflows.waiting import Wait
+    from workflows.waiting import Wait, rechecked
 
 SHORT = timedelta(seconds=30)
 
@@ -92,7 +93,7 @@ class DBInstanceWorkflow:
                 # would have woken it (and the watcher's wake may come before the views
                 # see the change, so a woken pass reads afresh).
                 idle = self.s.health_check and not (self.c.woken or self.c.retry)
-                self.s.health_check = False
+                self.s.health_check = self.s.rechecked = False
                 # A wake from here on is one this pass's load may not have seen: it
                 # brings another pass (a deletion while rotations are served, say).
                 fresh = patches.wakes_before_load()
@@ -131,6 +132,9 @@ class DBInstanceWorkflow:
                 wait, self.s.streaks = self.s.streaks.after(
                     report, snapshot, spread=workflow.random().random()
                 )
+                if self.s.rechecked and report.blocking is None:
+                    interval = timedelta(seconds=snapshot.health_check_interval_seconds)
+                    wait = rechecked(wait, interval, RECHECK_NET)
                 if held and report.blocking is None:
                     wait = Wait(timedelta(0), "ready: now the requested rotation", True)
                 if self._should_continue_as_new():
@@ -268,6 +272,7 @@ class DBInstanceWorkflow:
                 raise
             workflow.logger.warning("the idle pass failed in one activity; loading first now")
             return None
+        self.s.rechecked = loaded.rechecked
         return loaded.snapshot, (begun, loaded.done) if loaded.done is not None else None
 
     async def _serve_rotations(self) -> None:

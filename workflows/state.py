@@ -28,6 +28,8 @@ class State:
     streaks: Streaks
     # The wait that just ended was a Ready instance's health-check timer.
     health_check: bool = False
+    # This pass settled the instance: the worker re-checks it (activities.rechecks).
+    rechecked: bool = False
     deleting: bool = False
     # What the last pass's load saw of spec.powerState (None: no pass yet in this run).
     power_state: PowerState | None = None

@@ -118,6 +118,20 @@ def next_wait(
     )
 
 
+def rechecked(wait: Wait, interval: timedelta, net: timedelta) -> Wait:
+    """The wait after a Ready pass the worker settled (``activities.rechecks``): the
+    worker re-checks the instance every ``interval`` and wakes the workflow when a
+    re-check finds a change, so the workflow's own next pass is a safety net, ``net``
+    later, with the spread ``wait`` drew (never sooner than ``wait``)."""
+    spread = max((wait.timeout or interval) - interval, timedelta(0))
+    timeout = max(net, interval) + spread
+    return Wait(
+        timeout,
+        f"ready: the worker re-checks every {_human(interval)}; own pass in {_human(timeout)}",
+        wake_on_any_signal=True,
+    )
+
+
 def pending_key(report: PassReport) -> tuple[str, str] | None:
     """What a Pending pass waits for (its step and reason); None for any other pass."""
     blocking = report.blocking

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from temporalio.client import Client
@@ -28,6 +29,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities import registry
 from activities.kube import Kube
+from activities.rechecks import CONCURRENCY, Rechecks
 from activities.schedules import Schedules
 from activities.step import Context
 from activities.telemetry import StepTelemetry
@@ -35,6 +37,7 @@ from activities.views import Views
 from dbi import connect, environment, names, telemetry
 from dbi.config import Config
 from dbi.health import Health, connect_temporal
+from dbi.messages import Wake
 from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
 from workflows.upgrade import DBUpgradeWorkflow
@@ -120,10 +123,12 @@ def step_activities(
     schedules: Schedules | None = None,
     hosted: Hosted | None = None,
     views: Views | None = None,
+    rechecks: Rechecks | None = None,
 ) -> list[Callable[..., Any]]:
     """Return every step activity (or what ``hosted`` makes of the Context), talking to
     the cluster of ``kubeconfig`` (or $KUBECONFIG), answering idle passes' reads from
-    ``views`` when given, and, for backup schedules, to Temporal through ``schedules``."""
+    ``views`` when given, for backup schedules, to Temporal through ``schedules``, and
+    handing the instances idle passes settle to ``rechecks``."""
     ctx = Context(
         kube=Kube(
             connect.kubernetes(
@@ -135,8 +140,14 @@ def step_activities(
         ),
         config=Config.from_env(),
         schedules=schedules,
+        rechecks=rechecks,
     )
     return (hosted or registry.all_activities)(ctx)
+
+
+async def wake(client: Client, workflow_id: str, reason: str) -> None:
+    """Wake the DBInstance workflow ``workflow_id`` (a re-check found a change)."""
+    await client.get_workflow_handle(workflow_id).signal(names.WAKE, Wake(reason=reason))
 
 
 def start_views(cached_workflows: int, kubeconfig: str | None = None) -> Views:
@@ -165,9 +176,10 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     sticky = environment.STICKY_SECONDS.seconds() or STICKY_DEFAULT.total_seconds()
     schedules = Schedules(client, asyncio.get_running_loop(), task_queue)
     views = start_views(cached)
+    rechecks = Rechecks(partial(wake, client))
     worker = build_worker(
         client,
-        step_activities(schedules=schedules, hosted=hosted, views=views),
+        step_activities(schedules=schedules, hosted=hosted, views=views, rechecks=rechecks),
         task_queue=task_queue,
         executor=executor,
         tuning=Tuning(timedelta(seconds=grace), cached, sticky=timedelta(seconds=sticky)),
@@ -177,9 +189,13 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     log.info("worker polling task queue %s at %s", task_queue, address)
+    checking = ThreadPoolExecutor(max_workers=CONCURRENCY, thread_name_prefix="recheck")
+    rechecking = asyncio.create_task(rechecks.run(checking))
     async with worker:
         await stop.wait()
         log.info("worker shutting down")
+        rechecking.cancel()
+    checking.shutdown(wait=True, cancel_futures=True)
     views.stop()
     probing.cancel()
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 import pytest
@@ -17,7 +15,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities import admin_credential, credentials, secrets, trust
 from activities.instance import LoadInstance
-from activities.kube import Kube, Stale, confirm_fresh, shared_reads
+from activities.kube import Stale, confirm_fresh, shared_reads
 from activities.registry import steps_activity
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
@@ -25,6 +23,7 @@ from activities.views import KINDS, Kind, Spared, View, Views, target
 from dbi import connect, names, pipeline
 from dbi.config import Config
 from dbi.steps import Decision, Outcome, StepInput, StepResult, StepsInput, StepsResult
+from tests.activities.conftest import Counted
 from tests.polling import eventually
 
 pytestmark = pytest.mark.stack
@@ -33,52 +32,6 @@ LABEL = {names.INSTANCE_LABEL: "db"}
 SPEC = pipeline.CONVERGE[0]
 RUN_ONE_FIRST = "run-1/1"  # the id of a pass
 CREDENTIALS = pipeline.CREDENTIALS.name
-
-
-class Counted:
-    """A Kube over a client of its own whose requests reaching the server are counted,
-    by method and URL path."""
-
-    def __init__(self, local_stack: Any, views: Views | None) -> None:
-        api = connect.kubernetes(str(local_stack.kubeconfig))
-        self.sent: list[tuple[str, str]] = []
-        call_api = api.call_api
-
-        def counting(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-            self.sent.append((method, url.split("?", maxsplit=1)[0].split("/", 3)[-1]))
-            return call_api(method, url, *args, **kwargs)
-
-        api.call_api = counting  # type: ignore[method-assign]
-        self.kube = Kube(api, views)
-
-    def asked(self, do: Any) -> tuple[Any, int]:
-        """What ``do()`` returns, and how many requests it sent."""
-        before = len(self.sent)
-        value = do()
-        return value, len(self.sent) - before
-
-
-@pytest.fixture
-def views(local_stack: Any, namespace: str, dbinstance_crd: str) -> Iterator[Views]:
-    """The worker's views, in the test's namespace, listed and live."""
-    found = Views.of(frozenset({namespace}), [], cached_workflows=4)
-    found.start(connect.kubernetes(str(local_stack.kubeconfig), connections=len(found.views) + 1))
-    try:
-        for view in found.views:
-            if view.kind.name in {"Service", "PersistentVolumeClaim", "DBInstance"}:
-                eventually(partial(_live, view), what=f"the {view.label} view listed")
-        yield found
-    finally:
-        found.stop()
-
-
-def _live(view: View) -> bool:
-    return view.live
-
-
-@pytest.fixture
-def counted(local_stack: Any, views: Views) -> Counted:
-    return Counted(local_stack, views)
 
 
 def service(namespace: str, name: str, labels: dict[str, str], note: str = "1") -> k8s.V1Service:

@@ -20,6 +20,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.rechecks import settled
 from activities.telemetry import measured
 from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
@@ -83,6 +84,9 @@ class World:
     # refuses would; the workflow's own write_status then writes it.
     status_fails: bool = False
     clock: Callable[[], Awaitable[datetime]] | None = None
+    # When set, an idle pass that settles the instance says the worker re-checks it
+    # (``activities.rechecks``), as the real load_and_run_pass does on a worker with them.
+    rechecks: bool = False
 
     def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
         """Return what ``step`` does now: scripted, or Satisfied, with the side effects
@@ -215,7 +219,8 @@ def activities(world: World) -> list[Callable[..., Any]]:
         snapshot = world.snapshot()
         if snapshot != loaded.expected:
             return LoadedPass(snapshot=snapshot)
-        return LoadedPass(snapshot=snapshot, done=await run_pass(loaded.then))
+        ran = LoadedPass(snapshot=snapshot, done=await run_pass(loaded.then))
+        return ran.model_copy(update={"rechecked": world.rechecks and settled(loaded, ran)})
 
     @activity.defn(name=pipeline.WRITE_STATUS)
     async def write_status(status: StatusInput) -> None:

@@ -239,6 +239,39 @@ async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnv
         assert all(len(p) == len(ALL) for p in world.passes())
 
 
+async def test_a_pass_the_worker_settled_waits_an_hour_and_a_recheck_wake_brings_one(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """An idle pass that settles the instance on a worker that re-checks it
+    (``activities.rechecks``) is followed by the workflow's own pass only RECHECK_NET
+    later (with the spread): the worker looks every interval meanwhile. The wake a
+    re-check sends when it finds a change brings a pass at once, which reads afresh;
+    the instance is then re-checked by the workflow's timer until a pass settles it."""
+    world = World(interval_seconds=60, rechecks=True)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)  # the first pass: not idle, so not settled
+        await time_env.sleep(67)
+        await until(_passes(world, 2))  # a health check: idle, and settled
+        progress = await settled(handle, 2)
+        assert progress.waiting_for.startswith("ready: the worker re-checks every 1m; own pass in")
+        await time_env.sleep(3500)  # not the 1m interval: RECHECK_NET, 1h
+        await _quiet(world, 2)
+        await handle.signal("wake", Wake(reason="re-check: a step would act"))
+        await until(_passes(world, 3))  # woken: reads afresh, not settled
+        assert (await settled(handle, 3)).waiting_for.startswith("ready: re-check in 1m")
+        await time_env.sleep(67)
+        await until(_passes(world, 4))  # its health check settles it again
+        await settled(handle, 4)
+        await time_env.sleep(3500)
+        await _quiet(world, 4)
+        await time_env.sleep(100 + 60 * 0.1 + 1)
+        await until(_passes(world, 5))  # the safety net: the workflow's own pass
+    idle: dict[str, set[bool]] = {}
+    for one in world.inputs:
+        idle.setdefault(one.pass_id, set()).add(one.idle)
+    assert [sorted(found) for found in idle.values()] == [[False], [True], [False], [True], [True]]
+
+
 async def test_only_a_health_check_nothing_woke_is_idle(time_env: WorkflowEnvironment) -> None:
     """An idle pass reads from the worker's views (activities.views); only a Ready
     instance's health check that no wake preceded is one. A pass a wake brought, and

@@ -1,0 +1,213 @@
+"""Re-checks: the worker checks a settled instance between its workflow's passes.
+
+An idle pass (``load_and_run_pass``) that found the instance as the last pass did, ran
+every step to Satisfied and wrote its status is *settled*. The worker that ran it keeps
+the pass's input and, every healthCheckInterval, looks again the way that pass did
+(``recheck``: the load, the steps' observations, the status they would derive), from
+its views, acting on nothing: a re-check that finds the same records nothing (the
+counter ``dbi_rechecks_total``); one that finds anything else (a step would act, a step
+is not Satisfied or raised, the status would change, the instance is not the one the
+pass loaded) wakes the workflow, whose next pass reads afresh and is recorded as any
+pass is. Meanwhile the workflow waits ``RECHECK_NET`` (``dbi.steps``): its own pass then
+is the safety net for a worker that went away, and settles the instance again.
+
+So a Ready instance costs the Temporal server a workflow task an hour instead of one a
+healthCheckInterval, and every look still happens on time (engine.md, "Re-checks").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass
+
+from activities.kube import Stale, rests_on_views, shared_reads
+from activities.postgres import shared_sessions
+from dbi import metrics
+from dbi.status import LoadedPass, LoadedPassInput, StatusInput
+from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult, in_order
+
+log = logging.getLogger("dbi.worker")
+
+# What a re-check does with a settled pass's input: None when it found what the pass
+# found, else what it found instead (for the wake's reason and the log).
+Check = Callable[[LoadedPassInput], str | None]
+# Wake the workflow of this id, for this reason.
+Wake = Callable[[str, str], Awaitable[None]]
+# At most this many re-checks run at once (each on a thread of the re-checks' own).
+CONCURRENCY = 4
+
+
+def settled(loaded: LoadedPassInput, ran: LoadedPass) -> bool:
+    """Whether ``load_and_run_pass`` settled the instance: it found the snapshot the
+    workflow expected, and every step of the pass ran to Satisfied with the status written."""
+    done = ran.done
+    if done is None or done.raised is not None or not done.written:
+        return False
+    steps = loaded.then.steps.steps
+    return len(done.results) == len(steps) and all(
+        r.outcome is Outcome.SATISFIED for r in done.results
+    )
+
+
+def recheck(
+    loaded: LoadedPassInput,
+    load: Callable[[StepInput], InstanceSnapshot],
+    steps: Mapping[str, Callable[[StepInput], StepResult]],
+    unchanged: Callable[[StatusInput], bool],
+    forget: Callable[[str], None],
+) -> str | None:
+    """Look at the instance as the settled pass ``loaded`` did, acting on nothing; None
+    when it is as that pass left it, else what differs.
+
+    The load and steps read as an idle pass does (the views, the reads it may leave
+    out), and every decision rests on that (``rests_on_views``): a step that would act
+    raises ``Stale`` before it writes anything, as does any write through the worker's
+    client. What it read is forgotten after (``forget``, by the pass's id)."""
+    try:
+        return _differs(loaded, load, steps, unchanged)
+    finally:
+        forget(loaded.load.pass_id)
+
+
+def _differs(
+    loaded: LoadedPassInput,
+    load: Callable[[StepInput], InstanceSnapshot],
+    steps: Mapping[str, Callable[[StepInput], StepResult]],
+    unchanged: Callable[[StatusInput], bool],
+) -> str | None:
+    snapshot = load(loaded.load)
+    if snapshot != loaded.expected:
+        return "the instance changed"
+    try:
+        with shared_reads(idle=True), shared_sessions():
+            rests_on_views()
+            done = in_order(loaded.then.steps, lambda step, one: steps[step](one))
+    except Stale:
+        return "a step would act"
+    if done.raised is not None:
+        return f"{done.raised} raised"
+    for result in done.results:
+        if result.outcome is not Outcome.SATISFIED:
+            return f"{result.step} is {result.outcome.value}: {result.reason}"
+    if not unchanged(loaded.then.then.after(done.results)):
+        return "the status would change"
+    return None
+
+
+@dataclass
+class _Settled:
+    loaded: bytes  # the pass's input, as compact JSON
+    check: Check
+    every: float
+    until: float
+    order: int = 0  # its place in the schedule
+
+
+class Rechecks:
+    """The settled instances this worker re-checks, by workflow id, and the loop that
+    re-checks each when due (``run``). ``settle`` and ``forget`` are called from activity
+    threads."""
+
+    def __init__(self, wake: Wake, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._wake = wake
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._settled: dict[str, _Settled] = {}
+        self._due: list[tuple[float, int, str]] = []  # (when, order, workflow id)
+        self._order = 0
+
+    def __len__(self) -> int:
+        return len(self._settled)
+
+    def settle(self, workflow_id: str, loaded: LoadedPassInput, check: Check, net: float) -> bool:
+        """Re-check the instance of ``workflow_id`` as the settled pass ``loaded`` every
+        healthCheckInterval, until its workflow's own pass, ``net`` seconds from now;
+        False when no re-check would come before that pass (an interval that long)."""
+        every = loaded.expected.health_check_interval_seconds
+        if not 0 < every <= net / 2:
+            self.forget(workflow_id)
+            return False
+        now = self._clock()
+        entry = _Settled(
+            loaded=loaded.model_dump_json(exclude_defaults=True).encode(),
+            check=check,
+            every=every,
+            until=now + net - every / 2,
+        )
+        with self._lock:
+            self._settled[workflow_id] = entry
+            entry.order = self._schedule(now + every, workflow_id)
+        return True
+
+    def forget(self, workflow_id: str) -> None:
+        """Stop re-checking the instance of ``workflow_id``: its workflow runs a pass."""
+        with self._lock:
+            self._settled.pop(workflow_id, None)
+
+    def due(self) -> list[tuple[str, _Settled]]:
+        """Take the re-checks due now (each is scheduled again for its next interval)."""
+        now = self._clock()
+        taken = []
+        with self._lock:
+            while self._due and self._due[0][0] <= now:
+                _, order, workflow_id = heapq.heappop(self._due)
+                entry = self._settled.get(workflow_id)
+                if entry is None or entry.order != order:
+                    continue  # forgotten, or settled again since
+                if now + entry.every > entry.until:
+                    del self._settled[workflow_id]  # the workflow's own pass comes next
+                else:
+                    entry.order = self._schedule(now + entry.every, workflow_id)
+                taken.append((workflow_id, entry))
+        return taken
+
+    async def run(self, executor: Executor, *, tick: float = 1.0) -> None:
+        """Re-check what is due, every ``tick`` seconds, until cancelled."""
+        loop = asyncio.get_running_loop()
+        room = asyncio.Semaphore(CONCURRENCY)
+        running: set[asyncio.Task[None]] = set()
+
+        async def one(workflow_id: str, entry: _Settled) -> None:
+            async with room:
+                found = await loop.run_in_executor(executor, self._check, workflow_id, entry)
+            if found is not None:
+                await self._woken(workflow_id, found)
+
+        try:
+            while True:
+                for workflow_id, entry in self.due():
+                    task = asyncio.create_task(one(workflow_id, entry))
+                    running.add(task)
+                    task.add_done_callback(running.discard)
+                await asyncio.sleep(tick)
+        finally:
+            for task in running:
+                task.cancel()
+
+    def _check(self, workflow_id: str, entry: _Settled) -> str | None:
+        loaded = LoadedPassInput.model_validate_json(entry.loaded)
+        try:
+            found = entry.check(loaded)
+        except Exception as e:  # the workflow's pass reports it as a step's error
+            found = f"the re-check raised {type(e).__name__}"
+        metrics.RECHECKS.labels("quiet" if found is None else "changed").inc()
+        return found
+
+    async def _woken(self, workflow_id: str, found: str) -> None:
+        self.forget(workflow_id)
+        log.info("re-check of %s: %s; waking its workflow", workflow_id, found)
+        try:
+            await self._wake(workflow_id, f"re-check: {found}")
+        except Exception as e:  # its own pass, RECHECK_NET after the last, still comes
+            log.warning("could not wake %s after its re-check: %s", workflow_id, e)
+
+    def _schedule(self, when: float, workflow_id: str) -> int:
+        self._order += 1
+        heapq.heappush(self._due, (when, self._order, workflow_id))
+        return self._order

@@ -1,0 +1,292 @@
+"""The worker's re-checks of settled instances (``activities.rechecks``).
+
+Their schedule is pure and tested with a clock the test moves; the re-check itself
+runs against the real API server: it finds a settled instance quiet while nothing
+changed, and a change a step would act on, or a status that would change, without
+writing anything."""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from temporalio.testing import ActivityEnvironment
+
+from activities.instance import LoadInstance
+from activities.kube import shared_reads
+from activities.rechecks import Rechecks, recheck, settled
+from activities.registry import StepActivity, loaded_pass_activity, pass_activity
+from activities.status import WriteStatus
+from activities.step import Anatomy, Context
+from activities.step import run as run_step
+from dbi import names, pipeline
+from dbi.config import Config
+from dbi.models import Served
+from dbi.status import (
+    LoadedPass,
+    LoadedPassInput,
+    PassInput,
+    PassReport,
+    PendingStatus,
+    StatusInput,
+)
+from dbi.steps import (
+    Decision,
+    InstanceSnapshot,
+    Outcome,
+    StepInput,
+    StepResult,
+    StepsInput,
+    StepsResult,
+)
+from tests.activities.conftest import Counted
+from tests.activities.test_views import create_instance, idle_read, note, service
+from tests.polling import eventually
+
+SPEC = pipeline.CONVERGE[0]
+HOUR = 3600.0
+RUN_ONE, RUN_TWO = "run-1/1", "run-1/2"  # the ids of two passes
+SNAPSHOT = InstanceSnapshot(
+    exists=True, uid="uid-1", generation=3, health_check_interval_seconds=60
+)
+
+
+def loaded_input(
+    snapshot: InstanceSnapshot, namespace: str = "team-a", steps: tuple[str, ...] = (SPEC.name,)
+) -> LoadedPassInput:
+    """An idle pass of ``steps`` on ``snapshot`` of the instance ``db``, as the workflow
+    builds it."""
+    one = StepInput(
+        namespace=namespace, name="db", uid=snapshot.uid or "", idle=True, pass_id=RUN_TWO
+    )
+    report = PassReport(
+        workflow_id="dbinstance/team-a/db",
+        generation=snapshot.generation,
+        power_state=snapshot.power_state,
+        deleting=False,
+        pipeline=[s.reported for s in pipeline.CONVERGE if s.name in steps],
+        results=[],
+        paused=False,
+    )
+    status = StatusInput(
+        namespace=one.namespace,
+        name=one.name,
+        uid=one.uid,
+        pass_id=one.pass_id,
+        report=report,
+        generation_seen_at=datetime(2026, 12, 3, tzinfo=UTC),
+    )
+    return LoadedPassInput(
+        load=one,
+        expected=snapshot,
+        then=PassInput(
+            steps=StepsInput(steps=steps, step_input=one),
+            then=PendingStatus(status=status, requested=Served(), rotated=Served()),
+        ),
+    )
+
+
+def satisfied(step: str = SPEC.name) -> StepResult:
+    return SPEC.result(Outcome.SATISFIED, "Done", "nothing to do").model_copy(update={"step": step})
+
+
+SNAPSHOT = InstanceSnapshot(
+    exists=True, uid="uid-1", generation=3, health_check_interval_seconds=60
+)
+
+
+@pytest.mark.parametrize(
+    ("done", "is_settled"),
+    [
+        pytest.param(StepsResult(results=[satisfied()], written=True), True, id="settled"),
+        pytest.param(StepsResult(results=[satisfied()]), False, id="status-not-written"),
+        pytest.param(StepsResult(results=[], raised=SPEC.name, written=True), False, id="raised"),
+        pytest.param(
+            StepsResult(results=[SPEC.result(Outcome.PENDING, "Acting", "acting")], written=True),
+            False,
+            id="pending",
+        ),
+        pytest.param(None, False, id="snapshot-not-expected"),
+    ],
+)
+def test_only_a_pass_that_found_all_satisfied_and_wrote_its_status_settles(
+    done: StepsResult | None, is_settled: bool
+) -> None:
+    loaded = loaded_input(SNAPSHOT)
+    assert settled(loaded, LoadedPass(snapshot=SNAPSHOT, done=done)) is is_settled
+
+
+def test_a_pass_that_left_steps_unrun_does_not_settle() -> None:
+    two = (pipeline.CONVERGE[0].name, pipeline.CONVERGE[1].name)
+    loaded = loaded_input(SNAPSHOT, steps=two)
+    done = StepsResult(results=[satisfied()], written=True)
+    assert not settled(loaded, LoadedPass(snapshot=SNAPSHOT, done=done))
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def schedule(interval: float = 60) -> tuple[Rechecks, Clock, list[str]]:
+    clock = Clock()
+    woken: list[str] = []
+
+    async def wake(workflow_id: str, reason: str) -> None:
+        woken.append(f"{workflow_id}: {reason}")
+
+    return Rechecks(wake, clock=clock), clock, woken
+
+
+def quiet(loaded: LoadedPassInput) -> str | None:
+    return None
+
+
+def due_ids(rechecks: Rechecks) -> list[str]:
+    return [workflow_id for workflow_id, _ in rechecks.due()]
+
+
+def test_a_settled_instance_is_rechecked_every_interval_until_its_own_pass() -> None:
+    rechecks, clock, _ = schedule()
+    assert rechecks.settle("wf-a", loaded_input(SNAPSHOT), quiet, HOUR)
+    times = []
+    for _ in range(3600):
+        clock.now += 1
+        if due_ids(rechecks):
+            times.append(clock.now - 1000)
+    # Every minute until the workflow's own pass, an hour on; none as that pass comes.
+    assert times == [60.0 * k for k in range(1, 60)]
+    assert len(rechecks) == 0
+
+
+def test_forgetting_or_settling_again_leaves_one_schedule() -> None:
+    rechecks, clock, _ = schedule()
+    rechecks.settle("wf-a", loaded_input(SNAPSHOT), quiet, HOUR)
+    clock.now += 30
+    rechecks.settle("wf-a", loaded_input(SNAPSHOT), quiet, HOUR)  # its next idle pass
+    clock.now += 31
+    assert due_ids(rechecks) == []  # the first schedule was replaced
+    clock.now += 30
+    assert due_ids(rechecks) == ["wf-a"]
+    rechecks.forget("wf-a")  # its workflow runs a pass
+    clock.now += 600
+    assert due_ids(rechecks) == []
+    assert len(rechecks) == 0
+
+
+def test_an_interval_too_long_for_a_recheck_before_the_net_settles_nothing() -> None:
+    rechecks, _, _ = schedule()
+    long = SNAPSHOT.model_copy(update={"health_check_interval_seconds": HOUR})
+    assert not rechecks.settle("wf-a", loaded_input(long), quiet, HOUR)
+    assert len(rechecks) == 0
+
+
+async def test_a_recheck_that_finds_a_change_wakes_the_workflow_once() -> None:
+    rechecks, clock, woken = schedule()
+
+    def changed(loaded: LoadedPassInput) -> str | None:
+        return "a step would act"
+
+    def raises(loaded: LoadedPassInput) -> str | None:
+        raise RuntimeError("secret detail")
+
+    rechecks.settle("wf-quiet", loaded_input(SNAPSHOT), quiet, HOUR)
+    rechecks.settle("wf-changed", loaded_input(SNAPSHOT), changed, HOUR)
+    rechecks.settle("wf-raises", loaded_input(SNAPSHOT), raises, HOUR)
+    clock.now += 61
+    with ThreadPoolExecutor(2) as executor:
+        task = asyncio.create_task(rechecks.run(executor, tick=0.01))
+        try:
+            for _ in range(200):
+                if len(woken) == 2:
+                    break
+                await asyncio.sleep(0.01)
+            clock.now += 60
+            await asyncio.sleep(0.1)
+        finally:
+            task.cancel()
+    assert sorted(woken) == [
+        "wf-changed: re-check: a step would act",
+        "wf-raises: re-check: the re-check raised RuntimeError",
+    ]
+    assert len(rechecks) == 1  # the quiet one is still re-checked
+
+
+# Against the real API server -------------------------------------------------------
+
+
+@pytest.mark.stack
+def test_a_recheck_is_quiet_until_a_step_would_act_or_the_status_would_change(
+    counted: Counted,
+    kube_api: Any,
+    namespace: str,
+) -> None:
+    """A settled pass's re-check asks the server for nothing it views and writes
+    nothing: quiet while the instance is as the pass left it; a change a step would act
+    on (a hand-edited Service) or a status that would change (one edited by hand) is
+    reported, and still nothing is written or acted on."""
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespaced_service(
+        namespace, service(namespace, "db", {names.INSTANCE_LABEL: "db"})
+    )
+    uid = create_instance(kube_api, namespace)
+    acted: list[str] = []
+
+    def observe(ctx: Context, instance: Any, step_input: StepInput) -> str | None:
+        return note(ctx.kube.service(namespace, "db"))
+
+    def decide(seen: str | None) -> Decision[str]:
+        if seen == "act":
+            return Decision(SPEC.result(Outcome.PENDING, "Acting", "acting"), "act")
+        return Decision(SPEC.result(Outcome.SATISFIED, "Done", "nothing to do"))
+
+    def act(ctx: Context, instance: Any, seen: str | None, action: str) -> None:
+        acted.append(action)
+
+    step = Anatomy(SPEC, observe, decide, act)
+    ctx = Context(kube=counted.kube, config=Config())
+    steps: dict[str, StepActivity] = {SPEC.name: partial(run_step, ctx, step)}
+    load, status = LoadInstance(ctx).run, WriteStatus(ctx)
+    with shared_reads():  # a fresh pass's reads, kept for the views to vouch for
+        counted.kube.instance(namespace, "db")
+        counted.kube.service(namespace, "db")
+    eventually(lambda: idle_read(counted, namespace, "db")[1] == 0, what="an idle read from views")
+    first = StepInput(namespace=namespace, name="db", uid=uid, idle=True, pass_id=RUN_ONE)
+    snapshot = ActivityEnvironment().run(load, first)
+    loaded = loaded_input(snapshot, namespace)
+    settling = loaded_pass_activity(load, pass_activity(steps, status.after_steps))
+    ran: LoadedPass = ActivityEnvironment().run(settling, loaded)
+    assert settled(loaded, ran)
+
+    def rechecked() -> tuple[str | None, list[str]]:
+        before = len(counted.sent)
+        found = recheck(loaded, load, steps, status.unchanged, ctx.passes.forget)
+        return found, [method for method, _ in counted.sent[before:]]
+
+    # The status the pass wrote reaches the views; then a re-check asks nothing.
+    eventually(lambda: rechecked() == (None, []), what="a quiet re-check from the views alone")
+
+    core.patch_namespaced_service("db", namespace, {"metadata": {"annotations": {"note": "act"}}})
+    eventually(lambda: rechecked()[0] == "a step would act", what="the re-check saw the Service")
+    assert set(rechecked()[1]) <= {"GET"}
+    assert acted == []
+    assert note(core.read_namespaced_service("db", namespace).to_dict()) == "act"
+
+    core.patch_namespaced_service("db", namespace, {"metadata": {"annotations": {"note": "1"}}})
+    eventually(lambda: rechecked()[0] is None, what="quiet again")
+    k8s.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
+        names.GROUP, names.VERSION, namespace, names.PLURAL, "db", {"status": {"phase": "Failed"}}
+    )
+    eventually(
+        lambda: rechecked()[0] == "the status would change", what="the re-check saw the status"
+    )
+    assert set(rechecked()[1]) <= {"GET"}
+    assert acted == []
