@@ -8,8 +8,10 @@ its views, acting on nothing: a re-check that finds the same records nothing (th
 counter ``dbi_rechecks_total``); one that finds anything else (a step would act, a step
 is not Satisfied or raised, the status would change, the instance is not the one the
 pass loaded) wakes the workflow, whose next pass reads afresh and is recorded as any
-pass is. Meanwhile the workflow waits ``RECHECK_NET`` (``dbi.steps``): its own pass then
-is the safety net for a worker that went away, and settles the instance again.
+pass is. Meanwhile the workflow waits ``RECHECK_NET`` (``dbi.messages``): its own pass
+then is the safety net for a worker that went away, and settles the instance again. A
+worker that starts asks every instance for an idle pass, spread over an interval
+(``Rechecks.start``).
 
 So a Ready instance costs the Temporal server a workflow task an hour instead of one a
 healthCheckInterval, and every look still happens on time (engine.md, "Re-checks").
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from activities.kube import Stale, rests_on_views, shared_reads
 from activities.postgres import shared_sessions
 from dbi import metrics
+from dbi.messages import Wake
 from dbi.status import LoadedPass, LoadedPassInput, StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult, in_order
 
@@ -37,10 +40,13 @@ log = logging.getLogger("dbi.worker")
 # What a re-check does with a settled pass's input: None when it found what the pass
 # found, else what it found instead (for the wake's reason and the log).
 Check = Callable[[LoadedPassInput], str | None]
-# Wake the workflow of this id, for this reason.
-Wake = Callable[[str, str], Awaitable[None]]
+# Signal the workflow of this id.
+Signal = Callable[[str, Wake], Awaitable[None]]
 # At most this many re-checks run at once (each on a thread of the re-checks' own).
 CONCURRENCY = 4
+# A worker that starts asks every instance for an idle pass, spread over this long (the
+# default healthCheckInterval): those that settle are re-checked here from then on.
+START_SPREAD_SECONDS = 300.0
 
 
 def settled(loaded: LoadedPassInput, ran: LoadedPass) -> bool:
@@ -114,8 +120,8 @@ class Rechecks:
     re-checks each when due (``run``). ``settle`` and ``forget`` are called from activity
     threads."""
 
-    def __init__(self, wake: Wake, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self._wake = wake
+    def __init__(self, signal: Signal, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._signal = signal
         self._clock = clock
         self._lock = threading.Lock()
         self._settled: dict[str, _Settled] = {}
@@ -203,9 +209,31 @@ class Rechecks:
         self.forget(workflow_id)
         log.info("re-check of %s: %s; waking its workflow", workflow_id, found)
         try:
-            await self._wake(workflow_id, f"re-check: {found}")
+            await self._signal(workflow_id, Wake(reason=f"re-check: {found}"))
         except Exception as e:  # its own pass, RECHECK_NET after the last, still comes
             log.warning("could not wake %s after its re-check: %s", workflow_id, e)
+
+    async def start(
+        self, listed: Callable[[], list[str] | None], spread: float = START_SPREAD_SECONDS
+    ) -> None:
+        """A worker that starts has settled nothing: ask the workflow of each instance
+        ``listed`` (their workflow ids; None until the worker's views have listed them)
+        for an idle pass now (``Wake.settle``), one after the other over ``spread``
+        seconds, so that the instances are looked at within an interval, as before, and
+        those that settle are re-checked from then on. A Ready instance's workflow would
+        otherwise wait up to RECHECK_NET for its own pass."""
+        while (ids := listed()) is None:
+            await asyncio.sleep(1)
+        log.info("asking %d instances for a pass to settle them, over %.0fs", len(ids), spread)
+        gap = spread / max(len(ids), 1)
+        asked = Wake(reason="a worker started: the health check's pass, now", settle=True)
+        for workflow_id in ids:
+            if workflow_id not in self._settled:
+                try:
+                    await self._signal(workflow_id, asked)
+                except Exception as e:  # no workflow (yet): its first pass settles it
+                    log.debug("could not ask %s for a pass: %s", workflow_id, e)
+            await asyncio.sleep(gap)
 
     def _schedule(self, when: float, workflow_id: str) -> int:
         self._order += 1

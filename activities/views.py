@@ -288,6 +288,15 @@ class Views:
         views += [View(IMAGES, ns) for ns in sorted(set(image_namespaces))]
         return cls(views, answers=cached_workflows * ANSWERS_PER_WORKFLOW, spared=cached_workflows)
 
+    def instances(self) -> list[tuple[str, str]] | None:
+        """The (namespace, name) of every DBInstance the views hold; None until each
+        DBInstance view has listed them."""
+        held = [v for v in self.views if v.kind is DBINSTANCES]
+        if not held or not all(v.live for v in held):
+            return None
+        found = {(ns, name) for v in held for ns, named in v.objects.items() for name in named}
+        return sorted(found)
+
     @property
     def views(self) -> list[View]:
         return [v for found in self._views.values() for v in found]

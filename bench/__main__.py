@@ -316,16 +316,24 @@ def _idle(
     minutes = args.idle / 60
     per = args.n * minutes
     passes = measure.total(after, "dbi_passes_total") - measure.total(before, "dbi_passes_total")
+    # The worker's re-checks of settled instances (activities.rechecks): a look each, as
+    # a pass is, that goes through no workflow.
+    rechecks = measure.total(after, "dbi_rechecks_total") - measure.total(
+        before, "dbi_rechecks_total"
+    )
+    looks = passes + rechecks
     return {
         "seconds": args.idle,
         "passes_per_instance_minute": passes / per,
+        "rechecks_per_instance_minute": rechecks / per,
         "activities_per_instance_minute": (
             measure.total(after, "dbi_step_duration_seconds_count")
             - measure.total(before, "dbi_step_duration_seconds_count")
         )
         / per,
         "api_requests_per_instance_minute": requests / per,
-        "api_requests_per_pass": requests / passes if passes else 0.0,
+        # Per look at an instance: a pass or a re-check.
+        "api_requests_per_pass": requests / looks if looks else 0.0,
         "max_activity_slots_used": slots,
         "cpu_seconds_by_part_per_minute": {
             part: seconds / minutes for part, seconds in cpu_used.items()
@@ -341,8 +349,8 @@ def _idle(
             - (0 if "size" in name else measure.total(before, name))
             for name in sorted({name for name, _ in after if "sticky_cache" in name})
         },
-        # Gross (the stack's background included), per pass: which reads a pass makes.
-        "api_traffic_per_pass": {k: v / passes for k, v in traffic.items()} if passes else {},
+        # Gross (the stack's background included), per look: which reads a look makes.
+        "api_traffic_per_pass": {k: v / looks for k, v in traffic.items()} if looks else {},
     }
 
 

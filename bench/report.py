@@ -36,13 +36,14 @@ ROWS = [
     ("reaction", "p99", "Reaction: patch to observedGeneration p99 (s)"),
     ("reaction", "missed", "Reaction: patches not seen within 60 s (counted as 60 s above)"),
     ("idle", "passes_per_instance_minute", "Idle: passes per instance per minute"),
+    ("idle", "rechecks_per_instance_minute", "Idle: worker's re-checks per instance per minute"),
     ("idle", "activities_per_instance_minute", "Idle: activities per instance per minute"),
     (
         "idle",
         "api_requests_per_instance_minute",
         "Idle: API requests per instance per minute (net)",
     ),
-    ("idle", "api_requests_per_pass", "Idle: API requests per pass (net)"),
+    ("idle", "api_requests_per_pass", "Idle: API requests per pass or re-check (net)"),
     ("idle", "max_activity_slots_used", "Idle: most activity slots in use (regular and local)"),
     (
         "idle",
@@ -265,7 +266,7 @@ def _traffic(results: dict[str, Any]) -> list[str]:
         if (traffic := ((results.get(name) or {}).get("idle") or {}).get("api_traffic_per_pass"))
     ]
     return _busiest("until all were ready (gross, per instance)", fleet) + _busiest(
-        "in the idle window (gross: the stack's background too; per pass)", idle
+        "in the idle window (gross: the stack's background too; per pass or re-check)", idle
     )
 
 

@@ -47,6 +47,12 @@ class Wake(BaseModel):
         description="The DBInstance was deleted: every wait ends, Terminal's too, and the "
         "next pass finds it gone and completes the workflow.",
     )
+    settle: bool = Field(
+        default=False,
+        description="Nothing changed: a worker that started asks a Ready instance for its "
+        "idle pass now, which settles it there (activities.rechecks). Ends a Ready wait "
+        "only, and the pass that follows is idle, as a health check's.",
+    )
 
 
 class Carried(BaseModel):
@@ -62,7 +68,9 @@ class Carried(BaseModel):
 
 
 # How many events a run of the DBInstance workflow holds before it continues as new:
-# about 45 idle passes (6.6 events each), four hours at a 5-minute interval. A cached
+# about 45 idle passes (6.6 events each): four hours at a 5-minute interval where every
+# check is the workflow's pass, two days where the worker re-checks settled instances
+# between them (activities.rechecks, one pass an hour). A cached
 # workflow's memory in the worker grows with its run, 15 to 23 KiB per idle pass, and
 # is given back when the run continues as new: runs that went on until the server
 # suggested continuing (about 4,100 events, 500 passes) would reach 8 to 12 MiB per

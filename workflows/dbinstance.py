@@ -145,6 +145,9 @@ class DBInstanceWorkflow:
 
     @workflow.signal(name=names.WAKE)
     def wake(self, signal: Wake) -> None:
+        if signal.settle:  # nothing changed: the health check's pass, now
+            self.s.settle = True
+            return
         self.c.woken = True
         # A deletion ends every wait, a Terminal one too: the next pass finds the
         # instance gone and the workflow completes (no workflow outlives its instance).
@@ -392,7 +395,8 @@ class DBInstanceWorkflow:
         self.s.next_wakeup = workflow.now() + wait.timeout if wait.timeout else None
 
         def woken() -> bool:
-            return self.c.woken or self.s.requests.pending()
+            settle = self.s.settle and report.converged
+            return self.c.woken or self.s.requests.pending() or settle
 
         def changed() -> bool:
             newer = self.c.signaled_generation > report.generation
@@ -404,6 +408,12 @@ class DBInstanceWorkflow:
         except TimeoutError:
             # Nothing woke a Ready instance: the next pass is a health check.
             self.s.health_check = report.converged and not report.deleting
+        else:
+            # A started worker's settle wake alone is a health check's too.
+            other = self.c.woken or self.c.retry or self.s.requests.pending()
+            ready = report.converged and not report.deleting
+            self.s.health_check = self.s.settle and not other and ready
+        self.s.settle = False
         self.s.next_wakeup = None
 
     # Lifetime -------------------------------------------------------------------

@@ -30,6 +30,8 @@ class State:
     health_check: bool = False
     # This pass settled the instance: the worker re-checks it (activities.rechecks).
     rechecked: bool = False
+    # A worker that started asks for an idle pass now (Wake.settle).
+    settle: bool = False
     deleting: bool = False
     # What the last pass's load saw of spec.powerState (None: no pass yet in this run).
     power_state: PowerState | None = None

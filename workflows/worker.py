@@ -145,9 +145,15 @@ def step_activities(
     return (hosted or registry.all_activities)(ctx)
 
 
-async def wake(client: Client, workflow_id: str, reason: str) -> None:
-    """Wake the DBInstance workflow ``workflow_id`` (a re-check found a change)."""
-    await client.get_workflow_handle(workflow_id).signal(names.WAKE, Wake(reason=reason))
+async def wake(client: Client, workflow_id: str, signal: Wake) -> None:
+    """Send the DBInstance workflow ``workflow_id`` a wake (``activities.rechecks``)."""
+    await client.get_workflow_handle(workflow_id).signal(names.WAKE, signal)
+
+
+def workflow_ids(views: Views) -> list[str] | None:
+    """The workflow id of every DBInstance ``views`` hold; None until they listed them."""
+    found = views.instances()
+    return None if found is None else [names.workflow_id(ns, name) for ns, name in found]
 
 
 def start_views(cached_workflows: int, kubeconfig: str | None = None) -> Views:
@@ -191,10 +197,12 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     log.info("worker polling task queue %s at %s", task_queue, address)
     checking = ThreadPoolExecutor(max_workers=CONCURRENCY, thread_name_prefix="recheck")
     rechecking = asyncio.create_task(rechecks.run(checking))
+    starting = asyncio.create_task(rechecks.start(partial(workflow_ids, views)))
     async with worker:
         await stop.wait()
         log.info("worker shutting down")
         rechecking.cancel()
+        starting.cancel()
     checking.shutdown(wait=True, cancel_futures=True)
     views.stop()
     probing.cancel()

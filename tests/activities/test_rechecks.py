@@ -24,8 +24,10 @@ from activities.registry import StepActivity, loaded_pass_activity, pass_activit
 from activities.status import WriteStatus
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
+from activities.views import Views
 from dbi import names, pipeline
 from dbi.config import Config
+from dbi.messages import Wake
 from dbi.models import Served
 from dbi.status import (
     LoadedPass,
@@ -140,8 +142,8 @@ def schedule(interval: float = 60) -> tuple[Rechecks, Clock, list[str]]:
     clock = Clock()
     woken: list[str] = []
 
-    async def wake(workflow_id: str, reason: str) -> None:
-        woken.append(f"{workflow_id}: {reason}")
+    async def wake(workflow_id: str, signal: Wake) -> None:
+        woken.append(f"{workflow_id}: {signal.reason}" + (" (settle)" if signal.settle else ""))
 
     return Rechecks(wake, clock=clock), clock, woken
 
@@ -220,12 +222,32 @@ async def test_a_recheck_that_finds_a_change_wakes_the_workflow_once() -> None:
     assert len(rechecks) == 1  # the quiet one is still re-checked
 
 
+async def test_a_started_worker_asks_each_instance_it_has_not_settled_for_a_pass() -> None:
+    """Once the views have listed the instances, each one this worker has not settled
+    gets a settle wake, one after the other; one with no workflow does not stop the
+    rest."""
+    sent: list[str] = []
+
+    async def signal(workflow_id: str, wake: Wake) -> None:
+        if workflow_id == "wf-none":
+            raise RuntimeError("workflow not found")
+        assert wake.settle
+        sent.append(workflow_id)
+
+    rechecks = Rechecks(signal)
+    rechecks.settle("wf-settled", loaded_input(SNAPSHOT), quiet, HOUR)
+    answers: list[list[str] | None] = [None, None, ["wf-a", "wf-none", "wf-settled", "wf-b"]]
+    await asyncio.wait_for(rechecks.start(lambda: answers.pop(0), spread=0.04), timeout=10)
+    assert sent == ["wf-a", "wf-b"]
+
+
 # Against the real API server -------------------------------------------------------
 
 
 @pytest.mark.stack
 def test_a_recheck_is_quiet_until_a_step_would_act_or_the_status_would_change(
     counted: Counted,
+    views: Views,
     kube_api: Any,
     namespace: str,
 ) -> None:
@@ -238,6 +260,7 @@ def test_a_recheck_is_quiet_until_a_step_would_act_or_the_status_would_change(
         namespace, service(namespace, "db", {names.INSTANCE_LABEL: "db"})
     )
     uid = create_instance(kube_api, namespace)
+    eventually(lambda: (namespace, "db") in (views.instances() or []), what="the instance listed")
     acted: list[str] = []
 
     def observe(ctx: Context, instance: Any, step_input: StepInput) -> str | None:

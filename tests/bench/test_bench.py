@@ -58,6 +58,7 @@ def test_the_benchmark_reports_every_figure_for_every_engine(tmp_path: Path) -> 
         assert len(result[engine]["reaction"]["seconds"]) == 1
         assert set(result[engine]["idle"]) >= {
             "passes_per_instance_minute",
+            "rechecks_per_instance_minute",
             "api_requests_per_pass",
             "max_activity_slots_used",
         }

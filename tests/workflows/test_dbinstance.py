@@ -272,6 +272,32 @@ async def test_a_pass_the_worker_settled_waits_an_hour_and_a_recheck_wake_brings
     assert [sorted(found) for found in idle.values()] == [[False], [True], [False], [True], [True]]
 
 
+async def test_a_started_workers_settle_wake_brings_an_idle_pass_to_a_ready_instance_only(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A worker that starts asks each instance for its health check's pass now
+    (``Wake.settle``): a Ready instance runs an idle pass at once, which settles it on a
+    worker that re-checks; a Pending one's wait is not cut short."""
+    world = World(interval_seconds=60, rechecks=True)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        settle = Wake(reason="a worker started", settle=True)
+        await handle.signal("wake", settle)
+        await until(_passes(world, 2))
+        progress = await settled(handle, 2)
+        assert progress.waiting_for.startswith("ready: the worker re-checks every 1m")
+        world.then("access", Scripted(Outcome.PENDING, "ServiceCreated", 30))
+        await handle.signal("wake", Wake(reason="Service db deleted"))
+        await until(_passes(world, 3))  # Pending: waits its 30 s
+        await settled(handle, 3)
+        await handle.signal("wake", settle)
+        await _quiet(world, 3)
+    idle: dict[str, set[bool]] = {}
+    for one in world.inputs:
+        idle.setdefault(one.pass_id, set()).add(one.idle)
+    assert [sorted(found) for found in idle.values()] == [[False], [True], [False]]
+
+
 async def test_only_a_health_check_nothing_woke_is_idle(time_env: WorkflowEnvironment) -> None:
     """An idle pass reads from the worker's views (activities.views); only a Ready
     instance's health check that no wake preceded is one. A pass a wake brought, and
