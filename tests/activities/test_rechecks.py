@@ -22,7 +22,7 @@ from activities.kube import shared_reads
 from activities.rechecks import Rechecks, recheck, settled
 from activities.registry import StepActivity, loaded_pass_activity, pass_activity
 from activities.status import WriteStatus
-from activities.step import Anatomy, Context
+from activities.step import Context
 from activities.step import run as run_step
 from activities.views import Views
 from dbi import names, pipeline
@@ -38,7 +38,6 @@ from dbi.status import (
     StatusInput,
 )
 from dbi.steps import (
-    Decision,
     InstanceSnapshot,
     Outcome,
     StepInput,
@@ -47,7 +46,7 @@ from dbi.steps import (
     StepsResult,
 )
 from tests.activities.conftest import Counted
-from tests.activities.test_views import create_instance, idle_read, note, service
+from tests.activities.test_views import create_instance, idle_read, note, note_step, service
 from tests.polling import eventually
 
 SPEC = pipeline.CONVERGE[0]
@@ -262,19 +261,7 @@ def test_a_recheck_is_quiet_until_a_step_would_act_or_the_status_would_change(
     uid = create_instance(kube_api, namespace)
     eventually(lambda: (namespace, "db") in (views.instances() or []), what="the instance listed")
     acted: list[str] = []
-
-    def observe(ctx: Context, instance: Any, step_input: StepInput) -> str | None:
-        return note(ctx.kube.service(namespace, "db"))
-
-    def decide(seen: str | None) -> Decision[str]:
-        if seen == "act":
-            return Decision(SPEC.result(Outcome.PENDING, "Acting", "acting"), "act")
-        return Decision(SPEC.result(Outcome.SATISFIED, "Done", "nothing to do"))
-
-    def act(ctx: Context, instance: Any, seen: str | None, action: str) -> None:
-        acted.append(action)
-
-    step = Anatomy(SPEC, observe, decide, act)
+    step = note_step(namespace, acted)
     ctx = Context(kube=counted.kube, config=Config())
     steps: dict[str, StepActivity] = {SPEC.name: partial(run_step, ctx, step)}
     load, status = LoadInstance(ctx).run, WriteStatus(ctx)

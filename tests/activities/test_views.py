@@ -174,6 +174,18 @@ def test_an_idle_pass_that_would_act_on_a_lagging_view_runs_again_on_fresh_reads
     assert note(idle_read(counted, namespace, "db")[0]) == "act"
 
     acted: list[str] = []
+    step = note_step(namespace, acted)
+    ctx = Context(kube=counted.kube, config=Config())
+    run_steps = steps_activity({SPEC.name: lambda one: run_step(ctx, step, one)})
+    one = StepInput(namespace=namespace, name="db", uid=uid, idle=True)
+    result = ActivityEnvironment().run(run_steps, StepsInput(steps=(SPEC.name,), step_input=one))
+    assert acted == []
+    assert [(r.outcome, r.reason) for r in result.results] == [(Outcome.SATISFIED, "Done")]
+
+
+def note_step(namespace: str, acted: list[str]) -> Anatomy[Any, Any]:
+    """A step that observes the note on the Service ``db`` of ``namespace``: Satisfied,
+    but for the note "act", on which it acts (the action recorded in ``acted``)."""
 
     def observe(ctx: Context, instance: Any, step_input: StepInput) -> str | None:
         return note(ctx.kube.service(namespace, "db"))
@@ -186,13 +198,7 @@ def test_an_idle_pass_that_would_act_on_a_lagging_view_runs_again_on_fresh_reads
     def act(ctx: Context, instance: Any, seen: str | None, action: str) -> None:
         acted.append(action)
 
-    step = Anatomy(SPEC, observe, decide, act)
-    ctx = Context(kube=counted.kube, config=Config())
-    run_steps = steps_activity({SPEC.name: lambda one: run_step(ctx, step, one)})
-    one = StepInput(namespace=namespace, name="db", uid=uid, idle=True)
-    result = ActivityEnvironment().run(run_steps, StepsInput(steps=(SPEC.name,), step_input=one))
-    assert acted == []
-    assert [(r.outcome, r.reason) for r in result.results] == [(Outcome.SATISFIED, "Done")]
+    return Anatomy(SPEC, observe, decide, act)
 
 
 def test_a_step_acting_on_an_instance_its_idle_load_read_from_views_reads_it_afresh(
