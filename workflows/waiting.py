@@ -124,12 +124,11 @@ def rechecked(wait: Wait, interval: timedelta, net: timedelta) -> Wait:
     re-check finds a change, so the workflow's own next pass is a safety net, ``net``
     later, with the spread ``wait`` drew (never sooner than ``wait``)."""
     spread = max((wait.timeout or interval) - interval, timedelta(0))
-    timeout = max(net, interval) + spread
-    return Wait(
-        timeout,
-        f"ready: the worker re-checks every {_human(interval)}; own pass in {_human(timeout)}",
-        wake_on_any_signal=True,
-    )
+    own = max(net, interval)
+    summary = f"ready: the worker re-checks every {_human(interval)}; own pass in {_human(own)}"
+    if spread >= timedelta(seconds=1):
+        summary += f" (+{int(spread.total_seconds())}s spread)"
+    return Wait(own + spread, summary, wake_on_any_signal=True)
 
 
 def pending_key(report: PassReport) -> tuple[str, str] | None:

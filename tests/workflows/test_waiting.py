@@ -15,9 +15,11 @@ from workflows.waiting import (
     HEALTH_SPREAD,
     PENDING_CAP,
     PendingStreak,
+    Wait,
     backoff,
     next_wait,
     pending_key,
+    rechecked,
 )
 
 SNAPSHOT = InstanceSnapshot(exists=True, uid="u", health_check_interval_seconds=120)
@@ -198,3 +200,16 @@ def test_a_held_action_waits_for_its_hint_at_most_one_health_interval() -> None:
     near = held_then().model_copy(deep=True)
     near.results[-1] = near.results[-1].model_copy(update={"requeue_after_seconds": 45})
     assert next_wait(near, SNAPSHOT, transient_streak=0).timeout == timedelta(seconds=45)
+
+
+def test_a_settled_pass_waits_the_net_with_the_spread_the_interval_drew() -> None:
+    """After a pass the worker settled, the workflow's own pass comes an hour later plus
+    the spread its Ready wait drew, and never sooner than that wait."""
+    ready = next_wait(converged(), SNAPSHOT, transient_streak=0, spread=0.5)
+    hour = timedelta(hours=1)
+    wait = rechecked(ready, timedelta(minutes=2), hour)
+    assert wait.timeout == hour + timedelta(seconds=6)
+    assert wait.summary == "ready: the worker re-checks every 2m; own pass in 1h (+6s spread)"
+    assert wait.wake_on_any_signal
+    long = rechecked(Wait(timedelta(hours=2), "", True), timedelta(hours=2), hour)
+    assert long.timeout == timedelta(hours=2)
