@@ -22,7 +22,6 @@ with workflow.unsafe.imports_passed_through():
     from dbi import names
     from dbi import pipeline as steps
     from dbi.messages import (
-        RECHECK_NET,
         RUN_EVENTS,
         TASK_TIMEOUT,
         Progress,
@@ -55,7 +54,7 @@ with workflow.unsafe.imports_passed_through():
         steps_input,
     )
     from workflows.state import State
-    from workflows.waiting import Wait, rechecked
+    from workflows.waiting import Wait
 
 SHORT = timedelta(seconds=30)
 
@@ -130,11 +129,11 @@ class DBInstanceWorkflow:
                     return "deleted"
                 self.s.requests.answer_resize_waiters(report)
                 wait, self.s.streaks = self.s.streaks.after(
-                    report, snapshot, spread=workflow.random().random()
+                    report,
+                    snapshot,
+                    spread=workflow.random().random(),
+                    settled=self.s.rechecked,
                 )
-                if self.s.rechecked and report.blocking is None:
-                    interval = timedelta(seconds=snapshot.health_check_interval_seconds)
-                    wait = rechecked(wait, interval, RECHECK_NET)
                 if held and report.blocking is None:
                     wait = Wait(timedelta(0), "ready: now the requested rotation", True)
                 if self._should_continue_as_new():

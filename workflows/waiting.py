@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
+from dbi.messages import RECHECK_NET
 from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome
 
@@ -172,9 +173,10 @@ class Streaks:
     pending: PendingStreak = PendingStreak()
 
     def after(
-        self, report: PassReport, snapshot: InstanceSnapshot, *, spread: float
+        self, report: PassReport, snapshot: InstanceSnapshot, *, spread: float, settled: bool
     ) -> tuple[Wait, Streaks]:
-        """Return how to wait after ``report``, and the streaks once it is the latest."""
+        """Return how to wait after ``report``, and the streaks once it is the latest;
+        ``settled``: the worker re-checks the instance (``rechecked``)."""
         blocking = report.blocking
         transient = blocking is not None and blocking.outcome is Outcome.TRANSIENT
         streaks = replace(
@@ -190,4 +192,7 @@ class Streaks:
             pending_streak=streaks.pending.count,
             spread=spread,
         )
+        if settled and blocking is None:
+            interval = timedelta(seconds=snapshot.health_check_interval_seconds)
+            wait = rechecked(wait, interval, RECHECK_NET)
         return wait, replace(streaks, at_once=streaks.at_once + 1 if wait.at_once else 0)
