@@ -58,8 +58,10 @@ from dbi.streams import Listener, Source, WatchState, forever, metadata_only
 REFUSED_SECONDS = 300.0
 # How long an idle pass may take a cloud-init Secret from this worker's read (``Spared``).
 SPARED_SECONDS = 3600.0
-# Answers kept per cached workflow (DBI_CACHED_WORKFLOWS): an idle pass reads about 10
-# viewed objects.
+# Answers kept per instance (or per cached workflow, DBI_CACHED_WORKFLOWS, when more):
+# an idle pass or re-check reads about 10 viewed objects. By the instances the views
+# hold, not the cache: a worker whose cache is smaller than its fleet still re-checks
+# every instance (activities.rechecks), and an answer not kept is a request.
 ANSWERS_PER_WORKFLOW = 16
 
 Key = tuple[str, str]  # an object's name and resourceVersion
@@ -221,9 +223,15 @@ class Spared:
     Secrets: ``activities.secrets.read_boot``), by key: each for ``seconds`` after it was
     read, at most ``size`` of them, the least recently used out first."""
 
-    def __init__(self, size: int, seconds: float = SPARED_SECONDS) -> None:
+    def __init__(
+        self,
+        size: int,
+        seconds: float = SPARED_SECONDS,
+        at_least: Callable[[], int] | None = None,
+    ) -> None:
         self._size = size
         self._seconds = seconds
+        self._at_least = at_least  # a larger size when there is (the instances served)
         self._reads: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -247,7 +255,8 @@ class Spared:
         with self._lock:
             self._reads[key] = (time.monotonic(), read)
             self._reads.move_to_end(key)
-            while len(self._reads) > self._size:
+            size = max(self._size, self._at_least()) if self._at_least else self._size
+            while len(self._reads) > size:
                 self._reads.popitem(last=False)
 
     def forget(self, key: Hashable) -> None:
@@ -257,8 +266,9 @@ class Spared:
 
 class Views:
     """Every view, the server's last answers to GETs of what they cover, and the reads
-    an idle pass may take again though no view vouches for them (``spared``: one per
-    cached workflow)."""
+    an idle pass may take again though no view vouches for them (``spared``): at least
+    ``answers`` and ``spared`` of them, and as many as the DBInstances the views hold
+    call for (``ANSWERS_PER_WORKFLOW`` answers and one spared read each)."""
 
     def __init__(self, views: Iterable[View], answers: int, spared: int = 0) -> None:
         self._views: dict[str, list[View]] = {}
@@ -268,7 +278,7 @@ class Views:
         self._answers: OrderedDict[tuple[str, str], _Answer] = OrderedDict()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.spared = Spared(spared)
+        self.spared = Spared(spared, at_least=self.served)
 
     @classmethod
     def of(
@@ -296,6 +306,11 @@ class Views:
             return None
         found = {(ns, name) for v in held for ns, named in v.objects.items() for name in named}
         return sorted(found)
+
+    def served(self) -> int:
+        """How many DBInstances the views hold (listed or not yet)."""
+        held = self._views.get(DBINSTANCES.path, [])
+        return sum(len(named) for v in held for named in list(v.objects.values()))
 
     @property
     def views(self) -> list[View]:
@@ -355,10 +370,11 @@ class Views:
                 (str(item["metadata"]["name"]), str(item["metadata"].get("resourceVersion")))
                 for item in body.get("items") or []
             )
+        size = max(self._size, ANSWERS_PER_WORKFLOW * self.served())
         with self._lock:
             self._answers[(url, accept)] = _Answer(version, response)
             self._answers.move_to_end((url, accept))
-            while len(self._answers) > self._size:
+            while len(self._answers) > size:
                 self._answers.popitem(last=False)
 
     # Running.

@@ -265,6 +265,9 @@ def _measure(
         say(f"{engine_name}: reaction")
         reaction = _reaction(api, tracker, instances[: args.reaction], args.interval)
 
+        if args.settle:
+            say(f"{engine_name}: settling for {args.settle:g}s before the idle window")
+            time.sleep(args.settle)
         say(f"{engine_name}: idle for {args.idle}s")
         lengths = _history_lengths(info) if engine_name == "temporal" else {}
         idle = _idle(engine_name, api, metrics_url, parts, args, background)
@@ -324,6 +327,7 @@ def _idle(
     looks = passes + rechecks
     return {
         "seconds": args.idle,
+        "settled_seconds": args.settle,  # waited before the window
         "passes_per_instance_minute": passes / per,
         "rechecks_per_instance_minute": rechecks / per,
         "activities_per_instance_minute": (
@@ -499,6 +503,14 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--n", type=int, default=100, help="instances per fleet (default 100)")
     parser.add_argument("--reaction", type=int, default=20, help="patches timed (default 20)")
     parser.add_argument("--idle", type=float, default=60, help="idle window, s (default 60)")
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=0,
+        help="wait this long after the reaction before the idle window, s, so that the "
+        "window sees the steady state: every instance's health check already settled "
+        "(default 0)",
+    )
     parser.add_argument("--interval", default="30s", help="healthCheckInterval (default 30s)")
     parser.add_argument("--timeout", type=float, default=900, help="per phase, s (default 900)")
     parser.add_argument(
@@ -528,6 +540,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--reaction cannot exceed --n")
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.settle < 0:
+        parser.error("--settle: seconds, at least 0")
     if not re.fullmatch(r"[1-9][0-9]*s", args.interval):
         parser.error("--interval: whole seconds, such as 30s or 300s")
     default = "temporal,peer" if args.steps == "stub" else "floor,temporal,peer"

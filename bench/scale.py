@@ -51,6 +51,14 @@ def main(argv: list[str] | None = None) -> int:
         help="idle window, s (default: the interval and its spread, 1.1 times it, so that "
         "every instance passes in it)",
     )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=None,
+        help="wait before the idle window, s (default: as long as the idle window, so that "
+        "every instance's first health check, a workflow pass, falls before it and the "
+        "window sees the steady state)",
+    )
     parser.add_argument("--reaction", type=int, default=20, help="patches timed (default 20)")
     parser.add_argument("--engines", default="temporal", help="default temporal")
     parser.add_argument("--timeout", type=float, default=3600, help="per phase, s")
@@ -65,6 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     if not re.fullmatch(r"[1-9][0-9]*s", args.interval):
         parser.error("--interval: whole seconds, such as 300s")
     idle = args.idle if args.idle is not None else int(args.interval[:-1]) * 1.1
+    settle = args.settle if args.settle is not None else idle
+    if settle < 0:
+        parser.error("--settle: seconds, at least 0")
     args.out.mkdir(parents=True, exist_ok=True)
     gathered: dict[str, Any] = {"interval": args.interval, "runs": {}}
     for n in counts:
@@ -76,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--n={n}",
                 f"--interval={args.interval}",
                 f"--idle={idle}",
+                f"--settle={settle}",
                 f"--reaction={min(args.reaction, n)}",
                 f"--engines={args.engines}",
                 f"--timeout={args.timeout}",

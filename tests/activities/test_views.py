@@ -19,7 +19,7 @@ from activities.kube import Stale, confirm_fresh, shared_reads
 from activities.registry import steps_activity
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
-from activities.views import KINDS, Kind, Spared, View, Views, target
+from activities.views import ANSWERS_PER_WORKFLOW, KINDS, Kind, Spared, View, Views, target
 from dbi import connect, names, pipeline
 from dbi.config import Config
 from dbi.steps import Decision, Outcome, StepInput, StepResult, StepsInput, StepsResult
@@ -474,3 +474,35 @@ def create_instance(kube_api: Any, namespace: str) -> str:
         names.GROUP, names.VERSION, namespace, names.PLURAL, body
     )
     return str(created["metadata"]["uid"])
+
+
+def test_answers_and_spared_reads_are_kept_for_every_instance_served_not_only_the_cached() -> None:
+    """Plain data: a worker whose workflow cache (DBI_CACHED_WORKFLOWS, here 1) is smaller
+    than its fleet still re-checks every instance; were the answers sized by the cache,
+    each re-check past the first would ask the server again."""
+    (instances,) = [k for k in KINDS if k.name == "DBInstance"]
+    (services,) = [k for k in KINDS if k.name == "Service"]
+    held, service_view = View(instances), View(services)
+    for view in (held, service_view):
+        view.state.listed()
+    views = Views([held, service_view], answers=1, spared=1)
+    names_ = [f"db{i}" for i in range(40)]
+    held.objects = {"a": {name: ("1", {}) for name in names_}}
+    service_view.objects = {"a": {name: ("5", LABEL) for name in names_}}
+
+    class Answer:
+        status = 200
+        data = json.dumps({"metadata": {"resourceVersion": "5", "labels": LABEL}}).encode()
+
+    urls = [f"https://h/api/v1/namespaces/a/services/{name}" for name in names_]
+    for url in urls:
+        views.remember(url, "", Answer())
+        views.spared.put(url, "boot data")
+    assert views.served() == 40
+    assert all(views.answer(url, "") is not None for url in urls)
+    assert all(views.spared.get(url) == "boot data" for url in urls)
+    # The fleet shrinks: the oldest go, down to what the rest call for.
+    held.objects = {"a": {"db0": ("1", {})}}
+    views.remember(urls[0], "", Answer())
+    views.spared.put(urls[0], "boot data")
+    assert views.kept == ANSWERS_PER_WORKFLOW and len(views.spared) == 1

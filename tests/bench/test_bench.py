@@ -100,6 +100,7 @@ def test_stubbed_steps_measure_the_engine_alone(tmp_path: Path) -> None:
             "--n=3",
             "--reaction=1",
             "--idle=22",
+            "--settle=1",
             "--interval=10s",
             f"--out={out}",
         ],
@@ -111,6 +112,7 @@ def test_stubbed_steps_measure_the_engine_alone(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stderr[-3000:]
     assert "temporal: fleet of 3 (stub steps)" in run.stderr
     assert "peer (run 1 of 1): done" in run.stderr
+    assert "temporal: settling for 1s before the idle window" in run.stderr
     result = json.loads((out / "result.json").read_text())
     assert "floor" not in result and result["steps"] == "stub"
     for engine in ("temporal", "peer"):
@@ -135,6 +137,7 @@ def test_stubbed_steps_measure_the_engine_alone(tmp_path: Path) -> None:
         (["--steps=stub", "--engines=floor,temporal"], "--engines"),
         (["--interval=5m"], "--interval"),
         (["--repeat=0"], "--repeat"),
+        (["--settle=-1"], "--settle"),
         (["--steps=fake"], "--steps"),
     ],
 )
