@@ -1,0 +1,91 @@
+"""A worker that starts looks at the Ready instances another worker had settled.
+
+A settled instance's workflow waits an hour for its own pass while the worker that
+settled it re-checks it (activities.rechecks). When that worker goes, the one that
+starts next has settled nothing: its start round asks each workflow for a pass now
+(``Wake.settle``), so the instance is looked at within an interval, not an hour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from temporalio.client import Client, WorkflowHandle
+
+from dbi import names
+from dbi.messages import Progress, WorkflowInput
+from devstack.stack import StackInfo
+from tests.activities.test_worker_crash import SPEC, worker
+from tests.stack import Kubectl
+from workflows.dbinstance import DBInstanceWorkflow
+
+pytestmark = pytest.mark.stack
+
+SETTLED = "the worker re-checks"  # the settled wait's summary (workflows.waiting)
+
+
+async def progress(handle: WorkflowHandle[DBInstanceWorkflow, str]) -> Progress:
+    found: Progress = await handle.query(names.PROGRESS, result_type=Progress)
+    return found
+
+
+async def until_settled(
+    handle: WorkflowHandle[DBInstanceWorkflow, str], after: int, seconds: float
+) -> Progress:
+    """The progress once a pass after the ``after``-th has settled the instance."""
+    deadline = time.monotonic() + seconds
+    while True:
+        now = await progress(handle)
+        if now.passes > after and SETTLED in now.waiting_for:
+            return now
+        assert time.monotonic() < deadline, f"not settled again: {now.waiting_for!r}"
+        await asyncio.sleep(0.5)
+
+
+@pytest.mark.usefixtures("images")
+async def test_a_worker_that_starts_looks_at_a_settled_instance_at_once(
+    local_stack: StackInfo,
+    namespace: str,
+    kubectl: Kubectl,
+    temporal_client: Client,
+    tmp_path: Path,
+) -> None:
+    queue = f"start-{uuid.uuid4().hex[:8]}"
+    manifest = {
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
+        "metadata": {"name": "db", "namespace": namespace},
+        "spec": {**SPEC, "healthCheckInterval": "10s"},
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    first = await asyncio.to_thread(
+        worker, local_stack, queue, tmp_path / "first.log", DBI_WATCH_NAMESPACES=namespace
+    )
+    try:
+        handle = await temporal_client.start_workflow(
+            DBInstanceWorkflow.run,
+            WorkflowInput(namespace=namespace, name="db"),
+            id=names.workflow_id(namespace, "db"),
+            task_queue=queue,
+        )
+        # Ready, then its first health check's pass settles it: an hour to its own pass.
+        settled = await until_settled(handle, 0, 240)
+    finally:
+        first.send_signal(signal.SIGTERM)
+        first.wait(60)
+    second = await asyncio.to_thread(
+        worker, local_stack, queue, tmp_path / "second.log", DBI_WATCH_NAMESPACES=namespace
+    )
+    try:
+        # Nothing else wakes it here (no watcher runs): only the start round's wake.
+        await until_settled(handle, settled.passes, 60)
+        assert "asking 1 instances for a pass" in (tmp_path / "second.log").read_text()
+    finally:
+        second.send_signal(signal.SIGTERM)
+        second.wait(60)
