@@ -229,8 +229,10 @@ CACHED_WORKFLOWS = _var(
     "DBI_CACHED_WORKFLOWS",
     "1000",
     "How many instances' workflows the worker keeps in memory between passes (the SDK's "
-    "sticky cache); one evicted replays its history at its next pass. Keep it above the "
-    "instances one worker serves: docs/benchmarks.md has the memory each takes.",
+    "sticky cache); one evicted replays its history at its next pass. A settled Ready "
+    "instance's workflow passes once an hour (the worker re-checks it in between, cached "
+    "or not), so the cache may be smaller than the fleet: docs/deploy.md says how to "
+    "size it.",
     WORKER,
 )
 STICKY_SECONDS = _var(
