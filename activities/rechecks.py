@@ -8,13 +8,15 @@ its views, acting on nothing: a re-check that finds the same records nothing (th
 counter ``dbi_rechecks_total``); one that finds anything else (a step would act, a step
 is not Satisfied or raised, the status would change, the instance is not the one the
 pass loaded) wakes the workflow, whose next pass reads afresh and is recorded as any
-pass is. Meanwhile the workflow waits ``RECHECK_NET`` (``dbi.messages``): its own pass
-then is the safety net for a worker that went away, and settles the instance again. A
-worker that starts asks every instance for an idle pass, spread over an interval
-(``Rechecks.start``).
+pass is. Meanwhile the workflow waits ``RECHECK_NET`` (``dbi.messages``, 6 h): its own
+pass then is the safety net for a worker that went away, and settles the instance
+again. A worker that starts asks every instance for an idle pass, spread over an
+interval (``Rechecks.start``); one that stops asks its settled instances for one, which
+the workers still polling run and settle (``Rechecks.hand_off``).
 
-So a Ready instance costs the Temporal server a workflow task an hour instead of one a
-healthCheckInterval, and every look still happens on time (engine.md, "Re-checks").
+So a Ready instance costs the Temporal server a workflow task every six hours instead
+of one a healthCheckInterval, and every look still happens on time (engine.md,
+"Re-checks").
 """
 
 from __future__ import annotations
@@ -47,6 +49,11 @@ CONCURRENCY = 4
 # A worker that starts asks every instance for an idle pass, spread over this long (the
 # default healthCheckInterval): those that settle are re-checked here from then on.
 START_SPREAD_SECONDS = 300.0
+# A worker that stops hands its settled instances on (``hand_off``) for at most this
+# long, this many at once; it stays within the pod's terminationGracePeriodSeconds (60)
+# after DBI_SHUTDOWN_SECONDS (45) for running activities.
+HAND_OFF_SECONDS = 10.0
+HAND_OFF_CONCURRENCY = 16
 
 
 def settled(loaded: LoadedPassInput, ran: LoadedPass) -> bool:
@@ -234,6 +241,44 @@ class Rechecks:
                 except Exception as e:  # no workflow (yet): its first pass settles it
                     log.debug("could not ask %s for a pass: %s", workflow_id, e)
             await asyncio.sleep(gap)
+
+    async def hand_off(self, within: float = HAND_OFF_SECONDS) -> tuple[int, int]:
+        """A worker that stops hands its settled instances on: it asks each one's
+        workflow for its health check's pass now (``Wake.settle``), which a worker still
+        polling runs and settles, so their looks go on there instead of waiting up to
+        RECHECK_NET for their own pass. Call it once this worker no longer polls. Gives
+        up after ``within`` seconds; returns (handed on, settled here)."""
+        with self._lock:
+            ids = list(self._settled)
+            self._settled.clear()
+            self._due.clear()
+        if not ids:
+            return 0, 0
+        log.info("handing %d settled instances on to the other workers", len(ids))
+        asked = Wake(reason="a worker stopped: the health check's pass, now", settle=True)
+        room = asyncio.Semaphore(HAND_OFF_CONCURRENCY)
+        done = 0
+
+        async def one(workflow_id: str) -> None:
+            nonlocal done
+            async with room:
+                try:
+                    await self._signal(workflow_id, asked)
+                    done += 1
+                except Exception as e:  # its own pass, RECHECK_NET after the last, comes
+                    log.debug("could not hand %s on: %s", workflow_id, e)
+
+        tasks = [asyncio.create_task(one(workflow_id)) for workflow_id in ids]
+        _, late = await asyncio.wait(tasks, timeout=within)
+        for task in late:
+            task.cancel()
+        await asyncio.gather(*late, return_exceptions=True)
+        log.info(
+            "handed %d of %d settled instances on; the rest wait for their own pass",
+            done,
+            len(ids),
+        )
+        return done, len(ids)
 
     def _schedule(self, when: float, workflow_id: str) -> int:
         self._order += 1

@@ -230,8 +230,8 @@ CACHED_WORKFLOWS = _var(
     "1000",
     "How many instances' workflows the worker keeps in memory between passes (the SDK's "
     "sticky cache); one evicted replays its history at its next pass. A settled Ready "
-    "instance's workflow passes once an hour (the worker re-checks it in between, cached "
-    "or not), so the cache may be smaller than the fleet: docs/deploy.md says how to "
+    "instance's workflow passes once every six hours (the worker re-checks it in between, "
+    "cached or not), so the cache may be smaller than the fleet: docs/deploy.md says how to "
     "size it.",
     WORKER,
 )

@@ -69,8 +69,8 @@ class Carried(BaseModel):
 
 # How many events a run of the DBInstance workflow holds before it continues as new:
 # about 45 idle passes (6.6 events each): four hours at a 5-minute interval where every
-# check is the workflow's pass, two days where the worker re-checks settled instances
-# between them (activities.rechecks, one pass an hour). A cached
+# check is the workflow's pass, eleven days where the worker re-checks settled instances
+# between them (activities.rechecks, one pass every RECHECK_NET). A cached
 # workflow's memory in the worker grows with its run, 15 to 23 KiB per idle pass, and
 # is given back when the run continues as new: runs that went on until the server
 # suggested continuing (about 4,100 events, 500 passes) would reach 8 to 12 MiB per
@@ -79,8 +79,13 @@ class Carried(BaseModel):
 RUN_EVENTS = 300
 # A settled Ready instance's workflow waits this long for its own next pass while the
 # worker that settled it re-checks it every healthCheckInterval and wakes it on any
-# change (activities.rechecks): the safety net for a worker that went away.
-RECHECK_NET = timedelta(hours=1)
+# change (activities.rechecks): the safety net for a worker that went away without
+# handing its instances on (a stopping worker hands them on, a starting one asks every
+# instance for a pass: activities.rechecks), as controller-runtime's SyncPeriod (10 h)
+# is a controller's. Each of these passes costs the Temporal server a workflow task,
+# and the worker a replay of the run when its workflow is not cached: at 10,000
+# instances, once an hour was 167 passes a minute (docs/benchmarks.md, F32).
+RECHECK_NET = timedelta(hours=6)
 
 
 class WorkflowInput(BaseModel):

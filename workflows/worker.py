@@ -18,10 +18,13 @@ import signal
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client
 from temporalio.runtime import Runtime
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
@@ -48,6 +51,9 @@ log = logging.getLogger("dbi.worker")
 SHUTDOWN_DEFAULT = environment.SHUTDOWN_SECONDS.default or "45"
 CACHED_DEFAULT = int(environment.CACHED_WORKFLOWS.default or "1000")
 STICKY_DEFAULT = timedelta(seconds=float(environment.STICKY_SECONDS.default or "60"))
+# Another worker that polled for workflow tasks this recently takes a hand-off's passes
+# (a poll waits for a task up to a minute before the next begins).
+OTHERS_POLLED_WITHIN = timedelta(minutes=2)
 
 
 @dataclass(frozen=True)
@@ -150,6 +156,46 @@ async def wake(client: Client, workflow_id: str, signal: Wake) -> None:
     await client.get_workflow_handle(workflow_id).signal(names.WAKE, signal)
 
 
+async def others_poll(client: Client, task_queue: str) -> bool:
+    """Whether a worker other than this client's polled ``task_queue`` for workflow
+    tasks in the last ``OTHERS_POLLED_WITHIN``: one that would run the passes a hand-off
+    asks for (``Rechecks.hand_off``). With none, those passes would wait for the next
+    worker to start, together, where its start round spreads them."""
+    described = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ),
+        timeout=timedelta(seconds=3),  # a stopping worker does not wait for long
+    )
+    since = datetime.now(UTC) - OTHERS_POLLED_WITHIN
+    return any(
+        p.identity != client.identity and p.last_access_time.ToDatetime(UTC) >= since
+        for p in described.pollers
+    )
+
+
+async def hand_off(client: Client, task_queue: str, rechecks: Rechecks) -> None:
+    """Hand this stopping worker's settled instances on to the workers still polling
+    (``Rechecks.hand_off``), if any; else leave them to the next worker's start round."""
+    if not len(rechecks):
+        return
+    try:
+        others = await others_poll(client, task_queue)
+    except Exception as e:  # their own pass still comes, RECHECK_NET after the last
+        log.warning("could not ask who else polls %s: %s", task_queue, e)
+        return
+    if not others:
+        log.info(
+            "no other worker polls %s: the next to start settles its %d instances",
+            task_queue,
+            len(rechecks),
+        )
+        return
+    await rechecks.hand_off()
+
+
 def workflow_ids(views: Views) -> list[str] | None:
     """The workflow id of every DBInstance ``views`` hold; None until they listed them."""
     found = views.instances()
@@ -203,6 +249,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
         log.info("worker shutting down")
         rechecking.cancel()
         starting.cancel()
+    await hand_off(client, task_queue, rechecks)  # it polls no more: passes go elsewhere
     checking.shutdown(wait=True, cancel_futures=True)
     views.stop()
     probing.cancel()

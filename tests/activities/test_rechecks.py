@@ -19,7 +19,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.instance import LoadInstance
 from activities.kube import shared_reads
-from activities.rechecks import Rechecks, recheck, settled
+from activities.rechecks import Rechecks, Signal, recheck, settled
 from activities.registry import StepActivity, loaded_pass_activity, pass_activity
 from activities.status import WriteStatus
 from activities.step import Context
@@ -221,10 +221,9 @@ async def test_a_recheck_that_finds_a_change_wakes_the_workflow_once() -> None:
     assert len(rechecks) == 1  # the quiet one is still re-checked
 
 
-async def test_a_started_worker_asks_each_instance_it_has_not_settled_for_a_pass() -> None:
-    """Once the views have listed the instances, each one this worker has not settled
-    gets a settle wake, one after the other; one with no workflow does not stop the
-    rest."""
+def settle_wakes() -> tuple[list[str], Signal]:
+    """A signal that records the workflow ids of settle wakes sent; ``wf-none`` has no
+    workflow."""
     sent: list[str] = []
 
     async def signal(workflow_id: str, wake: Wake) -> None:
@@ -233,11 +232,54 @@ async def test_a_started_worker_asks_each_instance_it_has_not_settled_for_a_pass
         assert wake.settle
         sent.append(workflow_id)
 
+    return sent, signal
+
+
+async def test_a_started_worker_asks_each_instance_it_has_not_settled_for_a_pass() -> None:
+    """Once the views have listed the instances, each one this worker has not settled
+    gets a settle wake, one after the other; one with no workflow does not stop the
+    rest."""
+    sent, signal = settle_wakes()
     rechecks = Rechecks(signal)
     rechecks.settle("wf-settled", loaded_input(SNAPSHOT), quiet, HOUR)
     answers: list[list[str] | None] = [None, None, ["wf-a", "wf-none", "wf-settled", "wf-b"]]
     await asyncio.wait_for(rechecks.start(lambda: answers.pop(0), spread=0.04), timeout=10)
     assert sent == ["wf-a", "wf-b"]
+
+
+async def test_a_stopping_worker_asks_each_instance_it_settled_for_a_pass_elsewhere() -> None:
+    """A hand-off sends each settled instance a settle wake (one with no workflow does
+    not stop the rest) and re-checks nothing after it."""
+    sent, signal = settle_wakes()
+    clock = Clock()
+    rechecks = Rechecks(signal, clock=clock)
+    for workflow_id in ("wf-a", "wf-none", "wf-b"):
+        rechecks.settle(workflow_id, loaded_input(SNAPSHOT), quiet, HOUR)
+    assert await asyncio.wait_for(rechecks.hand_off(within=5), timeout=10) == (2, 3)
+    assert sorted(sent) == ["wf-a", "wf-b"]
+    assert len(rechecks) == 0
+    clock.now += 120
+    assert due_ids(rechecks) == []
+    assert await rechecks.hand_off(within=5) == (0, 0)  # nothing is handed on twice
+
+
+async def test_a_hand_off_gives_up_in_time_when_signals_hang() -> None:
+    """A Temporal that does not answer keeps a stopping worker no longer than the
+    hand-off's time: the instances not handed on wait for their own pass."""
+    sent: list[str] = []
+
+    async def signal(workflow_id: str, wake: Wake) -> None:
+        if workflow_id.startswith("wf-hangs"):
+            await asyncio.sleep(3600)
+        sent.append(workflow_id)
+
+    rechecks = Rechecks(signal)
+    ids = ["wf-a", *(f"wf-hangs-{n}" for n in range(40)), "wf-b"]
+    for workflow_id in ids:
+        rechecks.settle(workflow_id, loaded_input(SNAPSHOT), quiet, HOUR)
+    handed = await asyncio.wait_for(rechecks.hand_off(within=0.2), timeout=10)
+    assert handed == (1, len(ids))  # wf-b waits behind the hung ones: not handed on
+    assert sent == ["wf-a"]
 
 
 # Against the real API server -------------------------------------------------------

@@ -1,9 +1,10 @@
 """A worker that starts looks at the Ready instances another worker had settled.
 
-A settled instance's workflow waits an hour for its own pass while the worker that
-settled it re-checks it (activities.rechecks). When that worker goes, the one that
-starts next has settled nothing: its start round asks each workflow for a pass now
-(``Wake.settle``), so the instance is looked at within an interval, not an hour.
+A settled instance's workflow waits RECHECK_NET (6 h) for its own pass while the worker
+that settled it re-checks it (activities.rechecks). When that worker goes (alone on its
+task queue, so it hands nothing on: test_hand_off.py), the one that starts next has
+settled nothing: its start round asks each workflow for a pass now (``Wake.settle``),
+so the instance is looked at within an interval, not hours.
 """
 
 from __future__ import annotations
@@ -48,6 +49,29 @@ async def until_settled(
         await asyncio.sleep(0.5)
 
 
+def apply_instance(kubectl: Kubectl, namespace: str) -> None:
+    """Apply the DBInstance ``db``, checked every 10 s."""
+    manifest = {
+        "apiVersion": names.API_VERSION,
+        "kind": names.KIND,
+        "metadata": {"name": "db", "namespace": namespace},
+        "spec": {**SPEC, "healthCheckInterval": "10s"},
+    }
+    kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+
+
+async def start_workflow(
+    client: Client, namespace: str, queue: str
+) -> WorkflowHandle[DBInstanceWorkflow, str]:
+    """Start ``db``'s workflow on ``queue`` (no watcher runs: nothing else wakes it)."""
+    return await client.start_workflow(
+        DBInstanceWorkflow.run,
+        WorkflowInput(namespace=namespace, name="db"),
+        id=names.workflow_id(namespace, "db"),
+        task_queue=queue,
+    )
+
+
 @pytest.mark.usefixtures("images")
 async def test_a_worker_that_starts_looks_at_a_settled_instance_at_once(
     local_stack: StackInfo,
@@ -57,28 +81,19 @@ async def test_a_worker_that_starts_looks_at_a_settled_instance_at_once(
     tmp_path: Path,
 ) -> None:
     queue = f"start-{uuid.uuid4().hex[:8]}"
-    manifest = {
-        "apiVersion": names.API_VERSION,
-        "kind": names.KIND,
-        "metadata": {"name": "db", "namespace": namespace},
-        "spec": {**SPEC, "healthCheckInterval": "10s"},
-    }
-    kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
+    apply_instance(kubectl, namespace)
     first = await asyncio.to_thread(
         worker, local_stack, queue, tmp_path / "first.log", DBI_WATCH_NAMESPACES=namespace
     )
     try:
-        handle = await temporal_client.start_workflow(
-            DBInstanceWorkflow.run,
-            WorkflowInput(namespace=namespace, name="db"),
-            id=names.workflow_id(namespace, "db"),
-            task_queue=queue,
-        )
-        # Ready, then its first health check's pass settles it: an hour to its own pass.
+        handle = await start_workflow(temporal_client, namespace, queue)
+        # Ready, then its first health check's pass settles it: hours to its own pass.
         settled = await until_settled(handle, 0, 240)
     finally:
         first.send_signal(signal.SIGTERM)
         first.wait(60)
+    # Alone on its queue, it handed nothing on: the passes would wait for the next worker.
+    assert "no other worker polls" in (tmp_path / "first.log").read_text()
     second = await asyncio.to_thread(
         worker, local_stack, queue, tmp_path / "second.log", DBI_WATCH_NAMESPACES=namespace
     )
