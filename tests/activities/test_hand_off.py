@@ -19,7 +19,12 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from devstack.stack import StackInfo
-from tests.activities.test_start_round import apply_instance, start_workflow, until_settled
+from tests.activities.test_start_round import (
+    PASS_SECONDS,
+    apply_instance,
+    start_workflow,
+    until_settled,
+)
 from tests.activities.test_worker_crash import worker
 from tests.stack import Kubectl
 from workflows.dbinstance import DBInstanceWorkflow
@@ -64,16 +69,16 @@ async def test_a_stopping_worker_hands_its_settled_instance_to_the_other(
         )
         # The second's start round asks the instance for a pass, which settles it again
         # on whichever worker ran it: the one stopped next.
-        await until_settled(handle, settled.passes, 60)
+        await until_settled(handle, settled.passes, PASS_SECONDS)
         holder = await last_task_by(handle)
         stopping = next(k for k, p in workers.items() if holder.startswith(f"{p.pid}@"))
         staying = "second" if stopping == "first" else "first"
-        before = await until_settled(handle, 0, 1)
+        before = await until_settled(handle, 0, 30)
         await asyncio.to_thread(stop, workers[stopping])
         assert "handed 1 of 1 settled instances on" in logs[stopping].read_text()
         # Nothing else wakes it here (no watcher runs, the start rounds are over): only
         # the hand-off brings this pass, on the worker that stays, where it settles.
-        await until_settled(handle, before.passes, 150)
+        await until_settled(handle, before.passes, PASS_SECONDS)
         assert (await last_task_by(handle)).startswith(f"{workers[staying].pid}@")
     finally:
         for process in workers.values():
