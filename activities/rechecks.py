@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import itertools
 import logging
 import threading
 import time
@@ -54,6 +55,12 @@ START_SPREAD_SECONDS = 300.0
 # after DBI_SHUTDOWN_SECONDS (45) for running activities.
 HAND_OFF_SECONDS = 10.0
 HAND_OFF_CONCURRENCY = 16
+# A re-check loop that has not turned for this long, or a re-check that has run this
+# long, is stuck (``Rechecks.stuck``): the worker's /livez fails and the kubelet
+# restarts it, rather than its settled instances going unlooked-at until RECHECK_NET.
+# A re-check's reads time out sooner (API requests 35 s, PostgreSQL statements 10 s),
+# even the few an API server that stopped answering makes it wait on.
+STUCK_SECONDS = 300.0
 
 
 def settled(loaded: LoadedPassInput, ran: LoadedPass) -> bool:
@@ -134,6 +141,9 @@ class Rechecks:
         self._settled: dict[str, _Settled] = {}
         self._due: list[tuple[float, int, str]] = []  # (when, order, workflow id)
         self._order = 0
+        self._turned: float | None = None  # the loop's last turn; None: not running
+        self._running: dict[int, tuple[str, float]] = {}  # on a thread: (id, since when)
+        self._runs = itertools.count()
 
     def __len__(self) -> int:
         return len(self._settled)
@@ -194,21 +204,47 @@ class Rechecks:
 
         try:
             while True:
+                self._turned = self._clock()
                 for workflow_id, entry in self.due():
                     task = asyncio.create_task(one(workflow_id, entry))
                     running.add(task)
                     task.add_done_callback(running.discard)
                 await asyncio.sleep(tick)
+        except asyncio.CancelledError:
+            self._turned = None  # stopped, not stuck
+            raise
+        except Exception:  # left turned: stuck() says so once STUCK_SECONDS pass
+            log.exception("the re-check loop stopped")
+            raise
         finally:
             for task in running:
                 task.cancel()
 
+    def stuck(self, after: float = STUCK_SECONDS) -> str | None:
+        """Why the re-checks are stuck, for /livez: the loop has not turned for ``after``
+        seconds, or a re-check has run that long; None otherwise, and while the loop
+        does not run (before it starts, after it is cancelled)."""
+        now = self._clock()
+        if self._turned is not None and now - self._turned > after:
+            return f"the re-check loop has not turned for {now - self._turned:.0f}s"
+        with self._lock:
+            oldest = min(self._running.values(), key=lambda run: run[1], default=None)
+        if oldest is not None and now - oldest[1] > after:
+            return f"the re-check of {oldest[0]} has run for {now - oldest[1]:.0f}s"
+        return None
+
     def _check(self, workflow_id: str, entry: _Settled) -> str | None:
         loaded = LoadedPassInput.model_validate_json(entry.loaded)
+        run = next(self._runs)
+        with self._lock:
+            self._running[run] = (workflow_id, self._clock())
         try:
             found = entry.check(loaded)
         except Exception as e:  # the workflow's pass reports it as a step's error
             found = f"the re-check raised {type(e).__name__}"
+        finally:
+            with self._lock:
+                del self._running[run]
         metrics.RECHECKS.labels("quiet" if found is None else "changed").inc()
         return found
 

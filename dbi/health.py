@@ -3,9 +3,11 @@
 Both processes serve them on ``DBI_METRICS_PORT`` (deploy/ points the pods' probes
 there):
 
-- ``/livez`` answers 200 while the process's event loop turns: a task beats every
-  second, and a beat older than ``stale_after`` (a wedged loop: a blocking call on it,
-  a deadlock) answers 503, so the kubelet restarts the pod.
+- ``/livez`` answers 200 while the process's event loop turns and its vital work goes
+  on: a task beats every second, and a beat older than ``stale_after`` (a wedged loop:
+  a blocking call on it, a deadlock) answers 503, as does a failing vital check
+  (``Health.vitals``; the worker's: its re-checks run, ``Rechecks.stuck``), so the
+  kubelet restarts the pod. The body has one line per check, as ``/readyz``'s.
 - ``/readyz`` answers 200 when every check passes, else 503; the body has one line per
   check, ``ok <name>`` or ``fail <name>: <why>``. Checks are the process's own
   (``Health.checks``): Temporal answers, for the watcher its watches are live (leader)
@@ -59,23 +61,21 @@ class Health:
     checks: dict[str, Check] = field(default_factory=dict)
     stale_after: float = STALE_SECONDS
     beat: float = field(default_factory=time.monotonic)
+    # Liveness checks beside the beat: work the process is for that has stopped, which
+    # a restart mends (a check must fail only then, not while the work merely waits).
+    vitals: dict[str, Check] = field(default_factory=dict)
 
     def alive(self) -> tuple[bool, str]:
-        """Whether the event loop beat recently, and a line saying so."""
+        """Whether the event loop beat recently and every vital check passes, and one
+        line for each."""
         age = time.monotonic() - self.beat
-        if age > self.stale_after:
-            return False, f"fail loop: no beat for {age:.0f}s\n"
-        return True, "ok loop\n"
+        loop = f"no beat for {age:.0f}s" if age > self.stale_after else None
+        results = {"loop": loop, **_run(self.vitals)}
+        return _answer(results)
 
     def results(self) -> dict[str, str | None]:
-        """Each check's result (None: fine); a check that raises fails, saying so."""
-        found: dict[str, str | None] = {}
-        for name, check in self.checks.items():
-            try:
-                found[name] = check()
-            except Exception as e:  # a probe must answer, whatever a check does
-                found[name] = f"the check raised {type(e).__name__}"
-        return found
+        """Each readiness check's result (None: fine); a check that raises fails, saying so."""
+        return _run(self.checks)
 
     @classmethod
     def expecting(cls, *names: str) -> Health:
@@ -88,8 +88,7 @@ class Health:
         results = self.results()
         if not results:
             return False, "fail startup: no check is in place yet\n"
-        lines = [f"ok {n}" if why is None else f"fail {n}: {why}" for n, why in results.items()]
-        return all(why is None for why in results.values()), "\n".join(lines) + "\n"
+        return _answer(results)
 
     async def heartbeat(self) -> None:
         """Beat every second, for as long as the event loop runs this task."""
@@ -98,17 +97,34 @@ class Health:
             await asyncio.sleep(1.0)
 
 
+def _run(checks: dict[str, Check]) -> dict[str, str | None]:
+    found: dict[str, str | None] = {}
+    for name, check in checks.items():
+        try:
+            found[name] = check()
+        except Exception as e:  # a probe must answer, whatever a check does
+            found[name] = f"the check raised {type(e).__name__}"
+    return found
+
+
+def _answer(results: dict[str, str | None]) -> tuple[bool, str]:
+    """Whether every result passes, and one line per check: ``ok <name>`` or
+    ``fail <name>: <why>``."""
+    lines = [f"ok {n}" if why is None else f"fail {n}: {why}" for n, why in results.items()]
+    return all(why is None for why in results.values()), "\n".join(lines) + "\n"
+
+
 class HealthCollector(Collector):
-    """``dbi_check_ok{check}``: 1 while a readiness check passes, else 0."""
+    """``dbi_check_ok{check}``: 1 while a readiness or vital check passes, else 0."""
 
     def __init__(self, health: Health) -> None:
         self.health = health
 
     def collect(self) -> Iterable[Metric]:
         family = GaugeMetricFamily(
-            "dbi_check_ok", "1 while the readiness check passes, else 0.", labels=["check"]
+            "dbi_check_ok", "1 while the probe's check passes, else 0.", labels=["check"]
         )
-        for name, why in self.health.results().items():
+        for name, why in {**self.health.results(), **_run(self.health.vitals)}.items():
             family.add_metric([name], 1.0 if why is None else 0.0)
         yield family
 

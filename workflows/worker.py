@@ -229,6 +229,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     schedules = Schedules(client, asyncio.get_running_loop(), task_queue)
     views = start_views(cached)
     rechecks = Rechecks(partial(wake, client))
+    health.vitals["rechecks"] = rechecks.stuck  # settled instances wait on them
     worker = build_worker(
         client,
         step_activities(schedules=schedules, hosted=hosted, views=views, rechecks=rechecks),

@@ -8,6 +8,7 @@ writing anything."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
@@ -19,7 +20,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.instance import LoadInstance
 from activities.kube import shared_reads
-from activities.rechecks import Rechecks, Signal, recheck, settled
+from activities.rechecks import STUCK_SECONDS, Rechecks, Signal, recheck, settled
 from activities.registry import StepActivity, loaded_pass_activity, pass_activity
 from activities.status import WriteStatus
 from activities.step import Context
@@ -27,6 +28,7 @@ from activities.step import run as run_step
 from activities.views import Views
 from dbi import names, pipeline
 from dbi.config import Config
+from dbi.health import Health
 from dbi.messages import Wake
 from dbi.models import Served
 from dbi.status import (
@@ -47,7 +49,7 @@ from dbi.steps import (
 )
 from tests.activities.conftest import Counted
 from tests.activities.test_views import create_instance, idle_read, note, note_step, service
-from tests.polling import eventually
+from tests.polling import eventually, until
 
 SPEC = pipeline.CONVERGE[0]
 HOUR = 3600.0
@@ -280,6 +282,69 @@ async def test_a_hand_off_gives_up_in_time_when_signals_hang() -> None:
     handed = await asyncio.wait_for(rechecks.hand_off(within=0.2), timeout=10)
     assert handed == (1, len(ids))  # wf-b waits behind the hung ones: not handed on
     assert sent == ["wf-a"]
+
+
+async def test_a_recheck_that_hangs_fails_the_workers_liveness_until_it_returns() -> None:
+    """A re-check stuck on a read that never returns holds up the others (they run a few
+    at a time): past STUCK_SECONDS /livez fails, naming it, so the kubelet restarts the
+    worker rather than its settled instances going unlooked-at for hours."""
+    rechecks, clock, _ = schedule()
+    started, release = threading.Event(), threading.Event()
+
+    def hangs(loaded: LoadedPassInput) -> str | None:
+        started.set()
+        release.wait(10)
+        return None
+
+    health = Health(vitals={"rechecks": rechecks.stuck})
+    rechecks.settle("wf-hangs", loaded_input(SNAPSHOT), hangs, HOUR)
+    with ThreadPoolExecutor(1) as executor:
+        task = asyncio.create_task(rechecks.run(executor, tick=0.01))
+        try:
+            clock.now += 61
+            assert await asyncio.to_thread(started.wait, 5)
+            clock.now += STUCK_SECONDS - 1
+            await asyncio.sleep(0.05)  # the loop turns on: only the re-check is slow
+            assert health.alive() == (True, "ok loop\nok rechecks\n")
+            clock.now += 2
+            await asyncio.sleep(0.05)
+            ran = f"the re-check of wf-hangs has run for {STUCK_SECONDS + 1:.0f}s"
+            assert health.alive() == (False, f"ok loop\nfail rechecks: {ran}\n")
+            release.set()
+            await until(lambda: rechecks.stuck() is None, timeout=5, what="the re-check returned")
+        finally:
+            release.set()
+            task.cancel()
+
+
+async def test_a_recheck_loop_that_died_fails_the_workers_liveness() -> None:
+    """The loop raising ends every re-check of this worker: past STUCK_SECONDS /livez
+    says so; a loop cancelled as the worker stops is not stuck."""
+    rechecks, clock, _ = schedule()
+
+    def broken() -> list[Any]:
+        raise RuntimeError("boom")
+
+    with ThreadPoolExecutor(1) as executor:
+        task = asyncio.create_task(rechecks.run(executor, tick=0.01))
+        await asyncio.sleep(0.05)
+        rechecks.due = broken  # type: ignore[method-assign]
+        with pytest.raises(RuntimeError):
+            await asyncio.wait_for(task, 5)
+    clock.now += STUCK_SECONDS - 1
+    assert rechecks.stuck() is None
+    clock.now += 2
+    assert rechecks.stuck() == f"the re-check loop has not turned for {STUCK_SECONDS + 1:.0f}s"
+
+    stopped, clock, _ = schedule()
+    with ThreadPoolExecutor(1) as executor:
+        task = asyncio.create_task(stopped.run(executor, tick=0.01))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    clock.now += 10 * STUCK_SECONDS
+    assert stopped.stuck() is None
 
 
 # Against the real API server -------------------------------------------------------

@@ -23,9 +23,11 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
 from dbi.messages import Progress, WorkflowInput
+from devstack import tools
 from devstack.stack import StackInfo
 from tests.activities.test_worker_crash import SPEC, worker
 from tests.stack import Kubectl
+from tests.watcher.test_outage import probe
 from workflows.dbinstance import DBInstanceWorkflow
 
 pytestmark = pytest.mark.stack
@@ -103,13 +105,21 @@ async def test_a_worker_that_starts_looks_at_a_settled_instance_at_once(
 ) -> None:
     queue = f"start-{uuid.uuid4().hex[:8]}"
     apply_instance(kubectl, namespace)
+    port = tools.free_port()
     first = await asyncio.to_thread(
-        worker, local_stack, queue, tmp_path / "first.log", DBI_WATCH_NAMESPACES=namespace
+        worker,
+        local_stack,
+        queue,
+        tmp_path / "first.log",
+        DBI_WATCH_NAMESPACES=namespace,
+        DBI_METRICS_PORT=str(port),
     )
     try:
         handle = await start_workflow(temporal_client, namespace, queue)
         # Ready, then its first health check's pass settles it: hours to its own pass.
         settled = await until_settled(handle, 0, 240)
+        # Its liveness counts on the re-checks that now stand in for those hours.
+        assert probe(port, "/livez") == (200, "ok loop\nok rechecks\n")
     finally:
         first.send_signal(signal.SIGTERM)
         first.wait(60)

@@ -56,12 +56,31 @@ def test_liveness_fails_when_the_event_loop_stopped_beating() -> None:
     assert status.startswith("503") and "no beat for 31s" in body
 
 
+def test_liveness_fails_while_a_vital_check_fails_and_readiness_does_not_ask_it() -> None:
+    stuck: list[str] = []
+    health = Health(
+        checks={"temporal": lambda: None},
+        vitals={"rechecks": lambda: stuck[0] if stuck else None},
+    )
+    assert _get(health, "/livez") == ("200 OK", "ok loop\nok rechecks\n")
+    stuck.append("the re-check of wf-a has run for 121s")
+    assert _get(health, "/livez") == (
+        "503 Service Unavailable",
+        "ok loop\nfail rechecks: the re-check of wf-a has run for 121s\n",
+    )
+    assert _get(health, "/readyz") == ("200 OK", "ok temporal\n")
+
+
 def test_the_metric_follows_each_check() -> None:
-    health = Health(checks={"temporal": lambda: "silent", "watches": lambda: None})
+    health = Health(
+        checks={"temporal": lambda: "silent", "watches": lambda: None},
+        vitals={"rechecks": lambda: "stuck"},
+    )
     registry = CollectorRegistry()
     registry.register(HealthCollector(health))
     assert registry.get_sample_value("dbi_check_ok", {"check": "temporal"}) == 0.0
     assert registry.get_sample_value("dbi_check_ok", {"check": "watches"}) == 1.0
+    assert registry.get_sample_value("dbi_check_ok", {"check": "rechecks"}) == 0.0
 
 
 def test_temporal_is_ready_while_it_answered_recently() -> None:
