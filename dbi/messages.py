@@ -68,15 +68,23 @@ class Carried(BaseModel):
 
 
 # How many events a run of the DBInstance workflow holds before it continues as new:
-# about 45 idle passes (6.6 events each): four hours at a 5-minute interval where every
-# check is the workflow's pass, eleven days where the worker re-checks settled instances
-# between them (activities.rechecks, one pass every RECHECK_NET). A cached
-# workflow's memory in the worker grows with its run, 15 to 23 KiB per idle pass, and
-# is given back when the run continues as new: runs that went on until the server
-# suggested continuing (about 4,100 events, 500 passes) would reach 8 to 12 MiB per
-# instance; runs of 300 events stay near 1.1 MiB (docs/benchmarks.md, "A cached
-# workflow's memory").
-RUN_EVENTS = 300
+# about 20 idle passes (6.6 events each): two hours at a 5-minute interval where every
+# check is the workflow's pass, some five days where the worker re-checks settled
+# instances between them (activities.rechecks, one pass every RECHECK_NET). A workflow
+# the worker's cache does not hold replays its run at its next task, about 0.7 ms of
+# CPU per event (docs/benchmarks.md, F33), and at 10,000 settled instances with a
+# cache of 3,000 every six-hourly pass is such a replay (F32): the shorter the run, the
+# cheaper that pass; a continue-as-new costs the next run a full pass and a settling
+# one. A cached workflow's memory grows with its run too, some 5 KiB per idle pass
+# (F25). Runs that went on until the server suggested continuing (about 4,100 events)
+# would reach 8 to 12 MiB per cached instance. The watcher starts each workflow with
+# it, and a run continues as new with at most it.
+RUN_EVENTS = 150
+# What an input without ``history_limit`` means: the limit before RUN_EVENTS was
+# lowered. Payloads leave out a field holding its default, so the default stays what
+# the runs that recorded their input meant (tests/workflows/test_payload_defaults.py):
+# a run begun with 300 replays as it ran, and hands RUN_EVENTS on.
+RECORDED_RUN_EVENTS = 300
 # A settled Ready instance's workflow waits this long for its own next pass while the
 # worker that settled it re-checks it every healthCheckInterval and wakes it on any
 # change (activities.rechecks): the safety net for a worker that went away without
@@ -94,10 +102,11 @@ class WorkflowInput(BaseModel):
     namespace: str
     name: str
     history_limit: int = Field(
-        default=RUN_EVENTS,
+        default=RECORDED_RUN_EVENTS,
         ge=50,
         description="Continue as new once the history holds this many events (or when "
-        "the server suggests it); the next run holds at most RUN_EVENTS.",
+        "the server suggests it); the watcher starts runs with RUN_EVENTS, and the next "
+        "run holds at most RUN_EVENTS.",
     )
     carried: Carried | None = None
 

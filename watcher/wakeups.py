@@ -25,7 +25,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
-from dbi.messages import TASK_TIMEOUT, Wake, WorkflowInput
+from dbi.messages import RUN_EVENTS, TASK_TIMEOUT, Wake, WorkflowInput
 
 log = logging.getLogger("dbi.watcher")
 tracer = trace.get_tracer("dbi.watcher")
@@ -232,7 +232,7 @@ class Wakeups:
         """Signal ``wake`` to the instance's workflow, starting it if it does not run."""
         await self.client.start_workflow(
             names.WORKFLOW_TYPE,
-            WorkflowInput(namespace=namespace, name=name),
+            WorkflowInput(namespace=namespace, name=name, history_limit=RUN_EVENTS),
             id=names.workflow_id(namespace, name),
             task_queue=self.task_queue,
             task_timeout=TASK_TIMEOUT,

@@ -440,8 +440,8 @@ class DBInstanceWorkflow:
                     WorkflowInput(
                         namespace=self.s.namespace,
                         name=self.s.name,
-                        # A run begun before runs were limited to RUN_EVENTS
-                        # (with 10,000) hands the limit on.
+                        # A run begun with a higher limit (10,000, or 300 before
+                        # RUN_EVENTS was lowered) hands RUN_EVENTS on.
                         history_limit=min(self.input.history_limit, RUN_EVENTS),
                         carried=self.s.handed_on(),
                     ),

@@ -4,10 +4,11 @@ A change to what a workflow does (commands, their order) runs behind a patch: a
 workflow that began before the change replays, and runs on, as it did, and one that
 began after takes the new path and records the marker. Each marker lives until no
 running workflow can lack it: once every instance's workflow has continued as new (at
-most ``history_limit`` events, ``RUN_EVENTS``: about four hours of passes at a
-5-minute interval, some eleven days for a settled instance, whose workflow passes every
-``RECHECK_NET``) with a worker that knows the patch, ``workflow.deprecate_patch``
-replaces ``patched``, and one release later the old path goes. The recorded histories
+most ``history_limit`` events, ``RUN_EVENTS``: about two hours of passes at a
+5-minute interval, some five days for a settled instance, whose workflow passes every
+``RECHECK_NET``; a run begun with a limit of 300 holds twice that) with a worker that
+knows the patch, ``workflow.deprecate_patch`` replaces ``patched``, and one release
+later the old path goes. The recorded histories
 in tests/workflows/histories/ that lack a marker are dropped at that point too.
 
 - ``local-health-checks``: a health check's steps run as local activities;

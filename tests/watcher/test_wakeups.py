@@ -13,7 +13,7 @@ import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from dbi import names
-from dbi.messages import Wake
+from dbi.messages import RECORDED_RUN_EVENTS, RUN_EVENTS, Wake, WorkflowInput
 from tests.polling import until
 from watcher.relevance import Seen
 from watcher.wakeups import Wakeups
@@ -61,6 +61,12 @@ async def test_a_burst_of_wakes_goes_out_a_few_at_a_time_and_none_is_lost(
         described = await asyncio.gather(*(h.describe() for h in handles))
         assert {d.status for d in described} == {WorkflowExecutionStatus.RUNNING}
         assert wakeups.counters.send_failures == 0
+        # Each starts with the runs' limit written out (an input without it is a run
+        # begun before RUN_EVENTS was lowered: RECORDED_RUN_EVENTS).
+        started = await anext(aiter(handles[0].fetch_history_events()))
+        payloads = started.workflow_execution_started_event_attributes.input.payloads
+        (given,) = await temporal_client.data_converter.decode(payloads, [WorkflowInput])
+        assert given.history_limit == RUN_EVENTS != RECORDED_RUN_EVENTS
     finally:
         await asyncio.gather(*(h.terminate() for h in handles), return_exceptions=True)
 
