@@ -12,7 +12,7 @@ import binascii
 import json
 from typing import Any
 
-from temporalio.client import WorkflowHistory
+from temporalio.client import Client, WorkflowHistory
 
 
 def _decoded(node: Any, out: list[str]) -> None:
@@ -35,3 +35,18 @@ def readable(history: WorkflowHistory) -> str:
     decoded: list[str] = []
     _decoded(json.loads(raw), decoded)
     return "\n".join([raw, *decoded])
+
+
+async def every_run(client: Client, workflow_id: str) -> str:
+    """``readable`` of every run of the workflow, the latest first: an instance's life
+    spans runs (each continues as new at its history limit), and a scan of the latest
+    alone would miss what the others hold."""
+    texts: list[str] = []
+    run_id: str | None = None  # the latest
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        texts.append(readable(history))
+        started = history.events[0].workflow_execution_started_event_attributes
+        if not started.continued_execution_run_id:
+            return "\n".join(texts)
+        run_id = started.continued_execution_run_id

@@ -31,7 +31,7 @@ from devstack import tools
 from devstack.stack import StackInfo
 from tests.activities.test_lifecycle import SPEC, create, ready, uri
 from tests.appclient import conninfo
-from tests.history import readable
+from tests.history import every_run
 from tests.orchestrator import Orchestrator
 from tests.spans import EXPORTER, finished
 from watcher.watcher import Watcher
@@ -367,7 +367,7 @@ async def test_no_password_appears_in_history_logs_events_or_status(
     )
     assert await asyncio.wait_for(handle.result(), 60) == "deleted"
 
-    history = readable(await handle.fetch_history())
+    history = await every_run(orchestrator.client, handle.id)  # a life spans runs
     assert "teardown_finalizer" in history  # the scan covers the whole life, deletion too
     assert '"rotated":true' in history  # and reads the payloads: the rotation's result
     events = json.dumps(
