@@ -26,8 +26,8 @@ from dbi.messages import Progress, WorkflowInput
 from devstack import tools
 from devstack.stack import StackInfo
 from tests.activities.test_worker_crash import SPEC, worker
+from tests.probes import probe
 from tests.stack import Kubectl
-from tests.watcher.test_outage import probe
 from workflows.dbinstance import DBInstanceWorkflow
 
 pytestmark = pytest.mark.stack

@@ -12,8 +12,6 @@ import os
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -30,6 +28,7 @@ from devstack.stack import StackInfo
 from tests.activities.test_lifecycle import SPEC, ready
 from tests.orchestrator import Orchestrator
 from tests.polling import until
+from tests.probes import probe
 from tests.watcher.test_replicas import watcher_process
 from watcher.leader import LeaderElection
 from watcher.wakeups import Wakeups
@@ -49,16 +48,6 @@ def stopped(pid: int) -> Iterator[None]:
         yield
     finally:
         os.killpg(pid, signal.SIGCONT)
-
-
-def probe(port: int, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as answer:
-            return int(answer.status), answer.read().decode()
-    except urllib.error.HTTPError as e:
-        return int(e.code), e.read().decode()
-    except (urllib.error.URLError, OSError):  # not serving yet
-        return 0, ""
 
 
 async def test_a_temporal_outage_of_90s_is_ridden_out_and_shown(
