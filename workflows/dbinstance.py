@@ -53,10 +53,14 @@ with workflow.unsafe.imports_passed_through():
         run_pass_in_one,
         steps_input,
     )
-    from workflows.state import State
+    from workflows.state import HistoryRead, State
     from workflows.waiting import Wait
 
 SHORT = timedelta(seconds=30)
+# A run whose waits have not blocked for this many passes (each ended by a wake that
+# came during the pass) continues as new without a fresh read of its history's length:
+# about RUN_EVENTS of such passes.
+UNREAD_PASSES = 20
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,8 @@ class DBInstanceWorkflow:
     @workflow.run
     async def run(self, input: WorkflowInput) -> str:
         ui.identify(self.s.namespace, self.s.name)
+        if patches.at_start():
+            self._read_history()
         while True:
             # A pass a wake caused joins the watcher's trace: kubectl change to step.
             carrier, self.s.trace = self.s.trace, None
@@ -402,6 +408,9 @@ class DBInstanceWorkflow:
             return self.c.retry or newer or self.s.requests.pending()
 
         done = woken if wait.wake_on_any_signal else changed
+        # A wait that blocks ends in a task of its own, on replay too: the history's
+        # length read there is the same on both (patches-at-start).
+        blocked = not done()
         try:
             await workflow.wait_condition(done, timeout=wait.timeout, timeout_summary=wait.summary)
         except TimeoutError:
@@ -414,13 +423,28 @@ class DBInstanceWorkflow:
             self.s.health_check = self.s.settle and not other and ready
         self.s.settle = False
         self.s.next_wakeup = None
+        if blocked and self.s.history_read is not None:
+            self._read_history()
 
     # Lifetime -------------------------------------------------------------------
 
-    def _should_continue_as_new(self) -> bool:
+    def _read_history(self) -> None:
         info = workflow.info()
-        too_long = info.get_current_history_length() >= self.input.history_limit
-        suggested = too_long or info.is_continue_as_new_suggested()
+        self.s.history_read = HistoryRead(
+            length=info.get_current_history_length(),
+            suggested=info.is_continue_as_new_suggested(),
+            passes=self.c.passes,
+        )
+
+    def _should_continue_as_new(self) -> bool:
+        read = self.s.history_read
+        if read is None:  # a run begun before patches-at-start: the length after the pass
+            info = workflow.info()
+            too_long = info.get_current_history_length() >= self.input.history_limit
+            suggested = too_long or info.is_continue_as_new_suggested()
+        else:  # the length before the pass: a run holds about one pass more than its limit
+            unread = self.c.passes - read.passes >= UNREAD_PASSES
+            suggested = read.length >= self.input.history_limit or read.suggested or unread
         return suggested and not self.s.requests.resize_waiters
 
     async def _continue_as_new(self) -> None:

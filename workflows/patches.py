@@ -34,12 +34,22 @@ in tests/workflows/histories/ that lack a marker are dropped at that point too.
 - ``status-with-steps``: the local activity that runs a pass's steps writes its status
   too (``run_pass``): one marker a pass for both, where a status write was a second;
 - ``load-with-steps``: an idle pass that expects the instance as the last pass found it
-  loads it and runs its pass in one local activity (``load_and_run_pass``): one marker.
+  loads it and runs its pass in one local activity (``load_and_run_pass``): one marker;
+- ``patches-at-start``: a run asks every patch above when it begins, before its first
+  local activity (``at_start``), and reads the history's length only where a replay
+  reads the same (``DBInstanceWorkflow._read_history``). The SDK (temporalio 1.35) may
+  complete a workflow task with a local activity's marker before the code saw its
+  result (a query rides on the task and the activity ends as the task completes): the
+  code goes on in the next task, a replay in the same one, and a ``patched`` asked
+  there, or the history's length, differs between the two (a marker in the next task
+  reads as absent on replay). A run without this marker asks each patch where it needs
+  it, as before (its replay is at that risk; tests/workflows/test_replay_under_queries.py).
 
 To retire one: check that no running workflow began before it (every instance's run
 has continued as new since, with a worker that knows it: ``temporal workflow list``
 with ``StartTime`` after the release), replace ``patched`` by ``deprecate_patch``
-for a release, then remove the old path and the recorded histories without the marker.
+for a release (and take it out of ASKED_AT_START), then remove the old path and the
+recorded histories without the marker.
 
 Workflow code: deterministic, no I/O.
 """
@@ -68,6 +78,25 @@ ONE_ACTIVITY_PASSES = "one-activity-passes"
 WAKES_BEFORE_LOAD = "wakes-before-load"
 STATUS_WITH_STEPS = "status-with-steps"
 LOAD_WITH_STEPS = "load-with-steps"
+PATCHES_AT_START = "patches-at-start"
+# Every patch above, in the order a run that has PATCHES_AT_START asks them at its start.
+ASKED_AT_START = (
+    LOCAL_HEALTH_CHECKS,
+    LOCAL_READY_PASSES,
+    LOCAL_PASSES,
+    RETENTION_STEP,
+    ADMIN_STEP,
+    TLS_STEP,
+    ROTATIONS_WHEN_READY,
+    BACKUP_STEPS,
+    REPAVE_STEP,
+    HELD_STEPS_GO_ON,
+    UPGRADE_STEP,
+    ONE_ACTIVITY_PASSES,
+    WAKES_BEFORE_LOAD,
+    STATUS_WITH_STEPS,
+    LOAD_WITH_STEPS,
+)
 # The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
@@ -78,6 +107,18 @@ PATCHED_STEPS = (
     (steps.REPAVE.name, REPAVE_STEP),
     (steps.UPGRADE.name, UPGRADE_STEP),
 )
+
+
+def at_start() -> bool:
+    """Ask every patch now, at the start of the run, when the run has PATCHES_AT_START:
+    the SDK keeps each answer for the run, so the calls below return it wherever they
+    are asked (a marker recorded later could read differently on replay). Whether it
+    did. Call before the run's first activity."""
+    if not workflow.patched(PATCHES_AT_START):
+        return False
+    for patch in ASKED_AT_START:
+        workflow.patched(patch)
+    return True
 
 
 def pipeline(snapshot: InstanceSnapshot) -> tuple[steps.StepSpec, ...]:

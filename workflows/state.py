@@ -16,6 +16,15 @@ with workflow.unsafe.imports_passed_through():
     from workflows.waiting import Streaks
 
 
+@dataclass(frozen=True)
+class HistoryRead:
+    """What a run read of its history, and at which pass."""
+
+    length: int
+    suggested: bool
+    passes: int
+
+
 @dataclass
 class State:
     """Everything the workflow remembers. ``carried`` is the part continue-as-new hands
@@ -45,6 +54,10 @@ class State:
     # current generation.
     trace: dict[str, str] | None = None
     generation_seen: tuple[int, datetime] | None = None
+    # The history's length, the server's continue-as-new suggestion and the pass count,
+    # as read where a replay reads the same: the run's start and the end of each wait
+    # that blocked (None: a run begun before patches-at-start reads them after a pass).
+    history_read: HistoryRead | None = None
 
     @classmethod
     def of(cls, input: WorkflowInput) -> State:

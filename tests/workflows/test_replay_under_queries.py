@@ -1,0 +1,141 @@
+"""A workflow that answered queries while its passes ran replays as it ran.
+
+The SDK (temporalio 1.35) can complete a workflow task with a local activity's marker
+before the workflow code saw the activity's result: when a query rides on the task
+(``dbi describe``, the UI's stack trace) and the activity ends as the task is
+completed. The code then goes on in the next task; a replay, which resolves the
+activity from its marker, goes on in the first. What the code asks of its task there
+differs between the two: ``workflow.patched`` (a marker in the next task reads as
+absent) and the history's length. A workflow that asked either at such a point failed
+every task of any worker that did not hold it in its cache (a restart, another worker,
+an eviction), and its instance stalled (tests/workflows/unreplayable/ keeps one such
+history, recorded by test_hand_off in CI). A run now asks every patch at its start and
+reads the length only where a replay reads the same (workflows/patches.py,
+``patches-at-start``).
+
+Here, against the real dev server, a workflow with the stub steps is queried as fast as
+it answers, over runs short enough to continue as new every few passes (each run begins
+with the patch decisions and ends on the history's length); then every run's history
+is replayed. Its passes come two ways: a wake every 20 ms (a pass loads, then runs its
+steps: two local activities), or a health check every 0.1 s that nothing woke (an idle
+pass: one local activity, after which the run decides on continuing as new).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.service import RPCError
+from temporalio.worker import Replayer
+
+from dbi import names
+from dbi.messages import Progress, Wake, WorkflowInput
+from dbi.payloads import DATA_CONVERTER
+from tests.workflows import definitions
+from tests.workflows.stubs import World, activities
+from workflows.dbinstance import DBInstanceWorkflow
+from workflows.worker import Tuning, build_worker, workflow_runner
+
+pytestmark = pytest.mark.stack
+
+# Runs of the least history the input allows: a new run (its patch decisions) every few
+# passes, and a continue-as-new decision after every pass.
+SHORT_RUNS = 50
+RUNS = 20
+QUERIERS = 3
+
+
+async def _clock() -> datetime:
+    return datetime.now(UTC)
+
+
+async def _runs(client: Client, workflow_id: str) -> list[WorkflowHistory]:
+    """Every run's history, the latest first."""
+    found: list[WorkflowHistory] = []
+    run_id: str | None = None
+    while True:
+        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
+        found.append(history)
+        started = history.events[0].workflow_execution_started_event_attributes
+        if not started.continued_execution_run_id:
+            return found
+        run_id = started.continued_execution_run_id
+
+
+async def _hammer(
+    handle: WorkflowHandle[DBInstanceWorkflow, str], stop: asyncio.Event, *, woken: bool
+) -> None:
+    """Queries back to back (many a pass's tasks carry one), and when ``woken`` a wake
+    every 20 ms."""
+
+    async def query() -> None:
+        while not stop.is_set():
+            try:
+                await handle.query(
+                    names.PROGRESS, result_type=Progress, rpc_timeout=timedelta(seconds=5)
+                )
+            except RPCError:
+                await asyncio.sleep(0.05)  # no answer within the timeout
+
+    async def wake() -> None:
+        n = 0
+        while not stop.is_set():
+            n += 1
+            try:
+                await handle.signal(names.WAKE, Wake(reason=f"test wake {n}"))
+            except RPCError:
+                return  # a workflow whose tasks fail takes a bounded number of signals
+            await asyncio.sleep(0.02)
+
+    wakes = [wake()] if woken else []
+    await asyncio.gather(*wakes, *(query() for _ in range(QUERIERS)))
+
+
+@pytest.mark.parametrize("passes", ["woken", "idle"])
+async def test_a_workflow_queried_while_its_passes_run_replays(
+    temporal_client: Client, passes: str
+) -> None:
+    world = World(clock=_clock, interval_seconds=300.0 if passes == "woken" else 0.1)
+    queue = f"replay-{uuid.uuid4().hex[:8]}"
+    workflow_id = f"dbinstance/team-a/db-{uuid.uuid4().hex[:8]}"
+    async with build_worker(temporal_client, activities(world), task_queue=queue, tuning=Tuning()):
+        await temporal_client.start_workflow(
+            DBInstanceWorkflow.run,
+            WorkflowInput(namespace="team-a", name="db", history_limit=SHORT_RUNS),
+            id=workflow_id,
+            task_queue=queue,
+        )
+        stop = asyncio.Event()
+        latest: WorkflowHandle[DBInstanceWorkflow, str] = temporal_client.get_workflow_handle(
+            workflow_id
+        )
+        # A query that fails (one that replays a run) ends the test with its error.
+        hammering = asyncio.create_task(_hammer(latest, stop, woken=passes == "woken"))
+        try:
+            for _ in range(240):  # a workflow whose tasks fail makes no more runs
+                if len(await _runs(temporal_client, workflow_id)) > RUNS or hammering.done():
+                    break
+                await asyncio.sleep(0.5)
+        finally:
+            stop.set()
+            await latest.terminate("test over")
+            await hammering
+    runs = await _runs(temporal_client, workflow_id)
+    replayer = Replayer(
+        workflows=definitions.WORKFLOWS,
+        data_converter=DATA_CONVERTER,
+        interceptors=[TracingInterceptor()],  # as the worker runs it
+        workflow_runner=workflow_runner(sandboxed=False),
+    )
+    failed = []
+    for i, history in enumerate(reversed(runs), 1):
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        if result.replay_failure is not None:
+            failed.append(f"run {i}: {result.replay_failure}"[:300])
+    assert not failed, f"{len(failed)} of {len(runs)} runs do not replay: {failed}"
+    assert len(runs) > RUNS, f"the workflow continued as new {len(runs) - 1} times"
