@@ -22,14 +22,10 @@ import time
 from datetime import timedelta
 
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.worker import Replayer
 
-from dbi.payloads import DATA_CONVERTER
 from tests.workflows import definitions
 from tests.workflows.conftest import running, settled, start_time_skipping
 from tests.workflows.stubs import World
-from workflows.worker import workflow_runner
 
 INTERVAL_SECONDS = 300  # healthCheckInterval
 CUTS = (1, 2, 5, 10, 20, 30, 45, 60)  # passes before each cut
@@ -55,12 +51,7 @@ async def measure(passes: int, repeat: int) -> list[tuple[int, float]]:
     history = await one_run(passes)
     events = list(history.events)
     ends = [i + 1 for i, e in enumerate(events) if e.HasField("timer_started_event_attributes")]
-    replayer = Replayer(
-        workflows=definitions.WORKFLOWS,
-        data_converter=DATA_CONVERTER,
-        interceptors=[TracingInterceptor()],  # as the worker runs it
-        workflow_runner=workflow_runner(sandboxed=False),
-    )
+    replayer = definitions.replayer(sandboxed=False)  # as the worker runs it
     found = []
     for cut in (ends[k - 1] for k in CUTS if k <= len(ends)):
         part = WorkflowHistory(history.workflow_id, events[:cut])

@@ -57,10 +57,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.waiting import Wait
 
 SHORT = timedelta(seconds=30)
-# A run whose waits have not blocked for this many passes (each ended by a wake that
-# came during the pass) continues as new without a fresh read of its history's length:
-# about RUN_EVENTS of such passes.
-UNREAD_PASSES = 20
 
 
 @dataclass(frozen=True)
@@ -443,8 +439,7 @@ class DBInstanceWorkflow:
             too_long = info.get_current_history_length() >= self.input.history_limit
             suggested = too_long or info.is_continue_as_new_suggested()
         else:  # the length before the pass: a run holds about one pass more than its limit
-            unread = self.c.passes - read.passes >= UNREAD_PASSES
-            suggested = read.length >= self.input.history_limit or read.suggested or unread
+            suggested = read.too_long(limit=self.input.history_limit, passes=self.c.passes)
         return suggested and not self.s.requests.resize_waiters
 
     async def _continue_as_new(self) -> None:

@@ -16,13 +16,26 @@ with workflow.unsafe.imports_passed_through():
     from workflows.waiting import Streaks
 
 
+# A run whose waits have not blocked for this many passes (each ended by a wake that
+# came during the pass) continues as new without a fresh read of its history's length:
+# about RUN_EVENTS of such passes.
+UNREAD_PASSES = 20
+
+
 @dataclass(frozen=True)
 class HistoryRead:
-    """What a run read of its history, and at which pass."""
+    """What a run read of its history (its length, the server's continue-as-new
+    suggestion), and after how many passes."""
 
     length: int
     suggested: bool
     passes: int
+
+    def too_long(self, *, limit: int, passes: int) -> bool:
+        """Whether the run continues as new after pass number ``passes``: its history
+        held ``limit`` events when read, the server suggested it, or UNREAD_PASSES
+        passes went by since the read."""
+        return self.length >= limit or self.suggested or passes - self.passes >= UNREAD_PASSES
 
 
 @dataclass

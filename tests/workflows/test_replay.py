@@ -15,12 +15,9 @@ from typing import Any
 import pytest
 from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
-from temporalio.contrib.opentelemetry import TracingInterceptor
-from temporalio.worker import Replayer
 
 from dbi.payloads import DATA_CONVERTER
 from tests.workflows import conftest, definitions
-from workflows.worker import workflow_runner
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -48,12 +45,7 @@ def test_histories_are_kept() -> None:
 async def test_a_recorded_history_replays_on_the_current_code(path: Path) -> None:
     """Replaying a recorded history issues the same commands as when it was recorded."""
     history = WorkflowHistory.from_json(f"dbinstance/{path.stem}", path.read_text())
-    replayer = Replayer(
-        workflows=definitions.WORKFLOWS,
-        data_converter=DATA_CONVERTER,
-        interceptors=[TracingInterceptor()],  # as the worker runs it
-        workflow_runner=workflow_runner(sandboxed=True),  # checked as the tests run it
-    )
+    replayer = definitions.replayer(sandboxed=True)  # checked as the tests run it
     await replayer.replay_workflow(history)
 
 

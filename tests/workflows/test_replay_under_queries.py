@@ -29,17 +29,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from temporalio.client import Client, WorkflowHandle, WorkflowHistory
-from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.service import RPCError
-from temporalio.worker import Replayer
 
 from dbi import names
 from dbi.messages import Progress, Wake, WorkflowInput
-from dbi.payloads import DATA_CONVERTER
 from tests.workflows import definitions
 from tests.workflows.stubs import World, activities
 from workflows.dbinstance import DBInstanceWorkflow
-from workflows.worker import Tuning, build_worker, workflow_runner
+from workflows.worker import Tuning, build_worker
 
 pytestmark = pytest.mark.stack
 
@@ -126,12 +123,7 @@ async def test_a_workflow_queried_while_its_passes_run_replays(
             await latest.terminate("test over")
             await hammering
     runs = await _runs(temporal_client, workflow_id)
-    replayer = Replayer(
-        workflows=definitions.WORKFLOWS,
-        data_converter=DATA_CONVERTER,
-        interceptors=[TracingInterceptor()],  # as the worker runs it
-        workflow_runner=workflow_runner(sandboxed=False),
-    )
+    replayer = definitions.replayer(sandboxed=False)  # as the worker runs workflows
     failed = []
     for i, history in enumerate(reversed(runs), 1):
         result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
