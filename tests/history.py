@@ -37,16 +37,22 @@ def readable(history: WorkflowHistory) -> str:
     return "\n".join([raw, *decoded])
 
 
-async def every_run(client: Client, workflow_id: str) -> str:
-    """``readable`` of every run of the workflow, the latest first: an instance's life
-    spans runs (each continues as new at its history limit), and a scan of the latest
-    alone would miss what the others hold."""
-    texts: list[str] = []
+async def runs(client: Client, workflow_id: str) -> list[WorkflowHistory]:
+    """Every run's history, the latest first: an instance's life spans runs (each
+    continues as new at its history limit), followed back through each first event's
+    ``continued_execution_run_id``."""
+    found: list[WorkflowHistory] = []
     run_id: str | None = None  # the latest
     while True:
         history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        texts.append(readable(history))
+        found.append(history)
         started = history.events[0].workflow_execution_started_event_attributes
         if not started.continued_execution_run_id:
-            return "\n".join(texts)
+            return found
         run_id = started.continued_execution_run_id
+
+
+async def every_run(client: Client, workflow_id: str) -> str:
+    """``readable`` of every run of the workflow, the latest first: a scan of the latest
+    alone would miss what the others hold."""
+    return "\n".join(readable(history) for history in await runs(client, workflow_id))

@@ -28,11 +28,12 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from temporalio.client import Client, WorkflowHandle, WorkflowHistory
+from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
 from dbi import names
 from dbi.messages import Progress, Wake, WorkflowInput
+from tests import history as histories
 from tests.workflows import definitions
 from tests.workflows.stubs import World, activities
 from workflows.dbinstance import DBInstanceWorkflow
@@ -49,19 +50,6 @@ QUERIERS = 3
 
 async def _clock() -> datetime:
     return datetime.now(UTC)
-
-
-async def _runs(client: Client, workflow_id: str) -> list[WorkflowHistory]:
-    """Every run's history, the latest first."""
-    found: list[WorkflowHistory] = []
-    run_id: str | None = None
-    while True:
-        history = await client.get_workflow_handle(workflow_id, run_id=run_id).fetch_history()
-        found.append(history)
-        started = history.events[0].workflow_execution_started_event_attributes
-        if not started.continued_execution_run_id:
-            return found
-        run_id = started.continued_execution_run_id
 
 
 async def _hammer(
@@ -115,14 +103,15 @@ async def test_a_workflow_queried_while_its_passes_run_replays(
         hammering = asyncio.create_task(_hammer(latest, stop, woken=passes == "woken"))
         try:
             for _ in range(240):  # a workflow whose tasks fail makes no more runs
-                if len(await _runs(temporal_client, workflow_id)) > RUNS or hammering.done():
+                made = len(await histories.runs(temporal_client, workflow_id))
+                if made > RUNS or hammering.done():
                     break
                 await asyncio.sleep(0.5)
         finally:
             stop.set()
             await latest.terminate("test over")
             await hammering
-    runs = await _runs(temporal_client, workflow_id)
+    runs = await histories.runs(temporal_client, workflow_id)
     replayer = definitions.replayer(sandboxed=False)  # as the worker runs workflows
     failed = []
     for i, history in enumerate(reversed(runs), 1):
