@@ -38,7 +38,7 @@ from temporalio.client import Client
 from activities import credentials, step, vm
 from activities.kube import Kube
 from activities.step import Context
-from bench import measure, profile, report
+from bench import measure, own_passes, profile, report
 from bench import peer as peer_module
 from dbi import connect, names
 from dbi.config import Config
@@ -270,7 +270,14 @@ def _measure(
             time.sleep(args.settle)
         say(f"{engine_name}: idle for {args.idle}s")
         lengths = _history_lengths(info) if engine_name == "temporal" else {}
-        idle = _idle(engine_name, api, metrics_url, parts, args, background)
+        with own_passes.OwnPasses(
+            info.temporal_address,
+            _passed_longest_ago(instances, tracker.first, args.reaction),
+            own_passes.rate(args.n) if args.own_passes and engine_name == "temporal" else 0,
+        ) as asked:
+            idle = _idle(engine_name, api, metrics_url, parts, args, background)
+        idle["own_passes_asked"] = asked.asked
+        idle["own_passes_failed"] = asked.failed
         if lengths:
             say(f"{engine_name}: reading {len(lengths)} histories' growth")
             idle["history_events_per_instance_day"] = _history_growth(
@@ -278,6 +285,17 @@ def _measure(
             )
         say(f"{engine_name}: stopping its stack")
         return {"fleet": fleet, "reaction": reaction, "idle": idle}
+
+
+def _passed_longest_ago(
+    instances: list[str], ready: dict[tuple[str, int], float], reaction: int
+) -> list[str]:
+    """The instances' workflow ids, the one whose last workflow pass is the oldest first:
+    by the time each turned Ready (its settling pass came an interval later), the
+    reaction's patched ones (passed since) last."""
+    patched = set(instances[:reaction])
+    rest = sorted((n for n in instances if n not in patched), key=lambda n: ready[(n, 1)])
+    return [names.workflow_id(NAMESPACE, n) for n in [*rest, *instances[:reaction]]]
 
 
 # Each engine's processes; the first runs the steps (the worker, or the peer).
@@ -510,6 +528,13 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
         help="wait this long after the reaction before the idle window, s, so that the "
         "window sees the steady state: every instance's health check already settled "
         "(default 0)",
+    )
+    parser.add_argument(
+        "--own-passes",
+        action="store_true",
+        help="temporal: in the idle window, ask settled instances for their own pass at the "
+        "steady state's rate, N per six hours (bench.own_passes), the instances passed "
+        "longest ago first; without it the window holds none of them",
     )
     parser.add_argument("--interval", default="30s", help="healthCheckInterval (default 30s)")
     parser.add_argument("--timeout", type=float, default=900, help="per phase, s (default 900)")

@@ -37,6 +37,7 @@ ROWS = [
     ("reaction", "missed", "Reaction: patches not seen within 60 s (counted as 60 s above)"),
     ("idle", "passes_per_instance_minute", "Idle: passes per instance per minute"),
     ("idle", "rechecks_per_instance_minute", "Idle: worker's re-checks per instance per minute"),
+    ("idle", "own_passes_asked", "Idle: own passes asked (--own-passes), in the window"),
     ("idle", "activities_per_instance_minute", "Idle: activities per instance per minute"),
     (
         "idle",

@@ -5,8 +5,10 @@ engine alone) once per N, on a fresh local stack each, with a 5-minute
 ``healthCheckInterval``, and plots how each figure grows with N (``scale.png``):
 time to converge all, the worker's RSS, the engine's idle CPU as a share of one core,
 wake-to-pass p50 and p99 (a spec patch to the status showing it, under the idle load),
-and history events per instance per day of idling. Each N's own results are in
-``--out``/n-<N>/; ``scale.json`` and ``scale.md`` gather them.
+and history events per instance per day of idling. The idle window holds the settled
+instances' own passes at the steady state's rate (``bench --own-passes``: N per six
+hours) besides the worker's re-checks; ``--trough`` leaves them out. Each N's own
+results are in ``--out``/n-<N>/; ``scale.json`` and ``scale.md`` gather them.
 """
 
 from __future__ import annotations
@@ -59,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         "every instance's first health check, a workflow pass, falls before it and the "
         "window sees the steady state)",
     )
+    parser.add_argument(
+        "--trough",
+        action="store_true",
+        help="leave the settled instances' own passes out of the idle window (by default "
+        "it holds them at the steady state's rate, N per six hours)",
+    )
     parser.add_argument("--reaction", type=int, default=20, help="patches timed (default 20)")
     parser.add_argument("--engines", default="temporal", help="default temporal")
     parser.add_argument("--timeout", type=float, default=3600, help="per phase, s")
@@ -92,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"--engines={args.engines}",
                 f"--timeout={args.timeout}",
                 f"--out={out}",
+                *([] if args.trough else ["--own-passes"]),
             ]
         )
         if code:
