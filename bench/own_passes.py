@@ -56,6 +56,7 @@ class OwnPasses:
         self.asked = 0
         self.failed = 0
         self._client: Client | None = None
+        self._error: Exception | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="own-passes", daemon=True)
 
@@ -68,9 +69,14 @@ class OwnPasses:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=30)
+        if self._error is not None:  # the window did not hold what it claims to
+            raise RuntimeError(f"own passes: stopped asking: {self._error}") from self._error
 
     def _run(self) -> None:
-        asyncio.run(self._ask())
+        try:
+            asyncio.run(self._ask())
+        except Exception as e:  # raised in the caller's thread as the block ends
+            self._error = e
 
     async def _ask(self) -> None:
         await self._connect()

@@ -102,6 +102,7 @@ def test_stubbed_steps_measure_the_engine_alone(tmp_path: Path) -> None:
             "--idle=22",
             "--settle=1",
             "--interval=10s",
+            "--own-passes",
             f"--out={out}",
         ],
         check=False,
@@ -128,6 +129,9 @@ def test_stubbed_steps_measure_the_engine_alone(tmp_path: Path) -> None:
     # 22 s at a 10 s interval: two passes or so, some 20 events each.
     assert result["temporal"]["idle"]["history_events_per_instance_day"] > 0
     assert result["temporal"]["idle"]["workflow_cache"]
+    # 3 instances' own passes, one each every six hours: none due in 22 s, none failed
+    assert result["temporal"]["idle"]["own_passes_asked"] == 0
+    assert result["temporal"]["idle"]["own_passes_failed"] == 0
     assert "| Fleet: engine CPU per instance" in (out / "result.md").read_text()
 
 

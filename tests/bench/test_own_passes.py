@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from bench import own_passes
 from bench.__main__ import _passed_longest_ago
 from dbi import names
@@ -67,3 +69,16 @@ def test_nothing_is_asked_without_a_rate() -> None:
     with _Recorded(["w1"], per_second=0.0, fail=set()) as asked:
         time.sleep(0.2)
     assert asked.signalled == [] and not asked._thread.is_alive()
+
+
+class _Unreachable(_Recorded):
+    async def _connect(self) -> None:
+        raise ConnectionError("no Temporal at unused:0")
+
+
+def test_a_window_that_could_not_ask_says_so() -> None:
+    with (
+        pytest.raises(RuntimeError, match="own passes: stopped asking: no Temporal"),
+        _Unreachable(["w1"], per_second=1.0, fail=set()),
+    ):
+        time.sleep(0.2)
