@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 
+from dbi import names
+
 PARTS = ("activity_queue", "activity_run", "workflow_task_queue", "workflow_task_run")
+
+# What a workflow task is scheduled for, by the last event before it since the last
+# one: the run's start (with the wake a signal-with-start brings), a timer (a wait's
+# end), the watcher's wake, another signal (a request, a retry), a regular activity's
+# end, a lost task scheduled again; else other (an update, which schedules its task
+# with no event of its own).
+CAUSES = ("start", "timer", "wake", "signal", "activity", "lost", "other")
 
 
 @dataclass
@@ -29,6 +38,9 @@ class Breakdown:
     # in time) or the worker failed: each makes the worker replay the workflow and its
     # pass run again.
     workflow_tasks_lost: int = 0
+    # What brought each workflow task (``CAUSES``): each is a pass's worth of work for
+    # the Temporal server, whatever the worker then does in it.
+    woken_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
 
     def add(self, events: Iterable[HistoryEvent]) -> None:
         events = list(events)
@@ -36,6 +48,7 @@ class Breakdown:
         activity_scheduled: dict[int, float] = {}
         activity_started: dict[int, float] = {}
         task_scheduled = task_started = 0.0
+        self._count_causes(events)
         for event in events:
             t = event.event_time.ToNanoseconds() / 1e9
             kind = event.event_type
@@ -61,6 +74,15 @@ class Breakdown:
             elif kind in _TASKS_LOST:
                 self.workflow_tasks_lost += 1
 
+    def _count_causes(self, events: list[HistoryEvent]) -> None:
+        cause = "other"
+        for event in events:
+            # the run's first task is its start's, the wake it was started with included
+            cause = "start" if cause == "start" else _cause(event) or cause
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
+                self.woken_by[cause] += 1
+                cause = "other"
+
     def per(self, instances: int) -> dict[str, float]:
         """Seconds of each part, activities and workflow tasks, per instance."""
         return {
@@ -69,6 +91,7 @@ class Breakdown:
             "local_activities": self.local_activities / instances,
             "workflow_tasks": self.workflow_tasks / instances,
             "workflow_tasks_lost": self.workflow_tasks_lost / instances,
+            **{f"woken_by_{c}": n / instances for c, n in self.woken_by.items()},
         }
 
 
@@ -79,6 +102,22 @@ _ACTIVITY_ENDS = {
     EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED: "activity_task_failed_event_attributes",
     EventType.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT: "activity_task_timed_out_event_attributes",
 }
+
+
+def _cause(event: HistoryEvent) -> str | None:
+    kind = event.event_type
+    if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+        return "start"
+    if kind == EventType.EVENT_TYPE_TIMER_FIRED:
+        return "timer"
+    if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+        name = event.workflow_execution_signaled_event_attributes.signal_name
+        return "wake" if name == names.WAKE else "signal"
+    if kind in _ACTIVITY_ENDS:
+        return "activity"
+    if kind in _TASKS_LOST:
+        return "lost"
+    return None
 
 
 _TASKS_LOST = {

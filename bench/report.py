@@ -128,6 +128,12 @@ def markdown(results: dict[str, Any]) -> str:
             "| activity queued | activity ran | workflow task queued | workflow task ran |",
             "|---|---|---|---|",
             "| " + " | ".join(f"{seconds[part]:.3g} s" for part in profile.PARTS) + " |",
+            "",
+            "What brought those workflow tasks, per instance: "
+            + ", ".join(
+                f"{cause} {seconds.get(f'woken_by_{cause}', 0):.3g}" for cause in profile.CAUSES
+            )
+            + ".",
         ]
     return "\n".join(lines) + "\n"
 

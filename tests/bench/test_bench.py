@@ -67,6 +67,11 @@ def test_the_benchmark_reports_every_figure_for_every_engine(tmp_path: Path) -> 
     assert spent["activities"] >= 10  # at least one pass of load, 8 steps and status
     # A pass's steps run as local activities, inside its workflow tasks.
     assert spent["local_activities"] >= 10 and spent["workflow_task_run"] > 0
+    # every run starts; a fleet of real VMs is woken by the watcher as they boot
+    assert spent["woken_by_start"] >= 1 and spent["woken_by_wake"] > 0
+    assert (
+        "What brought those workflow tasks, per instance: start" in (out / "result.md").read_text()
+    )
     assert "Where the temporal engine's fleet time went" in (out / "result.md").read_text()
     table = (out / "result.md").read_text()
     assert "| Fleet: all Ready (s) |" in table and "temporal fleet / floor" in table

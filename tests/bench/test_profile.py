@@ -85,3 +85,57 @@ def test_workflow_tasks_the_server_gave_up_on_are_counted_apart() -> None:
     breakdown.add(history)
     per = breakdown.per(1)
     assert per["workflow_tasks"] == 1 and per["workflow_tasks_lost"] == 2
+
+
+def test_each_workflow_task_is_counted_by_what_brought_it() -> None:
+    """The run's start (a wake it was started with is the start's), a timer, the
+    watcher's wake, another signal, a lost task; an update's task has no event of its
+    own before it (other)."""
+    e = EventType
+
+    def task(first: int, second: float) -> list[HistoryEvent]:
+        return [
+            _event(first, e.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, second),
+            _event(first + 1, e.EVENT_TYPE_WORKFLOW_TASK_STARTED, second),
+            _event(first + 2, e.EVENT_TYPE_WORKFLOW_TASK_COMPLETED, second),
+        ]
+
+    def signaled(event_id: int, name: str) -> HistoryEvent:
+        return _event(
+            event_id,
+            e.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED,
+            0.0,
+            workflow_execution_signaled_event_attributes={"signal_name": name},
+        )
+
+    history = [
+        _event(1, e.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED, 0.0),
+        signaled(2, "wake"),  # the watcher signals with start: the start's task
+        *task(3, 0.0),
+        _event(6, e.EVENT_TYPE_TIMER_STARTED, 0.0),
+        _event(7, e.EVENT_TYPE_TIMER_FIRED, 1.0),
+        *task(8, 1.0),
+        signaled(11, "wake"),
+        signaled(12, "wake"),  # two wakes, one task
+        *task(13, 2.0),
+        signaled(16, "retry"),
+        _event(17, e.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, 3.0),
+        _event(18, e.EVENT_TYPE_WORKFLOW_TASK_STARTED, 3.0),
+        _event(19, e.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, 13.0),
+        *task(20, 13.0),
+        *task(23, 14.0),  # an update's
+    ]
+    breakdown = Breakdown()
+    breakdown.add(history)
+    per = breakdown.per(1)
+    woken = {k.removeprefix("woken_by_"): v for k, v in per.items() if k.startswith("woken_by_")}
+    assert woken == {
+        "start": 1,
+        "timer": 1,
+        "wake": 1,
+        "signal": 1,
+        "activity": 0,
+        "lost": 1,
+        "other": 1,
+    }
+    assert per["workflow_tasks"] == 5 and per["workflow_tasks_lost"] == 1
