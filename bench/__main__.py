@@ -272,7 +272,7 @@ def _measure(
         lengths = _history_lengths(info) if engine_name == "temporal" else {}
         with own_passes.OwnPasses(
             info.temporal_address,
-            _passed_longest_ago(instances, tracker.first, args.reaction),
+            own_passes.oldest_first(NAMESPACE, instances, tracker.first, args.reaction),
             own_passes.rate(args.n) if args.own_passes and engine_name == "temporal" else 0,
         ) as asked:
             idle = _idle(engine_name, api, metrics_url, parts, args, background)
@@ -285,17 +285,6 @@ def _measure(
             )
         say(f"{engine_name}: stopping its stack")
         return {"fleet": fleet, "reaction": reaction, "idle": idle}
-
-
-def _passed_longest_ago(
-    instances: list[str], ready: dict[tuple[str, int], float], reaction: int
-) -> list[str]:
-    """The instances' workflow ids, the one whose last workflow pass is the oldest first:
-    by the time each turned Ready (its settling pass came an interval later), the
-    reaction's patched ones (passed since) last."""
-    patched = set(instances[:reaction])
-    rest = sorted((n for n in instances if n not in patched), key=lambda n: ready[(n, 1)])
-    return [names.workflow_id(NAMESPACE, n) for n in [*rest, *instances[:reaction]]]
 
 
 # Each engine's processes; the first runs the steps (the worker, or the peer).

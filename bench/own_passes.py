@@ -36,6 +36,17 @@ def rate(n: int) -> float:
     return n / RECHECK_NET.total_seconds()
 
 
+def oldest_first(
+    namespace: str, instances: list[str], ready: dict[tuple[str, int], float], reaction: int
+) -> list[str]:
+    """The instances' workflow ids, the one whose last workflow pass is the oldest first:
+    by the time each turned Ready (its settling pass came an interval later), the
+    ``reaction`` first ones, which the bench patched since, last."""
+    patched = instances[:reaction]
+    rest = sorted(instances[reaction:], key=lambda n: ready[(n, 1)])
+    return [names.workflow_id(namespace, n) for n in [*rest, *patched]]
+
+
 def due(started: float, per_second: float, now: float) -> int:
     """How many passes are due ``now`` (monotonic) in a window begun at ``started``:
     one in the middle of each 1/``per_second`` slice, so a window holds as many as the
@@ -82,10 +93,11 @@ class OwnPasses:
         await self._connect()
         started = time.monotonic()
         while not self._stop.is_set():
-            if due(started, self.per_second, time.monotonic()) <= self.asked + self.failed:
+            sent = self.asked + self.failed
+            if due(started, self.per_second, time.monotonic()) <= sent:
                 await asyncio.sleep(0.05)
                 continue
-            workflow_id = self.ids[(self.asked + self.failed) % len(self.ids)]
+            workflow_id = self.ids[sent % len(self.ids)]
             try:
                 await self._signal(workflow_id)
                 self.asked += 1

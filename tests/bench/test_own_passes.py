@@ -8,7 +8,6 @@ import time
 import pytest
 
 from bench import own_passes
-from bench.__main__ import _passed_longest_ago
 from dbi import names
 
 
@@ -30,7 +29,7 @@ def test_a_window_holds_as_many_passes_as_the_rate_says() -> None:
 
 def test_the_instances_passed_longest_ago_come_first_the_patched_last() -> None:
     ready = {("a", 1): 30.0, ("b", 1): 10.0, ("c", 1): 20.0, ("d", 1): 5.0}
-    order = _passed_longest_ago(["a", "b", "c", "d"], ready, reaction=1)
+    order = own_passes.oldest_first("bench", ["a", "b", "c", "d"], ready, reaction=1)
     assert order == [names.workflow_id("bench", n) for n in ("d", "b", "c", "a")]
 
 
