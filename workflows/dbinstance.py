@@ -288,7 +288,7 @@ class DBInstanceWorkflow:
         to rotate yet, and trying would only fail."""
         asked = snapshot.unserved.rotate_requested_at or snapshot.unserved.rotate_admin_requested_at
         ready = self.s.last_report is not None and self.s.last_report.converged
-        return bool(asked) and not ready and workflow.patched(patches.ROTATIONS_WHEN_READY)
+        return bool(asked) and not ready and patches.has(patches.ROTATIONS_WHEN_READY)
 
     async def _serve_rotation_requests(self, snapshot: InstanceSnapshot) -> Served:
         """Carry out the rotations unserved dbi.dev/rotate-*requested-at annotations ask

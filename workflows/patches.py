@@ -45,6 +45,13 @@ in tests/workflows/histories/ that lack a marker are dropped at that point too.
   reads as absent on replay). A run without this marker asks each patch where it needs
   it, as before (its replay is at that risk; tests/workflows/test_replay_under_queries.py).
 
+- ``folded-patches``: a run asks this one patch at its start, and when it has it, has
+  every patch above (``FOLDED``) without asking them: a new run records one marker
+  where it recorded sixteen, and the SDK upserts the ``TemporalChangeVersion`` search
+  attribute once instead of sixteen times (32 history events fewer a run; the dev
+  server's visibility writes with them). A run begun before it asks the patches above
+  as it did. A patch added after it is asked at the start beside it (``at_start``).
+
 To retire one: check that no running workflow began before it (every instance's run
 has continued as new since, with a worker that knows it: ``temporal workflow list``
 with ``StartTime`` after the release), replace ``patched`` by ``deprecate_patch``
@@ -79,6 +86,7 @@ WAKES_BEFORE_LOAD = "wakes-before-load"
 STATUS_WITH_STEPS = "status-with-steps"
 LOAD_WITH_STEPS = "load-with-steps"
 PATCHES_AT_START = "patches-at-start"
+FOLDED_PATCHES = "folded-patches"
 # Every patch above, in the order a run that has PATCHES_AT_START asks them at its start.
 ASKED_AT_START = (
     LOCAL_HEALTH_CHECKS,
@@ -97,6 +105,8 @@ ASKED_AT_START = (
     STATUS_WITH_STEPS,
     LOAD_WITH_STEPS,
 )
+# The patches FOLDED_PATCHES stands for: a run that has it has each of these.
+FOLDED = frozenset({PATCHES_AT_START, *ASKED_AT_START})
 # The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
@@ -110,10 +120,15 @@ PATCHED_STEPS = (
 
 
 def at_start() -> bool:
-    """Ask every patch now, at the start of the run, when the run has PATCHES_AT_START:
-    the SDK keeps each answer for the run, so the calls below return it wherever they
-    are asked (a marker recorded later could read differently on replay). Whether it
-    did. Call before the run's first activity."""
+    """Ask every patch now, at the start of the run, when the run has FOLDED_PATCHES or
+    PATCHES_AT_START: the SDK keeps each answer for the run, so the calls below return it
+    wherever they are asked (a marker recorded later could read differently on replay).
+    Whether it did. Call before the run's first activity."""
+    if workflow.patched(FOLDED_PATCHES):
+        for patch in ASKED_AT_START:
+            if patch not in FOLDED:
+                workflow.patched(patch)
+        return True
     if not workflow.patched(PATCHES_AT_START):
         return False
     for patch in ASKED_AT_START:
@@ -121,20 +136,24 @@ def at_start() -> bool:
     return True
 
 
+def has(patch: str) -> bool:
+    """Whether this run has ``patch``: every run that has FOLDED_PATCHES has the patches
+    it stands for, and records no marker of their own; another run asks the patch."""
+    return (patch in FOLDED and workflow.patched(FOLDED_PATCHES)) or workflow.patched(patch)
+
+
 def pipeline(snapshot: InstanceSnapshot) -> tuple[steps.StepSpec, ...]:
     """The steps of the next pass: the teardown once the instance is being deleted, else
     the convergence, without the steps whose patch this workflow does not have."""
     chosen = steps.TEARDOWN if snapshot.deleting else steps.CONVERGE
     names = {s.name for s in chosen}
-    absent = {
-        step for step, patch in PATCHED_STEPS if step in names and not workflow.patched(patch)
-    }
+    absent = {step for step, patch in PATCHED_STEPS if step in names and not has(patch)}
     return tuple(s for s in chosen if s.name not in absent)
 
 
 def past_held() -> bool:
     """Whether a pass goes on past a held step (asked only when one is held)."""
-    return workflow.patched(HELD_STEPS_GO_ON)
+    return has(HELD_STEPS_GO_ON)
 
 
 def local_pass(*, forced: bool, health_check: bool, last: PassReport | None) -> bool:
@@ -145,31 +164,31 @@ def local_pass(*, forced: bool, health_check: bool, last: PassReport | None) -> 
     if forced:
         return False
     if health_check:
-        return workflow.patched(LOCAL_HEALTH_CHECKS)
+        return has(LOCAL_HEALTH_CHECKS)
     if last is not None and last.converged and not last.deleting:
-        return workflow.patched(LOCAL_READY_PASSES)
-    return workflow.patched(LOCAL_PASSES)
+        return has(LOCAL_READY_PASSES)
+    return has(LOCAL_PASSES)
 
 
 def in_one_activity(*, local: bool) -> bool:
     """Whether a pass runs its steps in one local activity: every local pass does (the
     teardown's, a forced resize's and a restart's are not local)."""
-    return local and workflow.patched(ONE_ACTIVITY_PASSES)
+    return local and has(ONE_ACTIVITY_PASSES)
 
 
 def wakes_before_load() -> bool:
     """Whether a pass forgets the wakes before it when its load starts (else: when its
     steps start, and a wake between the two was lost)."""
-    return workflow.patched(WAKES_BEFORE_LOAD)
+    return has(WAKES_BEFORE_LOAD)
 
 
 def status_with_steps() -> bool:
     """Whether the local activity that runs a pass's steps writes its status too (else a
     local activity of its own does)."""
-    return workflow.patched(STATUS_WITH_STEPS)
+    return has(STATUS_WITH_STEPS)
 
 
 def load_with_steps() -> bool:
     """Whether an idle pass that expects the instance unchanged loads it and runs its
     steps in one local activity (else it loads first, in a local activity of its own)."""
-    return workflow.patched(LOAD_WITH_STEPS)
+    return has(LOAD_WITH_STEPS)

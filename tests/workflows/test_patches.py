@@ -1,7 +1,9 @@
 """A run asks every patch at its start, before its first local activity
 (workflows/patches.py, ``patches-at-start``): what it chose then holds for the run, on
 replay too, wherever a pass asks again (tests/workflows/test_replay_under_queries.py
-shows why on the real server)."""
+shows why on the real server). A new run asks one, ``folded-patches``, which stands for
+all of them; runs begun before it replay from the histories in histories/
+(test_replay.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import json
 
 from temporalio.testing import WorkflowEnvironment
 
+from dbi import pipeline
 from dbi.messages import Wake
 from tests.workflows.conftest import running, settled
 from tests.workflows.stubs import World
@@ -21,15 +24,19 @@ def test_every_patch_is_asked_at_the_start() -> None:
     defined = {
         value
         for name, value in vars(patches).items()
-        if name.isupper() and isinstance(value, str) and name != "PATCHES_AT_START"
+        if name.isupper()
+        and isinstance(value, str)
+        and name not in ("PATCHES_AT_START", "FOLDED_PATCHES")
     }
     assert defined == set(patches.ASKED_AT_START)
     assert len(patches.ASKED_AT_START) == len(defined)
 
 
-async def test_a_run_records_every_patch_before_its_first_local_activity(
+async def test_a_new_run_records_one_patch_before_its_first_local_activity(
     time_env: WorkflowEnvironment,
 ) -> None:
+    """The folded patch stands for every other: a new run records its marker alone (and
+    the SDK's one upsert of TemporalChangeVersion), then passes as every patch asks."""
     world = World()
     async with running(time_env, world) as handle:
         await settled(handle, 1)
@@ -42,11 +49,31 @@ async def test_a_run_records_every_patch_before_its_first_local_activity(
         if e.HasField("marker_recorded_event_attributes")
     ]
     kinds = [m.marker_name for m in markers]
-    first_activity = kinds.index("core_local_activity")
     patched = [
         json.loads(m.details["patch-data"].payloads[0].data)["id"]
         for m in markers
         if m.marker_name == "core_patch"
     ]
-    assert patched == [patches.PATCHES_AT_START, *patches.ASKED_AT_START]
-    assert kinds[:first_activity] == ["core_patch"] * len(patched)
+    assert patched == [patches.FOLDED_PATCHES]
+    assert kinds[0] == "core_patch"
+    versions = [
+        e
+        for e in history.events
+        if e.HasField("upsert_workflow_search_attributes_event_attributes")
+        and "TemporalChangeVersion"
+        in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+    ]
+    assert len(versions) == 1
+    # Every patch's path was taken: the steps that joined the pipeline under one ran, and
+    # each of the two passes took two local activities, its load and one that ran its
+    # steps and wrote its status (one-activity-passes, status-with-steps).
+    ran = {name for name, _ in world.calls}
+    joined = {step for step, _ in patches.PATCHED_STEPS} & {s.name for s in pipeline.CONVERGE}
+    assert joined <= ran
+    assert kinds[1:] == ["core_local_activity"] * 4
+
+
+def test_the_folded_patch_stands_for_every_patch_but_itself() -> None:
+    """A patch added later is outside the fold: at_start asks it beside the folded one."""
+    assert {patches.PATCHES_AT_START, *patches.ASKED_AT_START} == patches.FOLDED
+    assert patches.FOLDED_PATCHES not in patches.FOLDED
