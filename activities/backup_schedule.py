@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from activities import backupstore
-from activities.kube import Instance
+from activities.kube import Instance, spares_reads
 from activities.schedules import Seen, Wanted
 from activities.step import Anatomy, Context
 from dbi import names
@@ -107,7 +107,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     requested = step_input.backup_requested
     return Observation(
         wanted=wanted(instance),
-        seen=ctx.schedules.describe(schedule_id(instance)),
+        seen=ctx.schedules.describe(schedule_id(instance), spare=spares_reads),
         store_problem=_store_problem(ctx, instance),
         requested=requested,
         requested_started=requested is not None

@@ -27,14 +27,15 @@ use them (the watcher is another process, whose event may come before the worker
 and an idle pass that would act is run again with every read fresh before anything is
 written (``activities.kube.Stale``).
 
-``Spared``: the cloud-init Secret (boot data: the admin password's verifier, the server
-certificate and its key) changes only by a step's write (this worker's drops what it
-kept; another worker's was made to be right) or by a hand, which wakes the instance
-(the watcher watches Secrets' metadata). So an idle pass takes this worker's last read
-of it, when one is under an hour old (what a wake the watcher never sent could hide,
-it hides no longer); a step that would act on it runs the pass again with every read
-made (``activities.kube.spares_reads``). The passwords' Secrets, the admin credential
-and the app's, are read from the server on every pass.
+``Spared``: the backup step's describes of Temporal Schedules are kept in one too
+(``activities.schedules``). The cloud-init Secret (boot data: the admin password's
+verifier, the server certificate and its key) changes only by a step's write (this
+worker's drops what it kept; another worker's was made to be right) or by a hand, which
+wakes the instance (the watcher watches Secrets' metadata). So an idle pass takes this
+worker's last read of it, when one is under an hour old (what a wake the watcher never
+sent could hide, it hides no longer); a step that would act on it runs the pass again
+with every read made (``activities.kube.spares_reads``). The passwords' Secrets, the
+admin credential and the app's, are read from the server on every pass.
 """
 
 from __future__ import annotations

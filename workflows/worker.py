@@ -36,7 +36,7 @@ from activities.rechecks import CONCURRENCY, Rechecks
 from activities.schedules import Schedules
 from activities.step import Context
 from activities.telemetry import StepTelemetry
-from activities.views import Views
+from activities.views import Spared, Views
 from dbi import connect, environment, names, telemetry
 from dbi.config import Config
 from dbi.health import Health, connect_temporal
@@ -226,8 +226,10 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     grace = environment.SHUTDOWN_SECONDS.seconds() or float(SHUTDOWN_DEFAULT)
     cached = environment.CACHED_WORKFLOWS.integer(low=1) or CACHED_DEFAULT
     sticky = environment.STICKY_SECONDS.seconds() or STICKY_DEFAULT.total_seconds()
-    schedules = Schedules(client, asyncio.get_running_loop(), task_queue)
     views = start_views(cached)
+    # An idle pass takes the backup step's describe of its schedule from the last hour.
+    spared = Spared(cached, at_least=views.served)
+    schedules = Schedules(client, asyncio.get_running_loop(), task_queue, spared)
     rechecks = Rechecks(partial(wake, client))
     health.vitals["rechecks"] = rechecks.stuck  # settled instances wait on them
     worker = build_worker(
