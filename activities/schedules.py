@@ -152,7 +152,6 @@ class Schedules:
     def create(self, namespace: str, name: str, wanted: Wanted) -> None:
         """Create the instance's schedule; one that exists already is left for the next
         look to compare."""
-
         self._forget(namespace, name)
 
         async def create() -> None:

@@ -56,7 +56,8 @@ To retire one: check that no running workflow began before it (every instance's 
 has continued as new since, with a worker that knows it: ``temporal workflow list``
 with ``StartTime`` after the release), replace ``patched`` by ``deprecate_patch``
 for a release (and take it out of ASKED_AT_START), then remove the old path and the
-recorded histories without the marker.
+recorded histories without the marker. The patches ``folded-patches`` stands for retire
+together, once no running run lacks it: ``has`` then answers True for them unasked.
 
 Workflow code: deterministic, no I/O.
 """
