@@ -10,6 +10,8 @@ workflow's lifetime is waiting on purpose (timers, signals).
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -41,6 +43,9 @@ class Breakdown:
     # What brought each workflow task (``CAUSES``): each is a pass's worth of work for
     # the Temporal server, whatever the worker then does in it.
     woken_by: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CAUSES, 0))
+    # The watcher's wakes by what they were for: the kind and event of their reason
+    # ("VirtualMachineInstance modified"), the object's name left out.
+    wakes: Counter[str] = field(default_factory=Counter)
 
     def add(self, events: Iterable[HistoryEvent]) -> None:
         events = list(events)
@@ -77,11 +82,21 @@ class Breakdown:
     def _count_causes(self, events: list[HistoryEvent]) -> None:
         cause = "other"
         for event in events:
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                self._count_wake(event)
             # the run's first task is its start's, the wake it was started with included
             cause = "start" if cause == "start" else _cause(event) or cause
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED:
                 self.woken_by[cause] += 1
                 cause = "other"
+
+    def _count_wake(self, event: HistoryEvent) -> None:
+        attributes = event.workflow_execution_signaled_event_attributes
+        if attributes.signal_name != names.WAKE or not attributes.input.payloads:
+            return
+        reason = str(json.loads(attributes.input.payloads[0].data).get("reason", ""))
+        words = reason.split()
+        self.wakes[" ".join([words[0], words[-1]]) if len(words) > 2 else reason] += 1
 
     def per(self, instances: int) -> dict[str, float]:
         """Seconds of each part, activities and workflow tasks, per instance."""
@@ -92,6 +107,7 @@ class Breakdown:
             "workflow_tasks": self.workflow_tasks / instances,
             "workflow_tasks_lost": self.workflow_tasks_lost / instances,
             **{f"woken_by_{c}": n / instances for c, n in self.woken_by.items()},
+            **{f"wake: {r}": n / instances for r, n in self.wakes.most_common()},
         }
 
 

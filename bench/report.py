@@ -133,6 +133,15 @@ def markdown(results: dict[str, Any]) -> str:
             + ", ".join(
                 f"{cause} {seconds.get(f'woken_by_{cause}', 0):.3g}" for cause in profile.CAUSES
             )
+            + ". The watcher's wakes, per instance, by what they were for: "
+            + (
+                ", ".join(
+                    f"{key.removeprefix('wake: ')} {value:.3g}"
+                    for key, value in seconds.items()
+                    if key.startswith("wake: ")
+                )
+                or "none"
+            )
             + ".",
         ]
     return "\n".join(lines) + "\n"
