@@ -12,10 +12,14 @@ may alter an outcome:
   it was the orchestrator's own (its managedFields entry, manager ``dbi-orchestrator``,
   is the latest): the pass that wrote it goes on with what it wrote. A deletion always
   counts; so does any write by someone else (KubeVirt starting the VM, a hand edit),
-  but one: a VM or VMI still on its way (``Starting``, ``Scheduled``, ...) with its
-  spec unchanged. KubeVirt writes several such states in a row while a VM starts or
-  stops, and no step's outcome changes until the transition ends: the write that ends
-  it (``Running``, ``Stopped``, ``Failed``, the VMI deleted) is the one that counts.
+  but one: a VM, VMI or claim still on its way (``Starting``, ``Scheduled``, a claim
+  ``Pending``) with its spec unchanged. KubeVirt writes several such states in a row
+  while a VM starts or stops, and Kubernetes writes a new claim three or four times
+  before it is bound (the ``pvc-protection`` finalizer, the provisioner's and the
+  scheduler's annotations, ``spec.volumeName``); no step's outcome changes until the
+  transition ends (no step reads a claim's phase, and its capacity comes with the
+  binding): the write that ends it (``Running``, ``Stopped``, ``Failed``, ``Bound``,
+  ``Lost``, the VMI deleted) is the one that counts.
 - **a (re)list**: always, since events may have been missed before it.
 
 Pure functions of the event and what the watcher saw before, tested with plain data.
@@ -70,18 +74,25 @@ def decided(now: Seen, before: Seen | None) -> bool:
     return before is not None and now.decisions != before.decisions
 
 
-# KubeVirt's states of a VM (printableStatus) or VMI (phase) on its way to another.
+# KubeVirt's states of a VM (printableStatus) or VMI (phase), and a claim's (phase), on
+# their way to another.
 IN_TRANSITION = {
     "VirtualMachine": frozenset(
         {"Provisioning", "WaitingForVolumeBinding", "Starting", "Stopping", "Terminating"}
     ),
     "VirtualMachineInstance": frozenset({"", "Pending", "Scheduling", "Scheduled"}),
+    "PersistentVolumeClaim": frozenset({"", "Pending"}),
 }
-STATE_FIELD = {"VirtualMachine": "printableStatus", "VirtualMachineInstance": "phase"}
+STATE_FIELD = {
+    "VirtualMachine": "printableStatus",
+    "VirtualMachineInstance": "phase",
+    "PersistentVolumeClaim": "phase",
+}
 
 
 def in_transition(kind: str, obj: Manifest) -> bool:
-    """Whether a VM or VMI is in a state on its way to another (False for other kinds)."""
+    """Whether a VM, VMI or claim is in a state on its way to another (False for other
+    kinds)."""
     states = IN_TRANSITION.get(kind)
     if states is None:
         return False

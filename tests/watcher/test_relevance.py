@@ -87,14 +87,14 @@ def test_a_child_event_matters_unless_the_newest_write_was_ours(
 
 
 def kubevirt(kind: str, state: str, generation: int = 1) -> dict[str, Any]:
-    """A VM (printableStatus) or VMI (phase) that KubeVirt wrote last, in ``state``."""
+    """A VM (printableStatus), VMI or claim (phase) someone else wrote last, in ``state``."""
     obj = child((OURS, T1), (KUBEVIRT, T2))
     obj["metadata"]["generation"] = generation
     obj["status"] = {"printableStatus" if kind == "VirtualMachine" else "phase": state}
     return obj
 
 
-VM, VMI = "VirtualMachine", "VirtualMachineInstance"
+VM, VMI, PVC = "VirtualMachine", "VirtualMachineInstance", "PersistentVolumeClaim"
 
 
 @pytest.mark.parametrize(
@@ -113,21 +113,20 @@ VM, VMI = "VirtualMachine", "VirtualMachineInstance"
         pytest.param(
             VM, "MODIFIED", kubevirt(VM, "Starting", generation=2), 1, True, id="spec-edited"
         ),
-        pytest.param(
-            "PersistentVolumeClaim",
-            "MODIFIED",
-            kubevirt("PersistentVolumeClaim", "Pending"),
-            1,
-            True,
-            id="other-kinds-any-state",
-        ),
+        pytest.param(PVC, "ADDED", kubevirt(PVC, ""), None, False, id="claim-created-by-cdi"),
+        pytest.param(PVC, "MODIFIED", kubevirt(PVC, "Pending"), 1, False, id="claim-pending"),
+        pytest.param(PVC, "MODIFIED", kubevirt(PVC, "Bound"), 1, True, id="claim-bound"),
+        pytest.param(PVC, "MODIFIED", kubevirt(PVC, "Lost"), 1, True, id="claim-lost"),
+        pytest.param(PVC, "DELETED", kubevirt(PVC, "Pending"), 1, True, id="pending-deleted"),
+        pytest.param("Secret", "MODIFIED", kubevirt("Secret", ""), 1, True, id="other-kinds"),
     ],
 )
 def test_a_vm_on_its_way_wakes_no_one_until_it_gets_there(
     kind: str, event: str, obj: dict[str, Any], before: int | None, matters: bool
 ) -> None:
-    """KubeVirt's intermediate states of a VM or VMI change no step's outcome; the state
-    that ends the transition, a deletion, or a spec edit by someone else does."""
+    """KubeVirt's intermediate states of a VM or VMI, and a claim's writes before it is
+    bound, change no step's outcome; the state that ends the transition, a deletion, or
+    a spec edit by someone else does."""
     assert child_event_matters(event, obj, kind=kind, before=before) is matters
 
 
