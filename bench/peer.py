@@ -4,7 +4,8 @@ A classic in-process controller: watches of DBInstances and their children feed 
 deduplicating work queue; worker threads run one reconcile per key (never two at once
 for a key), which calls the step activities' own functions in ``dbi.pipeline.CONVERGE``
 order, writes status, and requeues after the same wait ``workflows.waiting`` decides
-(RequeueAfter), and skips the events the watcher skips (``watcher.relevance``).
+(RequeueAfter), skips the events the watcher skips (``watcher.relevance``) and gathers
+a child's events for the watcher's window as its wakes do (``watcher.wakeups``).
 Nothing survives a restart: it is the baseline durability is weighed against. Run it
 with ``python -m bench.peer`` (``KUBECONFIG``, ``DBI_WATCH_NAMESPACES``,
 ``DBI_METRICS_PORT``; ``DBI_BENCH_STEPS=stub`` stubs the converge steps, ``bench.stubs``).
@@ -40,6 +41,7 @@ from dbi.status import PassReport, StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepsInput, in_order
 from dbi.streams import Listener, Source, forever
 from watcher import relevance
+from watcher.wakeups import WINDOW_SECONDS
 from watcher.watcher import sources
 from workflows.runner import failed
 from workflows.waiting import PendingStreak, next_wait
@@ -242,7 +244,8 @@ class Peer:
                 return
             name = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
             if name and self.children.event_matters(kind, event, obj):
-                self.queue.add((namespace, name))
+                # Gathered for the watcher's window, as its wakes are (watcher/wakeups.py).
+                self.queue.add_after((namespace, name), WINDOW_SECONDS)
 
         return on_event
 

@@ -3,16 +3,24 @@
 The first event for an instance is signaled at once; events that follow within the
 window are folded into one more signal at its end (carrying the newest generation), so
 a storm of events cannot exhaust a workflow's signal budget, and the last change is
-never left unsignaled. At most ``MAX_IN_FLIGHT`` signals are sent at once; the others
-wait their turn: first the wakes a change asked for, then those only a relist asked for
-(each in the order they came), so a user's change is not queued behind a relist of the
-whole fleet. A signal is a signal-with-start: an instance whose workflow does not run
-gets one started, with its search attributes.
+never left unsignaled. A child's event (its VM, VMI, claims, Secrets, Services) is
+gathered instead: signaled one window after it came, with the writes that follow it
+(a VM's two claims bound together, a VMI Running and its VM Running). Signaled at
+once, they came one after another, each a window after the last signal, so each was a
+signal, a workflow task and a pass (F44, docs/benchmarks.md). A user's change (a
+DBInstance's) is never gathered: one that comes during a child's gather goes with it,
+as before no later than a window after the event before it. At most ``MAX_IN_FLIGHT``
+signals are sent at once; the others wait their turn: first the wakes a change asked
+for, then those only a relist asked for (each in the order they came), so a user's
+change is not queued behind a relist of the whole fleet. A signal is a
+signal-with-start: an instance whose workflow does not run gets one started, with its
+search attributes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
 import time
 from collections import deque
@@ -47,6 +55,14 @@ def why(e: BaseException) -> str:
     if isinstance(e, RPCError):
         return f"RPCError {e.status.name}: {e.message}"
     return type(e).__name__
+
+
+class Origin(enum.Enum):
+    """Whose event a wake is for."""
+
+    CHANGE = "change"  # a DBInstance's: signaled at once, past the window since the last
+    CHILD = "child"  # a child's: gathered for a window, with the writes that follow it
+    RELIST = "relist"  # only a relist's: it may wait behind changes for a slot
 
 
 @dataclass
@@ -103,18 +119,17 @@ class Wakeups:
         *,
         gone: bool = False,
         retry: bool = False,
-        relist: bool = False,
+        origin: Origin = Origin.CHANGE,
     ) -> None:
         """Record an event for an instance (``key``: its namespace and name; ``gone``: its
-        deletion; ``retry``: a decision that ends a Terminal wait; ``relist``: only a
-        relist's, which may wait behind changes); signal now, or once the window has
-        passed."""
+        deletion; ``retry``: a decision that ends a Terminal wait; ``origin``: whose
+        event, ``Origin``); signal now, or once the window has passed."""
         self.counters.events_seen += 1
         entry = self._pending.setdefault(key, _Pending(reason, generation))
         entry.reason = reason
         entry.gone = entry.gone or gone
         entry.retry = entry.retry or retry
-        if not (relist or entry.urgent):
+        if not (origin is Origin.RELIST or entry.urgent):
             entry.urgent = True
             if entry.turn is not None:  # waiting behind relists: now before them
                 self._changed.append(key)
@@ -124,7 +139,8 @@ class Wakeups:
         if entry.scheduled:
             self.counters.coalesced += 1
             return
-        self._schedule(key, max(0.0, entry.last_sent + self.window - time.monotonic()))
+        delay = max(0.0, entry.last_sent + self.window - time.monotonic())
+        self._schedule(key, max(delay, self.window) if origin is Origin.CHILD else delay)
 
     def _schedule(self, key: tuple[str, str], delay: float) -> None:
         self._pending[key].scheduled = True

@@ -32,7 +32,7 @@ from dbi import names
 from dbi.streams import WATCH_SECONDS, Listener, Source, WatchState, forever, metadata_only
 from watcher import relevance
 from watcher.leader import LeaderElection
-from watcher.wakeups import RPC_TIMEOUT, Wakeups, why
+from watcher.wakeups import RPC_TIMEOUT, Origin, Wakeups, why
 
 log = logging.getLogger("dbi.watcher")
 RESYNC_SECONDS = 60.0
@@ -112,6 +112,13 @@ def sources(api: k8s.ApiClient, namespaces: frozenset[str] | None = None) -> lis
     return found
 
 
+def origin(kind: str, event: str) -> Origin:
+    """Whose event it is: a relist's, a DBInstance's change, or a child's."""
+    if event == "SYNC":
+        return Origin.RELIST
+    return Origin.CHANGE if kind == "DBInstance" else Origin.CHILD
+
+
 @dataclass(frozen=True)
 class _Wake:
     """Whom an event wakes (an instance's name), with what, and whether it is worth it."""
@@ -187,7 +194,7 @@ class Watcher:
                     wake.generation,
                     gone=wake.gone,
                     retry=wake.retry,
-                    relist=event == "SYNC",
+                    origin=origin(kind, event),
                 )
             )
 
@@ -374,10 +381,10 @@ class Watcher:
         self.full_resync_at = now + FULL_RESYNC_SECONDS
         for key in sorted(known - running):
             log.info("resync: %s/%s has no running workflow; starting it", *key)
-            self.wakeups.note(key, "resync: workflow not running", None, relist=True)
+            self.wakeups.note(key, "resync: workflow not running", None, origin=Origin.RELIST)
         for key in sorted(running - known):
             log.info("resync: %s/%s no longer exists; ending its workflow", *key)
-            self.wakeups.note(key, "resync: instance gone", None, gone=True, relist=True)
+            self.wakeups.note(key, "resync: instance gone", None, gone=True, origin=Origin.RELIST)
 
     def _query(self) -> str:
         """The running workflows of this watcher's task queue (and namespaces)."""

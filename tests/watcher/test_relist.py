@@ -8,7 +8,7 @@ import threading
 from typing import Any, cast
 
 from watcher.relevance import Seen
-from watcher.wakeups import Wakeups
+from watcher.wakeups import Origin, Wakeups
 from watcher.watcher import Watcher
 
 
@@ -27,9 +27,9 @@ class Recording(Wakeups):
         *,
         gone: bool = False,
         retry: bool = False,
-        relist: bool = False,
+        origin: Origin = Origin.CHANGE,
     ) -> None:
-        self.notes.append((*key, gone, relist))
+        self.notes.append((*key, gone, origin is Origin.RELIST))
 
 
 async def test_a_relist_forgets_the_instances_it_no_longer_reports_and_ends_them() -> None:

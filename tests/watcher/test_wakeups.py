@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import threading
 from typing import Any, cast
 
 import pytest
@@ -16,7 +17,7 @@ from dbi import names
 from dbi.messages import RECORDED_RUN_EVENTS, RUN_EVENTS, Wake, WorkflowInput
 from tests.polling import until
 from watcher.relevance import Seen
-from watcher.wakeups import Wakeups
+from watcher.wakeups import Origin, Wakeups
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -92,7 +93,7 @@ async def test_a_change_goes_before_the_wakes_a_relist_queued(
     wakeups.signal = recorded  # type: ignore[method-assign]
     relisted = [f"db{i}" for i in range(RELISTED)]
     for name in relisted:
-        wakeups.note((namespace, name), "relisted", 1, relist=True)
+        wakeups.note((namespace, name), "relisted", 1, origin=Origin.RELIST)
     await asyncio.sleep(0)  # two in flight, the rest in line
     assert order == ["db0", "db1"]
     wakeups.note((namespace, "changed"), "DBInstance changed modified", 1)
@@ -133,5 +134,73 @@ async def test_a_resync_that_finds_many_workflows_missing_starts_them_a_few_at_a
         assert in_flight.most == IN_FLIGHT
         described = await asyncio.gather(*(h.describe() for h in handles))
         assert {d.status for d in described} == {WorkflowExecutionStatus.RUNNING}
+    finally:
+        await asyncio.gather(*(h.terminate() for h in handles), return_exceptions=True)
+
+
+GATHER_WINDOW = 1.0
+
+
+def _claim(instance: str, name: str, phase: str) -> dict[str, Any]:
+    """A claim of ``instance`` that the storage (not the orchestrator) wrote last."""
+    write = {"manager": "csi-provisioner", "operation": "Update", "time": "2026-12-04T06:49:24Z"}
+    labels = {names.INSTANCE_LABEL: instance}
+    meta = {"name": name, "namespace": "", "labels": labels, "managedFields": [write]}
+    return {"metadata": meta, "status": {"phase": phase}}
+
+
+async def test_a_childs_writes_in_a_row_are_one_wake_and_a_users_change_is_not_held(
+    temporal_client: Client, namespace: str
+) -> None:
+    """Two claims bound one after the other, each past the window since the last wake
+    (as the stand-in and Kubernetes bind a VM's two disks), are one wake, sent a window
+    after the first; a user's change to another instance meanwhile goes at once."""
+    queue = f"nobody-{secrets.token_hex(3)}"
+    wakeups = Wakeups(temporal_client, task_queue=queue, window=GATHER_WINDOW)
+    order: list[tuple[str, str]] = []
+    send = wakeups.signal
+
+    async def recorded(namespace: str, name: str, wake: Wake) -> None:
+        order.append((name, wake.reason))
+        await send(namespace, name, wake)
+
+    wakeups.signal = recorded  # type: ignore[method-assign]
+    watcher = Watcher(api=cast(Any, None), client=temporal_client, wakeups=wakeups)
+    loop, term = asyncio.get_running_loop(), threading.Event()
+
+    def event(kind: str, event: str, obj: dict[str, Any]) -> None:
+        obj["metadata"]["namespace"] = namespace
+        watcher.handle(loop, kind, term)(event, obj)
+
+    def instance(name: str, generation: int) -> dict[str, Any]:
+        return {"metadata": {"name": name, "generation": generation}}
+
+    handles = [
+        temporal_client.get_workflow_handle(names.workflow_id(namespace, n)) for n in ("a", "b")
+    ]
+    try:
+        event("DBInstance", "ADDED", instance("a", 1))
+        event("DBInstance", "ADDED", instance("b", 1))
+        await until(lambda: wakeups.counters.signals_sent == 2, what="both instances' wakes")
+        await asyncio.sleep(GATHER_WINDOW)  # past the window: a wake would go at once
+        event("PersistentVolumeClaim", "MODIFIED", _claim("a", "a-data", "Bound"))
+        await asyncio.sleep(GATHER_WINDOW / 4)
+        event("PersistentVolumeClaim", "MODIFIED", _claim("a", "a-root", "Bound"))
+        event("DBInstance", "MODIFIED", instance("b", 2))  # a user's change
+        await until(lambda: wakeups.counters.signals_sent == 4, what="the two wakes")
+        assert order[2:] == [
+            ("b", "DBInstance b modified"),
+            ("a", "PersistentVolumeClaim a-root modified"),
+        ]
+        signaled = [
+            e.workflow_execution_signaled_event_attributes.input.payloads
+            async for e in handles[0].fetch_history_events()
+            if e.workflow_execution_signaled_event_attributes.signal_name == names.WAKE
+        ]
+        wakes = [(await temporal_client.data_converter.decode(p, [Wake]))[0] for p in signaled]
+        assert [w.reason for w in wakes] == [  # the workflow's two wakes: two passes
+            "DBInstance a added",
+            "PersistentVolumeClaim a-root modified",
+        ]
     finally:
         await asyncio.gather(*(h.terminate() for h in handles), return_exceptions=True)
