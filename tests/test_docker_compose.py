@@ -12,6 +12,7 @@ import yaml
 
 from dbi import environment, names
 from devstack import tools
+from devstack.temporal import SQLITE_PRAGMAS
 from tests.deployment import container_problems
 
 
@@ -47,6 +48,8 @@ def test_temporal_is_the_cli_version_dev_up_runs_and_keeps_its_database(
     assert Path(database).parent == Path(mount)
     assert volume in compose["volumes"], "the database must be on a named volume"
     assert {"7233:7233", "8233:8233"} <= {p.split()[0] for p in temporal["ports"]}
+    pragmas = tuple(value for flag, value in pairwise(command) if flag == "--sqlite-pragma")
+    assert pragmas == SQLITE_PRAGMAS, "the database kept as `./dev up` keeps it"
 
 
 @pytest.mark.parametrize("service", ["worker", "watcher"])
