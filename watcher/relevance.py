@@ -14,9 +14,9 @@ may alter an outcome:
   counts; so does any write by someone else (KubeVirt starting the VM, a hand edit),
   but one: a VM, VMI or claim still on its way (``Starting``, ``Scheduled``, a claim
   ``Pending``) with its spec unchanged. KubeVirt writes several such states in a row
-  while a VM starts or stops, and Kubernetes writes a new claim three or four times
-  before it is bound (the ``pvc-protection`` finalizer, the provisioner's and the
-  scheduler's annotations, ``spec.volumeName``); no step's outcome changes until the
+  while a VM starts or stops, and Kubernetes writes a new claim two to four times
+  before it is bound (the provisioner's and the scheduler's annotations,
+  ``spec.volumeName`` and its binding annotations); no step's outcome changes until the
   transition ends (no step reads a claim's phase, and its capacity comes with the
   binding): the write that ends it (``Running``, ``Stopped``, ``Failed``, ``Bound``,
   ``Lost``, the VMI deleted) is the one that counts.

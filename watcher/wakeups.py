@@ -5,7 +5,7 @@ window are folded into one more signal at its end (carrying the newest generatio
 a storm of events cannot exhaust a workflow's signal budget, and the last change is
 never left unsignaled. A child's event (its VM, VMI, claims, Secrets, Services) is
 gathered instead: signaled one window after it came, with the writes that follow it
-(a VM's two claims bound together, a VMI Running and its VM Running). Signaled at
+(a VMI Running and its VM Running, a VM's two claims bound within a window). Signaled at
 once, they came one after another, each a window after the last signal, so each was a
 signal, a workflow task and a pass (F44, docs/benchmarks.md). A user's change (a
 DBInstance's) is never gathered: one that comes during a child's gather goes with it,
