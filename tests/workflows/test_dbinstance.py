@@ -391,16 +391,6 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     assert len(started) < 2 * per_pass  # not one workflow task per activity
 
 
-def _local_activities(history: Any) -> list[str]:
-    """The activities ``history``'s local activity markers record, in order."""
-    return [
-        _local_activity_type(e.marker_recorded_event_attributes)
-        for e in history.events
-        if e.HasField("marker_recorded_event_attributes")
-        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
-    ]
-
-
 def _local_activity_type(marker: Any) -> str:
     """The activity a local activity's marker records the result of."""
     data = json.loads(marker.details["data"].payloads[0].data)
@@ -433,7 +423,12 @@ async def test_a_health_check_that_finds_the_instance_changed_runs_the_pass_it_c
     assert [r.report.generation for r in world.reports] == [1, 1, 2, 2]
     assert world.reports[3].report.served == Served(reconcile_requested_at="r1")
     assert world.passes() == [ALL] * 4
-    local = _local_activities(history)
+    local = [
+        _local_activity_type(e.marker_recorded_event_attributes)
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
     assert local == [
         pipeline.LOAD_INSTANCE,
         pipeline.RUN_PASS,
@@ -466,7 +461,12 @@ async def test_a_woken_pass_runs_with_its_load_and_decides_afresh_on_a_change(
     assert [r.report.generation for r in world.reports] == [1, 1, 2]
     assert world.passes() == [ALL] * 3
     assert [load.idle for load in world.loads] == [False, False, False]
-    local = _local_activities(history)
+    local = [
+        _local_activity_type(e.marker_recorded_event_attributes)
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
     assert local == [
         pipeline.LOAD_INSTANCE,  # 1: the first pass has no snapshot to expect
         pipeline.RUN_PASS,
@@ -496,7 +496,12 @@ async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_wor
         history = await handle.fetch_history()
     assert world.passes() == [upto("access"), ALL, ALL]
     assert [r.report.converged for r in world.reports] == [False, True, True]
-    local = _local_activities(history)
+    local = [
+        _local_activity_type(e.marker_recorded_event_attributes)
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
     assert Counter(local) == {
         pipeline.LOAD_INSTANCE: 1,  # 1: the first pass
         pipeline.RUN_PASS: 1,
