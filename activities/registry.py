@@ -136,18 +136,15 @@ def loaded_pass_activity(
     run_pass: Callable[[PassInput], StepsResult],
     settle: Callable[[str, LoadedPassInput], bool] | None = None,
 ) -> Callable[..., Any]:
-    """Return the activity ``load_and_run_pass``: a pass's load (``load``), then
+    """Return the activity ``load_and_run_pass``: an idle pass's load (``load``), then
     ``run_pass`` when the instance is as the workflow expects (``dbi.status.loaded_pass``);
-    an idle pass that settled the instance is handed to ``settle``
-    (``activities.rechecks``). A woken pass (``load.idle`` false) reads afresh and
-    settles nothing: the health check after it confirms the instance first."""
+    a pass that settled the instance is handed to ``settle`` (``activities.rechecks``)."""
 
     @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
     def run(loaded: LoadedPassInput) -> LoadedPass:
         ran = loaded_pass(loaded, load, run_pass)
         workflow_id = activity.info().workflow_id or ""
-        idle = loaded.load.idle
-        if settle is not None and idle and settled(loaded, ran) and settle(workflow_id, loaded):
+        if settle is not None and settled(loaded, ran) and settle(workflow_id, loaded):
             return ran.model_copy(update={"rechecked": True})
         return ran
 

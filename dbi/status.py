@@ -408,9 +408,9 @@ class PassInput(BaseModel):
 
 
 class LoadedPassInput(BaseModel):
-    """What the activity ``load_and_run_pass`` is given: a pass's load (idle: from the
-    worker's views; else afresh), the snapshot the workflow expects it to find (the
-    last pass's) and the pass it means to run on that snapshot."""
+    """What the activity ``load_and_run_pass`` is given: an idle pass's load, the
+    snapshot the workflow expects it to find (the last pass's) and the pass it means to
+    run on that snapshot."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

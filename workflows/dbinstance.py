@@ -102,12 +102,10 @@ class DBInstanceWorkflow:
                     self.c.woken = self.c.retry = False
                 # The pass's load and steps share an id: the steps start from its read.
                 pass_id = f"{workflow.info().run_id}/{self.c.passes}"
-                # A pass expects the instance as the last pass found it: one local
+                # An idle pass expects the instance as the last pass found it: one local
                 # activity loads it and, when so, runs the pass too.
                 expected = self._unchanged(idle=idle, local=local)
-                ran = None
-                if expected is not None:
-                    ran = await self._load_and_run(pass_id, expected, idle=idle)
+                ran = await self._load_and_run(pass_id, expected) if expected is not None else None
                 snapshot = ran[0] if ran else await self._load(pass_id, local=local, idle=idle)
                 if not snapshot.exists or (self.c.uid is not None and snapshot.uid != self.c.uid):
                     self.s.requests.refuse_all("the instance no longer exists")
@@ -242,32 +240,24 @@ class DBInstanceWorkflow:
         )
 
     def _unchanged(self, *, idle: bool, local: bool) -> InstanceSnapshot | None:
-        """The snapshot a local pass expects its load to find: the last pass's, when that
+        """The snapshot an idle pass expects its load to find: the last pass's, when that
         pass had nothing to serve (no request, deletion or pause) and the workflow has
-        no request waiting; else None (the pass loads first, then decides). An idle
-        pass's since ``load-with-steps``, a woken one's (a wake's, a timer's) since
-        ``woken-load-with-steps``."""
+        no request waiting; else None (the pass loads first, then decides)."""
         last = self.s.last_snapshot
-        if not (local and last is not None) or self.s.requests.pending():
+        if not (idle and local and last is not None) or self.s.requests.pending():
             return None
         quiet = last.exists and not (last.deleting or last.paused) and last.unserved == Served()
         ahead = quiet and patches.in_one_activity(local=local) and patches.status_with_steps()
-        if not ahead:
-            return None
-        # Each kind of pass asks its own patch only: a run begun before the two asked
-        # load-with-steps at its first idle pass, and replays so.
-        chosen = patches.load_with_steps() if idle else patches.woken_load_with_steps()
-        return last if chosen else None
+        return last if ahead and patches.load_with_steps() else None
 
     async def _load_and_run(
-        self, pass_id: str, expected: InstanceSnapshot, *, idle: bool
+        self, pass_id: str, expected: InstanceSnapshot
     ) -> tuple[InstanceSnapshot, tuple[Begun, StepsResult] | None] | None:
         """Load the instance and, when it is as ``expected``, run the pass's steps and
         write its status, in one local activity; the snapshot, and the pass when it ran.
-        None when the activity failed: the pass loads as any other does. Only an
-        ``idle`` pass reads from the worker's views (and may settle the instance)."""
-        begun = self._begin(expected, pass_id, rotated=Served(), idle=idle)
-        load = self._load_input(pass_id, idle=idle)
+        None when the activity failed: the pass loads as any other does."""
+        begun = self._begin(expected, pass_id, rotated=Served(), idle=True)
+        load = self._load_input(pass_id, idle=True)
         then = PassInput(
             steps=steps_input(begun.pipeline, begun.step_input, past_held=patches.past_held()),
             then=begun.status,

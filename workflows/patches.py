@@ -51,10 +51,6 @@ in tests/workflows/histories/ that lack a marker are dropped at that point too.
   attribute once instead of sixteen times (32 history events fewer a run; the dev
   server's visibility writes with them). A run begun before it asks the patches above
   as it did. A patch added after it is asked at the start beside it (``at_start``).
-- ``woken-load-with-steps``: a pass a wake or a timer brought (not only an idle one)
-  that expects the instance as the last pass found it loads it and runs its pass in
-  one local activity (``load_and_run_pass``, every read from the API server): one
-  local activity and one marker a converging pass where there were two.
 
 To retire one: check that no running workflow began before it (every instance's run
 has continued as new since, with a worker that knows it: ``temporal workflow list``
@@ -90,7 +86,6 @@ ONE_ACTIVITY_PASSES = "one-activity-passes"
 WAKES_BEFORE_LOAD = "wakes-before-load"
 STATUS_WITH_STEPS = "status-with-steps"
 LOAD_WITH_STEPS = "load-with-steps"
-WOKEN_LOAD_WITH_STEPS = "woken-load-with-steps"
 PATCHES_AT_START = "patches-at-start"
 FOLDED_PATCHES = "folded-patches"
 # Every patch above, in the order a run that has PATCHES_AT_START asks them at its start.
@@ -110,7 +105,6 @@ ASKED_AT_START = (
     WAKES_BEFORE_LOAD,
     STATUS_WITH_STEPS,
     LOAD_WITH_STEPS,
-    WOKEN_LOAD_WITH_STEPS,
 )
 # The patches FOLDED_PATCHES stands for: a run that has it has each of these. Written
 # out, never derived from ASKED_AT_START: a patch added later is not among them (a run
@@ -220,10 +214,3 @@ def load_with_steps() -> bool:
     """Whether an idle pass that expects the instance unchanged loads it and runs its
     steps in one local activity (else it loads first, in a local activity of its own)."""
     return has(LOAD_WITH_STEPS)
-
-
-def woken_load_with_steps() -> bool:
-    """Whether a pass that is not idle (a wake's, a timer's) and expects the instance
-    unchanged loads it and runs its steps in one local activity too, reading afresh
-    (else only an idle pass does)."""
-    return has(WOKEN_LOAD_WITH_STEPS)

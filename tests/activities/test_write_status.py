@@ -227,29 +227,3 @@ def test_load_and_run_pass_runs_the_pass_only_on_the_instance_it_expected(
     )
     assert loaded.snapshot == found
     assert (loaded.done is not None, bool(ran), len(kube.patches)) == (runs, runs, int(runs))
-
-
-@pytest.mark.parametrize(("idle", "settles"), [(True, True), (False, False)])
-def test_only_an_idle_pass_that_found_all_satisfied_settles(idle: bool, settles: bool) -> None:
-    """``load_and_run_pass`` runs woken passes too (reading afresh), but only an idle
-    pass that found the instance as expected, all Satisfied, hands it to the worker's
-    re-checks: a woken pass that converged is confirmed by the health check after it."""
-    activity, _ = setup(with_status(written_by(until("vm", Outcome.PENDING, "VMCreated"))))
-    run_pass = pass_activity({"preflight": lambda _: converged().results[0]}, activity.after_steps)
-    load = StepInput(namespace="shop", name="db", uid=UID, pass_id=RUN, idle=idle)
-    expected = InstanceSnapshot(exists=True, uid=UID, generation=2)
-    then = PassInput(
-        steps=StepsInput(steps=("preflight",), step_input=load), then=pending(converged())
-    )
-    handed: list[str] = []
-
-    def settle(workflow_id: str, loaded: LoadedPassInput) -> bool:
-        handed.append(loaded.load.pass_id)
-        return True
-
-    loaded: LoadedPass = ActivityEnvironment().run(
-        loaded_pass_activity(lambda _: expected, run_pass, settle),
-        LoadedPassInput(load=load, expected=expected, then=then),
-    )
-    assert loaded.done is not None  # the pass ran either way
-    assert (loaded.rechecked, handed) == (settles, [RUN] if settles else [])

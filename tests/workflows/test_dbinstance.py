@@ -303,9 +303,8 @@ async def test_a_started_workers_settle_wake_brings_an_idle_pass_to_a_ready_inst
 async def test_only_a_health_check_nothing_woke_is_idle(time_env: WorkflowEnvironment) -> None:
     """An idle pass reads from the worker's views (activities.views); only a Ready
     instance's health check that no wake preceded is one. A pass a wake brought, and
-    one after a Pending pass, read afresh, their load too (each runs with its load in
-    one local activity, as an idle pass does): the views may not have seen the change
-    the watcher woke the workflow for."""
+    one after a Pending pass, read afresh: the views may not have seen the change the
+    watcher woke the workflow for."""
     world = World(interval_seconds=60)
     async with running(time_env, world) as handle:
         await settled(handle, 1)  # 1: the first pass
@@ -335,7 +334,6 @@ async def test_only_a_health_check_nothing_woke_is_idle(time_env: WorkflowEnviro
         [False],
         [True],
     ]
-    assert [load.idle for load in world.loads] == [False, True, False, False, False, True]
 
 
 async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
@@ -343,10 +341,9 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
 ) -> None:
     """A pass runs its steps and writes its status in one local activity (no activity
     task per step, one marker for them all, beside the load's): the first, one a wake
-    or a new generation brings, one after a Pending pass; one that finds the instance
-    as the last pass did (a health check, a wake's, one after a Pending pass) loads it
-    in that activity too (one marker). A pass serving a forced resize schedules an
-    activity per step and the status write."""
+    or a new generation brings, one after a Pending pass; a health check that finds the
+    instance as the last pass did loads it in that activity too (one marker). A pass
+    serving a forced resize schedules an activity per step and the status write."""
     world = World(interval_seconds=60)
     async with running(time_env, world) as handle:
         await settled(handle, 1)  # 1: the first pass
@@ -380,12 +377,11 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     local = [m for m in markers if m.marker_name == "core_local_activity"]
     assert len(scheduled) == per_pass  # pass 6
     kinds = Counter(_local_activity_type(m) for m in local)
-    # Pass 1: the load, then the steps and the status; 2 to 5 (the instance as the pass
-    # before found it): all in one.
+    # Passes 1, 3, 4, 5: the load, then the steps and the status; 2: all in one.
     assert kinds == {
-        pipeline.LOAD_INSTANCE: 1,
-        pipeline.RUN_PASS: 1,
-        pipeline.LOAD_AND_RUN_PASS: 4,
+        pipeline.LOAD_INSTANCE: 4,
+        pipeline.RUN_PASS: 4,
+        pipeline.LOAD_AND_RUN_PASS: 1,
     }
     started = [e for e in history.events if e.HasField("workflow_task_started_event_attributes")]
     assert len(started) < 2 * per_pass  # not one workflow task per activity
@@ -440,42 +436,6 @@ async def test_a_health_check_that_finds_the_instance_changed_runs_the_pass_it_c
     ]
 
 
-async def test_a_woken_pass_runs_with_its_load_and_decides_afresh_on_a_change(
-    time_env: WorkflowEnvironment,
-) -> None:
-    """A pass a wake brought runs its steps with its load, as a health check does, while
-    it finds the instance as the last pass did (a child's change: one local activity a
-    pass, one marker); a user's change it finds (a new generation) is decided on what
-    the load found, without a second load: the status shows the generation."""
-    world = World(interval_seconds=600)
-    async with running(time_env, world) as handle:
-        await settled(handle, 1)
-        await handle.signal("wake", Wake(reason="VirtualMachine db changed"))
-        await until(_passes(world, 2))  # 2: woken, the instance unchanged
-        await settled(handle, 2)
-        world.generation = 2
-        await handle.signal("wake", Wake(reason="DBInstance db changed"))
-        await until(_passes(world, 3))  # 3: woken, generation 2 found by the load
-        await _quiet(world, 3)
-        history = await handle.fetch_history()
-    assert [r.report.generation for r in world.reports] == [1, 1, 2]
-    assert world.passes() == [ALL] * 3
-    assert [load.idle for load in world.loads] == [False, False, False]
-    local = [
-        _local_activity_type(e.marker_recorded_event_attributes)
-        for e in history.events
-        if e.HasField("marker_recorded_event_attributes")
-        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
-    ]
-    assert local == [
-        pipeline.LOAD_INSTANCE,  # 1: the first pass has no snapshot to expect
-        pipeline.RUN_PASS,
-        pipeline.LOAD_AND_RUN_PASS,  # 2: nothing changed
-        pipeline.LOAD_AND_RUN_PASS,  # 3: found generation 2, ran nothing
-        pipeline.RUN_PASS,
-    ]
-
-
 async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_workflow(
     time_env: WorkflowEnvironment,
 ) -> None:
@@ -503,10 +463,9 @@ async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_wor
         and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
     ]
     assert Counter(local) == {
-        pipeline.LOAD_INSTANCE: 1,  # 1: the first pass
-        pipeline.RUN_PASS: 1,
-        # 2 (after the Pending pass) and 3 (the health check): load, steps and status
-        pipeline.LOAD_AND_RUN_PASS: 2,
+        pipeline.LOAD_INSTANCE: 2,
+        pipeline.RUN_PASS: 2,
+        pipeline.LOAD_AND_RUN_PASS: 1,  # 3: the health check's load, steps and status
         pipeline.WRITE_STATUS: 2,
     }
 

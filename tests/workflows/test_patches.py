@@ -1,9 +1,9 @@
 """A run asks every patch at its start, before its first local activity
 (workflows/patches.py, ``patches-at-start``): what it chose then holds for the run, on
 replay too, wherever a pass asks again (tests/workflows/test_replay_under_queries.py
-shows why on the real server). A new run asks ``folded-patches``, which stands for the
-sixteen before it, and each patch added since; runs begun before it replay from the
-histories in histories/ (test_replay.py)."""
+shows why on the real server). A new run asks one, ``folded-patches``, which stands for
+all of them; runs begun before it replay from the histories in histories/
+(test_replay.py)."""
 
 from __future__ import annotations
 
@@ -35,9 +35,8 @@ def test_every_patch_is_asked_at_the_start() -> None:
 async def test_a_new_run_records_one_patch_before_its_first_local_activity(
     time_env: WorkflowEnvironment,
 ) -> None:
-    """The folded patch stands for the sixteen before it: a new run records its marker
-    and those of the patches added since (each with the SDK's upsert of
-    TemporalChangeVersion), then passes as every patch asks."""
+    """The folded patch stands for every other: a new run records its marker alone (and
+    the SDK's one upsert of TemporalChangeVersion), then passes as every patch asks."""
     world = World()
     async with running(time_env, world) as handle:
         await settled(handle, 1)
@@ -55,10 +54,8 @@ async def test_a_new_run_records_one_patch_before_its_first_local_activity(
         for m in markers
         if m.marker_name == "core_patch"
     ]
-    later = [p for p in patches.ASKED_AT_START if p not in patches.FOLDED]
-    assert later == [patches.WOKEN_LOAD_WITH_STEPS]
-    assert patched == [patches.FOLDED_PATCHES, *later]
-    assert kinds[: len(patched)] == ["core_patch"] * len(patched)
+    assert patched == [patches.FOLDED_PATCHES]
+    assert kinds[0] == "core_patch"
     versions = [
         e
         for e in history.events
@@ -66,15 +63,14 @@ async def test_a_new_run_records_one_patch_before_its_first_local_activity(
         and "TemporalChangeVersion"
         in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
     ]
-    assert len(versions) == len(patched)
-    # Every patch's path was taken: the steps that joined the pipeline under one ran; the
-    # first pass took two local activities, its load and one that ran its steps and wrote
-    # its status (one-activity-passes, status-with-steps), the woken pass one for all
-    # three (woken-load-with-steps).
+    assert len(versions) == 1
+    # Every patch's path was taken: the steps that joined the pipeline under one ran, and
+    # each of the two passes took two local activities, its load and one that ran its
+    # steps and wrote its status (one-activity-passes, status-with-steps).
     ran = {name for name, _ in world.calls}
     joined = {step for step, _ in patches.PATCHED_STEPS} & {s.name for s in pipeline.CONVERGE}
     assert joined <= ran
-    assert kinds[len(patched) :] == ["core_local_activity"] * 3
+    assert kinds[1:] == ["core_local_activity"] * 4
 
 
 def test_the_folded_patch_stands_for_the_sixteen_patches_before_it() -> None:
