@@ -283,6 +283,35 @@ def _look(
     return Observation(False, True, True, role is not None, db is not None, works, complete)
 
 
+def complete_secret(
+    ctx: Context,
+    instance: Instance,
+    app: secrets.Read,
+    published: tuple[str, str | None],
+    *,
+    ca_pem: str,
+) -> bool:
+    """Add the connection keys to the app Secret ``app`` as read; False when it was deleted
+    or written after that read (a user setting their own password): nothing is written,
+    and the next look reads it again."""
+    creds = instance.model.spec.credentials
+    keys = connection(creds.username, app.password, creds.database, *published, ca_pem=ca_pem)
+    try:
+        secrets.apply(
+            ctx.kube,
+            instance,
+            secrets.app_name(instance),
+            {**app.data, **keys},
+            read=app,
+            annotations=secrets.ours(app),
+        )
+    except k8s.ApiException as e:
+        if not secrets.conflict(e):
+            raise
+        return False
+    return True
+
+
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
     server, admin_password, app = obs.server, obs.admin_password, obs.app
     assert server is not None and app is not None
@@ -300,22 +329,7 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         )
         return
     if action is Action.WRITE_CONNECTION_INFO:
-        keys = connection(
-            creds.username, app.password, creds.database, *obs.published, ca_pem=obs.ca_pem
-        )
-        data = {**app.data, **keys}
-        try:
-            secrets.apply(
-                ctx.kube,
-                instance,
-                secrets.app_name(instance),
-                data,
-                uid=app.uid,
-                annotations=secrets.ours(app),
-            )
-        except k8s.ApiException as e:
-            if not secrets.conflict(e):
-                raise  # deleted meanwhile: the credentials step makes a new one next pass
+        complete_secret(ctx, instance, app, obs.published, ca_pem=obs.ca_pem)
         return
     # The password reaches PostgreSQL as its SCRAM verifier only (dbi.scram).
     verifier = sql.Literal(scram.verifier(app.password))

@@ -337,7 +337,7 @@ def write_incomplete(ctx: Context, instance: Instance, reads: Reads) -> None:
             instance,
             secrets.cloudinit_name(instance),
             {bootstrap.USERDATA_KEY: bootstrap.to_userdata(doc)},
-            uid=reads.cloudinit.uid,
+            read=reads.cloudinit.uid_only(),
         )
 
 
@@ -380,8 +380,10 @@ def _write(
     data_for: Callable[[str], dict[str, str]],
     *,
     keep: str = "",
-) -> str:
-    """Apply a Secret with the password it has (``keep``) or a new one; return the password.
+) -> str | None:
+    """Apply a Secret with the password it has (``keep``) or a new one; return the password,
+    or None when the Secret was written after it was read (a user setting their own
+    password): nothing is written, and the next look reads it again.
 
     A 409 on the UID precondition means the Secret was deleted after it was read: a new
     password is made and applied without the precondition.
@@ -393,15 +395,18 @@ def _write(
             instance,
             name,
             data_for(password),
-            uid=current.uid,
+            read=current,
             annotations=secrets.ours(current),
         )
     except k8s.ApiException as e:
         if not secrets.conflict(e):
             raise
+        if secrets.read(ctx.kube, instance.namespace, name).uid is not None:
+            activity.logger.info("Secret %s was written after it was read; read again", name)
+            return None
         activity.logger.info("Secret %s was deleted after it was read; new password", name)
         password = secrets.new_password()
-        secrets.apply(ctx.kube, instance, name, data_for(password), uid=None)
+        secrets.apply(ctx.kube, instance, name, data_for(password), read=secrets.NONE)
     return password
 
 

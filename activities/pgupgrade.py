@@ -275,7 +275,7 @@ def _instruct(ctx: Any, instance: Instance, upgrade: bootstrap.Upgrade | None) -
         instance,
         name,
         {**read.data, bootstrap.USERDATA_KEY: bootstrap.to_userdata(updated)},
-        uid=read.uid,
+        read=read.uid_only(),
     )
 
 

@@ -75,11 +75,15 @@ class RotateCredentials(Activity):
         }
         marker = {secrets.ROTATION_ANNOTATION: request.request_id}
         try:
-            written = secrets.apply(kube, instance, name, data, uid=app.uid, annotations=marker)
+            written = secrets.apply(
+                kube, instance, name, data, read=app.uid_only(), annotations=marker
+            )
         except k8s.ApiException as e:
             if not secrets.conflict(e):
                 raise
-            written = secrets.apply(kube, instance, name, data, uid=None, annotations=marker)
+            written = secrets.apply(
+                kube, instance, name, data, read=secrets.NONE, annotations=marker
+            )
         if not postgres.authenticates(
             server, user=creds.username, password=password, dbname=creds.database
         ):

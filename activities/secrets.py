@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from kubernetes import client as k8s
@@ -59,6 +59,10 @@ class Read:
     @property
     def password(self) -> str:
         return self.data.get("password", "")
+
+    def uid_only(self) -> Read:
+        """This read without its resourceVersion (``apply``)."""
+        return replace(self, resource_version=None)
 
 
 # A Secret there is none of (or a read left out: ``activities.kube.spares_reads``).
@@ -117,15 +121,23 @@ def apply(
     name: str,
     data: dict[str, str],
     *,
-    uid: str | None,
+    read: Read,
     annotations: dict[str, str] | None = None,
 ) -> k8s.V1Secret:
-    """Apply a Secret of the instance with exactly ``data`` (naming ``uid`` if read)."""
+    """Apply a Secret of the instance with exactly ``data``, made from ``read`` (``NONE``:
+    from nothing read).
+
+    The apply names the read's UID and resourceVersion: the API server answers 409 when the
+    Secret was deleted after the read, or written (a user setting their own password, say),
+    instead of this apply putting what was read back over it. ``read.uid_only()`` keeps the
+    UID alone, for an apply that is to win over any write but a deletion."""
     metadata: Manifest = instance.child_metadata(
         name, kept=kept(instance, name), annotations=annotations or {}
     )
-    if uid is not None:
-        metadata["uid"] = uid
+    if read.uid is not None:
+        metadata["uid"] = read.uid
+    if read.resource_version is not None:
+        metadata["resourceVersion"] = read.resource_version
     manifest: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Secret",

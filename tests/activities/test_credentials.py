@@ -17,7 +17,7 @@ import pytest
 from kubernetes import client as k8s
 from prometheus_client import REGISTRY, generate_latest
 
-from activities import credentials, secrets, trust
+from activities import access, credentials, secrets, trust
 from activities.admin_credential import name_for
 from activities.kube import Kube
 from activities.rotation import RotateCredentials
@@ -261,6 +261,45 @@ async def test_a_secret_deleted_between_read_and_apply_ends_with_one_new_passwor
     assert secret(kube_api, namespace, "db-credentials")["password"] == written
     final = (await settled(orchestrator, namespace, kube_api))["password"]
     assert final == written
+    assert not app_works(kube_api, namespace, old)
+
+
+async def test_a_password_a_user_sets_while_a_pass_writes_the_secret_is_kept(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """The race, made deterministic: a step read the Secret, a user then set their own
+    password in it, and the step applies what it read. Neither the access step's
+    connection keys nor the credentials step's rewrite puts the read password back over
+    the user's; the next pass makes the user's password the role's."""
+    await create(orchestrator, namespace)
+    old = (await settled(orchestrator, namespace, kube_api))["password"]
+    ctx = Context(kube=Kube(kube_api), config=Config())
+    instance = ctx.kube.instance(namespace, "db")
+    assert instance is not None
+    read = secrets.read(ctx.kube, namespace, "db-credentials")  # the step reads ...
+    chosen = "a-password-the-user-chose-" + secrets.new_password()
+    k8s.CoreV1Api(kube_api).patch_namespaced_secret(  # ... the user sets their own ...
+        "db-credentials", namespace, {"stringData": {"password": chosen}}
+    )
+    published = access.endpoint(ctx, instance)  # ... and the step applies what it read
+    ca_pem = read.data.get("ca.crt", "")
+    assert not access.complete_secret(ctx, instance, read, published, ca_pem=ca_pem)
+    kept = secret(kube_api, namespace, "db-credentials")["password"] == chosen
+    assert kept, "the access step put the password it read back over the user's"
+    written = credentials._write(
+        ctx,
+        instance,
+        "db-credentials",
+        read,
+        lambda pw: {**read.data, "password": pw},
+        keep=read.password,
+    )
+    assert written is None
+    kept = secret(kube_api, namespace, "db-credentials")["password"] == chosen
+    assert kept, "the credentials step put the password it read back over the user's"
+    await orchestrator.until(
+        lambda: app_works(kube_api, namespace, chosen), what="the user's password working"
+    )
     assert not app_works(kube_api, namespace, old)
 
 

@@ -336,7 +336,7 @@ def test_an_idle_read_of_the_kept_boot_data_sends_an_acting_pass_back_for_a_fres
         assert kept.uid is not None and "db-cloudinit" not in secrets_read(counted, before)
         with pytest.raises(Stale):
             confirm_fresh()
-    secrets.apply(counted.kube, instance, "db-cloudinit", kept.data, uid=kept.uid)
+    secrets.apply(counted.kube, instance, "db-cloudinit", kept.data, read=kept.uid_only())
     with shared_reads(idle=True):
         before = len(counted.sent)
         assert secrets.read_boot(counted.kube, instance).uid == kept.uid
