@@ -16,6 +16,7 @@ from temporalio.common import SearchAttributeKey
 
 from dbi import names
 from dbi.messages import TASK_TIMEOUT, Progress
+from tests.history import runs
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 
@@ -34,13 +35,16 @@ async def wakes(client: Client, workflow_id: str) -> list[tuple[datetime, str]]:
 
 
 async def _wakes(client: Client, workflow_id: str) -> list[tuple[datetime, dict[str, Any]]]:
-    history = await client.get_workflow_handle(workflow_id).fetch_history()
+    """The wake signals of every run, oldest first: a run continues as new every 15 or so
+    passes, and a wake read from the latest run alone goes missing when it does."""
     found = []
-    for event in history.events:
-        if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-            attrs = event.workflow_execution_signaled_event_attributes
-            payload = json.loads(attrs.input.payloads[0].data) if attrs.input.payloads else {}
-            found.append((event.event_time.ToDatetime(), payload))
+    for history in reversed(await runs(client, workflow_id)):
+        for event in history.events:
+            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
+                attrs = event.workflow_execution_signaled_event_attributes
+                payloads = attrs.input.payloads
+                payload = json.loads(payloads[0].data) if payloads else {}
+                found.append((event.event_time.ToDatetime(), payload))
     return found
 
 
