@@ -404,12 +404,15 @@ class DBInstanceWorkflow:
             return self.c.retry or newer or self.s.requests.pending()
 
         done = woken if wait.wake_on_any_signal else changed
-        # A wait that blocks ends in a task of its own, on replay too: the history's
-        # length read there is the same on both (patches-at-start).
+        # A wait its timer ends ends in a task of its own, on replay too: the history's
+        # length read there is the same on both (timer-history-reads; before it, the
+        # same was taken to hold of a wait that blocked, which a wake can break).
         blocked = not done()
+        timed_out = False
         try:
             await workflow.wait_condition(done, timeout=wait.timeout, timeout_summary=wait.summary)
         except TimeoutError:
+            timed_out = True
             # Nothing woke a Ready instance: the next pass is a health check.
             self.s.health_check = report.converged and not report.deleting
         else:
@@ -419,7 +422,10 @@ class DBInstanceWorkflow:
             self.s.health_check = self.s.settle and not other and ready
         self.s.settle = False
         self.s.next_wakeup = None
-        if blocked and self.s.history_read is not None:
+        # (A run begun before patches-at-start reads after each pass and asks no patch here.)
+        if self.s.history_read is not None and (
+            timed_out if patches.timer_history_reads() else blocked
+        ):
             self._read_history()
 
     # Lifetime -------------------------------------------------------------------
@@ -438,8 +444,12 @@ class DBInstanceWorkflow:
             info = workflow.info()
             too_long = info.get_current_history_length() >= self.input.history_limit
             suggested = too_long or info.is_continue_as_new_suggested()
-        else:  # the length before the pass: a run holds about one pass more than its limit
-            suggested = read.too_long(limit=self.input.history_limit, passes=self.c.passes)
+        else:  # the length as read, and the passes since
+            suggested = read.too_long(
+                limit=self.input.history_limit,
+                passes=self.c.passes,
+                counted=patches.timer_history_reads(),
+            )
         return suggested and not self.s.requests.resize_waiters
 
     async def _continue_as_new(self) -> None:

@@ -45,6 +45,16 @@ in tests/workflows/histories/ that lack a marker are dropped at that point too.
   reads as absent on replay). A run without this marker asks each patch where it needs
   it, as before (its replay is at that risk; tests/workflows/test_replay_under_queries.py).
 
+- ``timer-history-reads``: a run reads its history's length at its start and when a
+  wait ends by its timer, never when a wake ends it, and between two reads counts each
+  pass as PASS_EVENTS events (``workflows.state.HistoryRead``). The SDK race above also
+  hits a wait after a pass's only local activity (an idle pass's ``load_and_run_pass``)
+  when a wake comes meanwhile: the run goes on in the next task, where the wake has
+  come and the wait ends at once, and a replay in the first, where the same wait blocks
+  until that wake, so "a wait that blocked" (what ``patches-at-start`` reads at) differs
+  between the two, and with it the length read and the continue-as-new decision. A
+  fired timer ends the wait in the same task on both.
+
 - ``folded-patches``: a run asks this one patch at its start, and when it has it, has
   every patch above (``FOLDED``) without asking them: a new run records one marker
   where it recorded sixteen, and the SDK upserts the ``TemporalChangeVersion`` search
@@ -86,6 +96,7 @@ ONE_ACTIVITY_PASSES = "one-activity-passes"
 WAKES_BEFORE_LOAD = "wakes-before-load"
 STATUS_WITH_STEPS = "status-with-steps"
 LOAD_WITH_STEPS = "load-with-steps"
+TIMER_HISTORY_READS = "timer-history-reads"
 PATCHES_AT_START = "patches-at-start"
 FOLDED_PATCHES = "folded-patches"
 # Every patch above, in the order a run that has PATCHES_AT_START asks them at its start.
@@ -105,6 +116,7 @@ ASKED_AT_START = (
     WAKES_BEFORE_LOAD,
     STATUS_WITH_STEPS,
     LOAD_WITH_STEPS,
+    TIMER_HISTORY_READS,
 )
 # The patches FOLDED_PATCHES stands for: a run that has it has each of these. Written
 # out, never derived from ASKED_AT_START: a patch added later is not among them (a run
@@ -214,3 +226,10 @@ def load_with_steps() -> bool:
     """Whether an idle pass that expects the instance unchanged loads it and runs its
     steps in one local activity (else it loads first, in a local activity of its own)."""
     return has(LOAD_WITH_STEPS)
+
+
+def timer_history_reads() -> bool:
+    """Whether the run reads its history's length only where a timer ended a wait,
+    counting each pass as PASS_EVENTS between two reads (else: where a wait blocked,
+    and after UNREAD_PASSES passes without a read)."""
+    return has(TIMER_HISTORY_READS)
