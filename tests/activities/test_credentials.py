@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY, generate_latest
 
 from activities import access, credentials, secrets, trust
 from activities.admin_credential import name_for
-from activities.kube import Kube
+from activities.kube import Instance, Kube
 from activities.rotation import RotateCredentials
 from activities.step import Context
 from dbi import bootstrap, names
@@ -235,21 +235,21 @@ async def test_a_user_session_holding_the_app_role_leaves_the_instance_pending(
     assert "PASSWORD 'SCRAM-SHA-256$" in logged
 
 
-async def test_a_secret_deleted_between_read_and_apply_ends_with_one_new_password(
-    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
-) -> None:
-    """The race, made deterministic: an apply naming the read UID after the deletion makes a new
-    password once, and the Secret and the role then agree."""
+async def _settled_and_read(
+    orchestrator: Orchestrator, namespace: str, kube_api: Any
+) -> tuple[str, Context, Instance, secrets.Read]:
+    """A settled instance's password, then what a step has when it read the app Secret."""
     await create(orchestrator, namespace)
     old = (await settled(orchestrator, namespace, kube_api))["password"]
     ctx = Context(kube=Kube(kube_api), config=Config())
     instance = ctx.kube.instance(namespace, "db")
     assert instance is not None
-    read = secrets.read(ctx.kube, namespace, "db-credentials")  # the step reads ...
-    k8s.CoreV1Api(kube_api).delete_namespaced_secret(
-        "db-credentials", namespace
-    )  # ... someone deletes
-    written = credentials._write(  # ... and the step applies what it read
+    return old, ctx, instance, secrets.read(ctx.kube, namespace, "db-credentials")
+
+
+def _rewrite(ctx: Context, instance: Instance, read: secrets.Read) -> str | None:
+    """The credentials step's rewrite of the app Secret with the password it read."""
+    return credentials._write(
         ctx,
         instance,
         "db-credentials",
@@ -257,6 +257,18 @@ async def test_a_secret_deleted_between_read_and_apply_ends_with_one_new_passwor
         lambda pw: {**read.data, "password": pw},
         keep=read.password,
     )
+
+
+async def test_a_secret_deleted_between_read_and_apply_ends_with_one_new_password(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    """The race, made deterministic: an apply naming the read UID after the deletion makes a new
+    password once, and the Secret and the role then agree."""
+    old, ctx, instance, read = await _settled_and_read(orchestrator, namespace, kube_api)
+    k8s.CoreV1Api(kube_api).delete_namespaced_secret(
+        "db-credentials", namespace
+    )  # ... someone deletes
+    written = _rewrite(ctx, instance, read)  # ... and the step applies what it read
     assert written != old
     assert secret(kube_api, namespace, "db-credentials")["password"] == written
     final = (await settled(orchestrator, namespace, kube_api))["password"]
@@ -271,12 +283,7 @@ async def test_a_password_a_user_sets_while_a_pass_writes_the_secret_is_kept(
     password in it, and the step applies what it read. Neither the access step's
     connection keys nor the credentials step's rewrite puts the read password back over
     the user's; the next pass makes the user's password the role's."""
-    await create(orchestrator, namespace)
-    old = (await settled(orchestrator, namespace, kube_api))["password"]
-    ctx = Context(kube=Kube(kube_api), config=Config())
-    instance = ctx.kube.instance(namespace, "db")
-    assert instance is not None
-    read = secrets.read(ctx.kube, namespace, "db-credentials")  # the step reads ...
+    old, ctx, instance, read = await _settled_and_read(orchestrator, namespace, kube_api)
     chosen = "a-password-the-user-chose-" + secrets.new_password()
     k8s.CoreV1Api(kube_api).patch_namespaced_secret(  # ... the user sets their own ...
         "db-credentials", namespace, {"stringData": {"password": chosen}}
@@ -286,15 +293,7 @@ async def test_a_password_a_user_sets_while_a_pass_writes_the_secret_is_kept(
     assert not access.complete_secret(ctx, instance, read, published, ca_pem=ca_pem)
     kept = secret(kube_api, namespace, "db-credentials")["password"] == chosen
     assert kept, "the access step put the password it read back over the user's"
-    written = credentials._write(
-        ctx,
-        instance,
-        "db-credentials",
-        read,
-        lambda pw: {**read.data, "password": pw},
-        keep=read.password,
-    )
-    assert written is None
+    assert _rewrite(ctx, instance, read) is None
     kept = secret(kube_api, namespace, "db-credentials")["password"] == chosen
     assert kept, "the credentials step put the password it read back over the user's"
     await orchestrator.until(
