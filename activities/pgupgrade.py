@@ -193,7 +193,9 @@ class Upgrades(Activity):
                 return Ran(ok=False, phase="verify", output=said, version=version)
             for database in databases:
                 activity.heartbeat(f"ANALYZE {database}")
-                with postgres.connect(server, password=password, dbname=database) as db:
+                with postgres.connect(
+                    server, password=password, dbname=database, unbounded=True
+                ) as db:
                     db.execute("SET statement_timeout = 0")
                     db.execute("ANALYZE")
         except psycopg.Error as e:

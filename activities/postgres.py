@@ -16,6 +16,12 @@ until a step acts (``drop_sessions``) or the block ends.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import os
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from contextvars import ContextVar
@@ -33,6 +39,21 @@ CONNECT_TIMEOUT_SECONDS = 3
 # No statement of dbi's waits long on a lock or runs long: a user's transaction holding
 # the app role, say, makes the step fail (and retry) instead of hanging it.
 SESSION_OPTIONS = "-c statement_timeout=10000 -c lock_timeout=5000"
+# A server that stops answering mid-session (its disk stalls, its PostgreSQL hangs)
+# leaves libpq waiting for a reply with no timeout of its own: the guest's kernel
+# still acknowledges, so neither TCP nor statement_timeout ends the wait. dbi cuts a
+# session whose use (a ``with connect(...)``) lasts this long: above statement_timeout,
+# so that the server's own error comes first, below a step's 30 s, so that the step
+# reports it instead of timing out with a worker thread held for good.
+ANSWER_DEADLINE_SECONDS = 20.0
+# A network that vanishes (a node lost, a VM paused) acknowledges nothing: the kernel
+# gives up on unacknowledged data after TCP_USER_TIMEOUT_MS and probes an idle session
+# (keepalives, ``_open``) from 10 s on; for the uses with no deadline too (ANALYZE).
+TCP_USER_TIMEOUT_MS = 30_000
+
+
+class NoAnswer(psycopg.OperationalError):
+    """The server did not answer within the use's deadline; its session was cut."""
 
 
 class Login(StrEnum):
@@ -87,17 +108,96 @@ def drop_sessions() -> None:
         return
     found, block.open = list(block.open.values()), {}
     for conn in found:
+        _close(conn)
+
+
+# Held to cut a session and to close one, so that a cut never reaches a socket that
+# took a closed session's file descriptor.
+_CLOSING = threading.Lock()
+
+
+def _close(conn: psycopg.Connection[Any]) -> None:
+    with _CLOSING:
         conn.close()
 
 
-class _Session(AbstractContextManager[psycopg.Connection[Any]]):
-    """A block's session as ``with connect(...)`` uses it: not closed at the end of the
-    ``with`` but when it ends in an error."""
+@dataclass(eq=False)
+class _Use:
+    """One ``with connect(...)``: cut off (``cut``) if it is still going at its deadline."""
 
-    def __init__(self, block: _Sessions, key: Key, conn: psycopg.Connection[Any]) -> None:
-        self._block, self._key, self._conn = block, key, conn
+    conn: psycopg.Connection[Any]
+    fd: int
+    ended: bool = False
+    cut_off: bool = False
+
+    def cut(self) -> None:
+        """Shut the session's socket: libpq's wait for a reply ends in an error."""
+        with _CLOSING:
+            if self.ended or self.conn.closed:
+                return
+            try:
+                with socket.socket(fileno=os.dup(self.fd)) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+            except OSError:  # not connected any more: libpq sees that by itself
+                return
+            self.cut_off = True
+
+    def end(self) -> None:
+        with _CLOSING:
+            self.ended = True
+
+
+class _Deadlines:
+    """One thread that cuts the uses still going at their deadline (started on first use)."""
+
+    def __init__(self) -> None:
+        self._due: list[tuple[float, int, _Use]] = []
+        self._order = itertools.count()
+        self._changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, use: _Use, seconds: float) -> None:
+        with self._changed:
+            heapq.heappush(self._due, (time.monotonic() + seconds, next(self._order), use))
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._run, name="dbi-pg-deadlines", daemon=True
+                )
+                self._thread.start()
+            self._changed.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._changed:
+                while not self._due or self._due[0][0] > time.monotonic():
+                    wait = self._due[0][0] - time.monotonic() if self._due else None
+                    self._changed.wait(wait)
+                _, _, use = heapq.heappop(self._due)
+            use.cut()
+
+
+_DEADLINES = _Deadlines()
+
+
+class _Session(AbstractContextManager[psycopg.Connection[Any]]):
+    """A session as ``with connect(...)`` uses it: cut at its deadline; closed at the end
+    of the ``with`` when it is not a block's, or when the ``with`` ends in an error."""
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        *,
+        address: str,
+        deadline: float | None,
+        block: tuple[_Sessions, Key] | None = None,
+    ) -> None:
+        self._conn, self._address, self._deadline, self._block = conn, address, deadline, block
+        self._use: _Use | None = None
 
     def __enter__(self) -> psycopg.Connection[Any]:
+        if self._deadline is not None:
+            self._use = _Use(self._conn, self._conn.fileno())
+            _DEADLINES.arm(self._use, self._deadline)
         return self._conn
 
     def __exit__(
@@ -106,26 +206,43 @@ class _Session(AbstractContextManager[psycopg.Connection[Any]]):
         error: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if kind is not None or self._conn.broken:
-            self._block.open.pop(self._key, None)
-            self._conn.close()
+        if self._use is not None:
+            self._use.end()
+        if self._block is None or kind is not None or self._conn.broken:
+            if self._block is not None:
+                sessions, key = self._block
+                sessions.open.pop(key, None)
+            _close(self._conn)
+        if self._use is not None and self._use.cut_off and isinstance(error, psycopg.Error):
+            raise NoAnswer(
+                f"PostgreSQL at {self._address} did not answer within "
+                f"{self._deadline:g} s; the session was closed"
+            ) from error
 
 
 def connect(
-    server: Server, *, password: str, user: str = ADMIN_USER, dbname: str = "postgres"
+    server: Server,
+    *,
+    password: str,
+    user: str = ADMIN_USER,
+    dbname: str = "postgres",
+    unbounded: bool = False,
 ) -> AbstractContextManager[psycopg.Connection[Any]]:
     """Connect over verified TLS with a short timeout, in autocommit (DDL such as CREATE
     DATABASE needs it); within ``shared_sessions``, take the session that logged in with
-    the same again."""
+    the same again. A ``with`` still going after ``ANSWER_DEADLINE_SECONDS`` is cut off
+    with ``NoAnswer``, unless ``unbounded`` (a statement meant to run long)."""
+    until = None if unbounded else ANSWER_DEADLINE_SECONDS
     block = _SESSIONS.get()
     if block is None:
-        return _open(server, password=password, user=user, dbname=dbname)
+        own = _open(server, password=password, user=user, dbname=dbname)
+        return _Session(own, address=server.address, deadline=until)
     key = (server.address, server.name, server.ca_file, user, password, dbname)
     conn = block.open.get(key)
     if conn is None or conn.closed or conn.broken:
         conn = _open(server, password=password, user=user, dbname=dbname)
         block.open[key] = conn
-    return _Session(block, key, conn)
+    return _Session(conn, address=server.address, deadline=until, block=(block, key))
 
 
 def _open(server: Server, *, password: str, user: str, dbname: str) -> psycopg.Connection[Any]:
@@ -142,6 +259,11 @@ def _open(server: Server, *, password: str, user: str, dbname: str) -> psycopg.C
         autocommit=True,
         application_name="dbi-orchestrator",
         options=SESSION_OPTIONS,
+        keepalives=1,
+        keepalives_idle=10,
+        keepalives_interval=5,
+        keepalives_count=3,
+        tcp_user_timeout=TCP_USER_TIMEOUT_MS,
     )
 
 

@@ -444,6 +444,7 @@ class Guest:
         if self._server is None:
             return
         if self._server.poll() is None:
+            self.thaw()  # a frozen guest, too
             os.killpg(self._server.pid, signal.SIGINT)
             try:
                 self._server.wait(timeout)
@@ -459,6 +460,27 @@ class Guest:
             assert self._server is not None
             os.killpg(self._server.pid, signal.SIGKILL)
             self._server.wait()
+
+    def freeze(self) -> None:
+        """Stop PostgreSQL and its sessions where they are (SIGSTOP), as a guest whose
+        disk stalls: the kernel still accepts and acknowledges, nothing answers. Each
+        backend is a process group of its own (PostgreSQL's children call setsid), so
+        the postmaster is stopped first, then every process under it."""
+        if self.running():
+            assert self._server is not None
+            os.killpg(self._server.pid, signal.SIGSTOP)
+            for pid in _descendants(self._server.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """Let a frozen PostgreSQL go on (SIGCONT)."""
+        if self.running():
+            assert self._server is not None
+            for pid in _descendants(self._server.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+            os.killpg(self._server.pid, signal.SIGCONT)
 
     def forget(self) -> None:
         """Mark a crashed server as handled, so the next boot starts clean."""
@@ -517,3 +539,19 @@ def _group(pgid: int) -> list[int]:
                 if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
                     members.append(int(entry.name))
     return members
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under ``pid`` (from /proc's parent ids)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                children.setdefault(parent, []).append(int(entry.name))
+    found, todo = [], list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        found.append(child)
+        todo += children.get(child, [])
+    return found

@@ -2,12 +2,14 @@
 against a real PostgreSQL booted as a guest is (TLS, SCRAM): the steps' logins as one
 user with one password are one session; a step that acts is followed by new logins,
 which see what it changed; a session a statement failed on is not taken again; outside
-a block every connection is its own."""
+a block every connection is its own; a session whose server stops answering is cut at
+its deadline."""
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -15,7 +17,7 @@ import psycopg
 import pytest
 from pydantic import SecretStr
 
-from activities import postgres, trust
+from activities import health, postgres, trust
 from activities.kube import Instance, Kube
 from activities.postgres import drop_sessions, shared_sessions
 from activities.step import Anatomy, Context
@@ -36,6 +38,7 @@ INPUT = StepInput(namespace="team-a", name="db", uid="uid-1")
 class Booted:
     server: postgres.Server
     password: str = field(repr=False)
+    guest: Guest | None = None
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +62,7 @@ def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
         server = postgres.Server(
             ADDRESS, names.service_host("team-a", "db"), trust.trust_file(ca.cert_pem)
         )
-        yield Booted(server, password)
+        yield Booted(server, password, guest)
     finally:
         guest.stop()
 
@@ -182,3 +185,63 @@ def test_a_session_answers_only_for_what_it_logged_in_with(booted: Booted) -> No
         assert not postgres.authenticates(
             booted.server, user="app", password=booted.password, dbname="postgres"
         )
+
+
+def frozen_mid_session(booted: Booted, then: Callable[[], object]) -> object:
+    """What ``then`` returns or raises when the guest stops answering (SIGSTOP: its
+    kernel still acknowledges, as a guest whose disk stalled) after a block's session
+    logged in, run on a thread of its own: a ``then`` still waiting after 30 s fails
+    the test. The guest goes on afterwards."""
+    assert booted.guest is not None
+    found: list[object] = []
+
+    def run() -> None:
+        with shared_sessions():
+            backend(booted.server, booted.password)  # the block's session, logged in
+            assert booted.guest is not None
+            booted.guest.freeze()
+            try:
+                found.append(then())
+            except Exception as e:
+                found.append(e)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    try:
+        worker.join(30)
+        assert not worker.is_alive(), "still waiting for a server that stopped answering"
+    finally:
+        booted.guest.thaw()
+        worker.join(30)
+    eventually(
+        lambda: postgres.login(booted.server, password=booted.password) is postgres.Login.OK,
+        what="the guest answering again",
+    )
+    return found[0]
+
+
+def test_a_session_whose_server_stops_answering_is_cut_off(
+    booted: Booted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A statement on a session whose server stopped answering ends at the deadline in
+    ``NoAnswer``, which names the server and the deadline, instead of holding a worker
+    thread until the server answers again."""
+    monkeypatch.setattr(postgres, "ANSWER_DEADLINE_SECONDS", 2.0)
+
+    def select() -> object:
+        with postgres.connect(booted.server, password=booted.password) as conn:
+            return conn.execute("SELECT 1").fetchone()
+
+    error = frozen_mid_session(booted, select)
+    assert isinstance(error, postgres.NoAnswer), error
+    assert f"PostgreSQL at {booted.server.address} did not answer within 2 s" in str(error)
+
+
+def test_the_health_probe_of_a_server_that_stops_answering_says_unreachable(
+    booted: Booted, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The health step's probe on the pass's session, its server frozen, reports it
+    unreachable (the step is Pending, `Booting`, and looks again) instead of hanging."""
+    monkeypatch.setattr(postgres, "ANSWER_DEADLINE_SECONDS", 2.0)
+    found = frozen_mid_session(booted, lambda: health.probe(booted.server, booted.password))
+    assert found == (False, None, False, False)
