@@ -23,8 +23,7 @@ IMAGE_ANNOTATION = "harvesterhci.io/imageId"
 # Harvester writes the StorageClass a claim made from an image must use here.
 IMAGE_STORAGE_CLASS = "storageClassName"
 # Which of an instance's disks a claim is: ``root`` or ``data``.
-DISK_LABEL = "dbi.dev/disk"
-ROOT, DATA = "root", "data"
+DISK_LABEL, ROOT, DATA = names.DISK_LABEL, names.ROOT_DISK, names.DATA_DISK
 # A root disk holds the OS and PostgreSQL's binaries: the image's size, rounded up.
 ROOT_DISK_SIZE = "10Gi"
 

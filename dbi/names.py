@@ -104,6 +104,10 @@ def requested_backup_id(namespace: str, name: str, request: str) -> str:
 
 
 UPGRADE_WORKFLOW_TYPE = "DBUpgradeWorkflow"
+# Which of an instance's disks a claim is: ``root`` (the OS and PostgreSQL's binaries,
+# made from the image) or ``data``.
+DISK_LABEL = "dbi.dev/disk"
+ROOT_DISK, DATA_DISK = "root", "data"
 # On an instance's data disk claim: the PostgreSQL major its data is (set at creation,
 # moved by a major upgrade at its end).
 DATA_MAJOR_ANNOTATION = "dbi.dev/data-major"

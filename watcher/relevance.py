@@ -19,7 +19,10 @@ may alter an outcome:
   ``spec.volumeName`` and its binding annotations); no step's outcome changes until the
   transition ends (no step reads a claim's phase, and its capacity comes with the
   binding): the write that ends it (``Running``, ``Stopped``, ``Failed``, ``Bound``,
-  ``Lost``, the VMI deleted) is the one that counts.
+  ``Lost``, the VMI deleted) is the one that counts. But a root disk's claim becoming
+  ``Bound``: no step reads a root disk's state, and the VM that boots from it shows
+  the binding (its ``Running`` wakes); the data disk's binding brings its capacity,
+  which the resize step reads, and counts.
 - **a (re)list**: always, since events may have been missed before it.
 
 Pure functions of the event and what the watcher saw before, tested with plain data.
@@ -99,36 +102,61 @@ def in_transition(kind: str, obj: Manifest) -> bool:
     return (obj.get("status") or {}).get(STATE_FIELD[kind], "") in states
 
 
+def state_of(kind: str, obj: Manifest) -> str | None:
+    """A VM's, VMI's or claim's state (None for other kinds)."""
+    state = STATE_FIELD.get(kind)
+    return None if state is None else str((obj.get("status") or {}).get(state, ""))
+
+
+def root_disk_bound(kind: str, obj: Manifest, state_before: str | None) -> bool:
+    """Whether a root disk's claim, last seen on its way (``state_before``), is now Bound."""
+    labels = obj.get("metadata", {}).get("labels") or {}
+    return (
+        kind == "PersistentVolumeClaim"
+        and labels.get(names.DISK_LABEL) == names.ROOT_DISK
+        and state_before in IN_TRANSITION[kind]
+        and state_of(kind, obj) == "Bound"
+    )
+
+
 def child_event_matters(
-    event: str, obj: Manifest, *, kind: str = "", before: int | None = None
+    event: str,
+    obj: Manifest,
+    *,
+    kind: str = "",
+    before: int | None = None,
+    state_before: str | None = None,
 ) -> bool:
     """Whether an event of a child object of ``kind`` is worth a pass to its instance;
-    ``before`` is the child's generation when last seen (None: not seen)."""
+    ``before`` is the child's generation when last seen (None: not seen), and
+    ``state_before`` its state then (``state_of``; None: not seen, or another kind)."""
     if event == "DELETED":
         return True
     if written_last_by_orchestrator(obj):
         return False
     spec_unchanged = before is None or before == obj.get("metadata", {}).get("generation")
-    return not (spec_unchanged and in_transition(kind, obj))
+    quiet = in_transition(kind, obj) or root_disk_bound(kind, obj, state_before)
+    return not (spec_unchanged and quiet)
 
 
 @dataclass
 class Children:
-    """The generation each child was last seen at: ``child_event_matters`` with memory.
+    """The generation and state each child was last seen at: ``child_event_matters``
+    with memory.
 
     One map for every kind; each kind's watch thread touches only its own keys."""
 
-    generations: dict[tuple[str, str, str], int | None] = field(default_factory=dict)
+    seen: dict[tuple[str, str, str], tuple[int | None, str | None]] = field(default_factory=dict)
 
     def event_matters(self, kind: str, event: str, obj: Manifest) -> bool:
         meta = obj.get("metadata", {})
         key = (kind, meta.get("namespace", ""), meta.get("name", ""))
-        before = self.generations.get(key)
+        before, state_before = self.seen.get(key, (None, None))
         if event == "DELETED":
-            self.generations.pop(key, None)
+            self.seen.pop(key, None)
         else:
-            self.generations[key] = meta.get("generation")
-        return child_event_matters(event, obj, kind=kind, before=before)
+            self.seen[key] = (meta.get("generation"), state_of(kind, obj))
+        return child_event_matters(event, obj, kind=kind, before=before, state_before=state_before)
 
 
 def written_last_by_orchestrator(obj: Manifest) -> bool:

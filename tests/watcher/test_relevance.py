@@ -138,4 +138,49 @@ def test_children_remember_each_childs_generation() -> None:
     assert not children.event_matters(VM, "MODIFIED", kubevirt(VM, "Starting", generation=2))
     assert children.event_matters(VM, "MODIFIED", kubevirt(VM, "Running", generation=2))
     assert children.event_matters(VM, "DELETED", kubevirt(VM, "Running", generation=2))
-    assert children.generations == {}
+    assert children.seen == {}
+
+
+def disk(which: str, state: str) -> dict[str, Any]:
+    """An instance's ``root`` or ``data`` disk claim in ``state``, Kubernetes' write last."""
+    obj = kubevirt(PVC, state)
+    obj["metadata"]["labels"] = {names.INSTANCE_LABEL: "db", names.DISK_LABEL: which}
+    return obj
+
+
+ROOT, DATA = names.ROOT_DISK, names.DATA_DISK
+
+
+@pytest.mark.parametrize(
+    ("obj", "state_before", "matters"),
+    [
+        pytest.param(disk(ROOT, "Bound"), "Pending", False, id="root-disk-bound"),
+        pytest.param(disk(ROOT, "Bound"), "", False, id="root-disk-bound-at-once"),
+        pytest.param(disk(DATA, "Bound"), "Pending", True, id="data-disk-bound"),
+        pytest.param(disk(ROOT, "Bound"), None, True, id="root-disk-not-seen-before"),
+        pytest.param(disk(ROOT, "Bound"), "Bound", True, id="bound-root-disk-written"),
+        pytest.param(disk(ROOT, "Lost"), "Bound", True, id="root-disk-lost"),
+    ],
+)
+def test_a_root_disk_binding_wakes_no_one(
+    obj: dict[str, Any], state_before: str | None, matters: bool
+) -> None:
+    """No step reads a root disk's state and its VM shows the binding, so a root disk's
+    claim becoming Bound changes no outcome; the data disk's binding brings the capacity
+    the resize step waits for, and any later write to a bound root disk (its labels, a
+    hand edit) may change its ownership."""
+    assert child_event_matters("MODIFIED", obj, kind=PVC, before=1, state_before=state_before) is (
+        matters
+    )
+
+
+def test_children_remember_each_claims_state() -> None:
+    """Created, pending, bound: a root disk's claim wakes no one until someone writes to
+    it once bound; the data disk's binding wakes its instance."""
+    children = Children()
+    for state in ("", "Pending", "Bound"):
+        assert not children.event_matters(PVC, "MODIFIED", disk(ROOT, state))
+    assert children.event_matters(PVC, "MODIFIED", disk(ROOT, "Bound"))
+    data = Children()
+    assert not data.event_matters(PVC, "MODIFIED", disk(DATA, "Pending"))
+    assert data.event_matters(PVC, "MODIFIED", disk(DATA, "Bound"))
