@@ -93,19 +93,16 @@ STATE_FIELD = {
 }
 
 
-def in_transition(kind: str, obj: Manifest) -> bool:
-    """Whether a VM, VMI or claim is in a state on its way to another (False for other
-    kinds)."""
-    states = IN_TRANSITION.get(kind)
-    if states is None:
-        return False
-    return (obj.get("status") or {}).get(STATE_FIELD[kind], "") in states
-
-
 def state_of(kind: str, obj: Manifest) -> str | None:
     """A VM's, VMI's or claim's state (None for other kinds)."""
     state = STATE_FIELD.get(kind)
     return None if state is None else str((obj.get("status") or {}).get(state, ""))
+
+
+def in_transition(kind: str, obj: Manifest) -> bool:
+    """Whether a VM, VMI or claim is in a state on its way to another (False for other
+    kinds)."""
+    return state_of(kind, obj) in IN_TRANSITION.get(kind, frozenset())
 
 
 def root_disk_bound(kind: str, obj: Manifest, state_before: str | None) -> bool:

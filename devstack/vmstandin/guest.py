@@ -30,6 +30,7 @@ import subprocess
 import tarfile
 import tempfile
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from dbi import bootstrap as boot_data
@@ -531,24 +532,24 @@ def _tail(output: str, lines: int = 12) -> str:
     return "\n".join(line.strip() for line in said[-lines:] if line.strip())[-2000:]
 
 
-def _group(pgid: int) -> list[int]:
-    members = []
+def _processes() -> Iterator[tuple[int, int, int]]:
+    """Each process's id, parent's id and process group, from /proc."""
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
-                    members.append(int(entry.name))
-    return members
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                yield int(entry.name), int(fields[1]), int(fields[2])
+
+
+def _group(pgid: int) -> list[int]:
+    return [pid for pid, _, group in _processes() if group == pgid]
 
 
 def _descendants(pid: int) -> list[int]:
-    """Every process under ``pid`` (from /proc's parent ids)."""
+    """Every process under ``pid``."""
     children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                children.setdefault(parent, []).append(int(entry.name))
+    for child, parent, _ in _processes():
+        children.setdefault(parent, []).append(child)
     found, todo = [], list(children.get(pid, []))
     while todo:
         child = todo.pop()
