@@ -1,8 +1,11 @@
 """Re-checks: the worker checks a settled instance between its workflow's passes.
 
-An idle pass (``load_and_run_pass``) that found the instance as the last pass did, ran
-every step to Satisfied and wrote its status is *settled*. The worker that ran it keeps
-the pass's input and, every healthCheckInterval, looks again the way that pass did
+A pass with nothing to serve that ran every step to Satisfied and wrote its status
+*settles* the instance: an idle one (``load_and_run_pass``) that found the instance as
+the last pass did, or one that loaded first and was given what its load found
+(``run_pass`` with ``PassInput.settle``: the pass that made the instance Ready, a woken
+one). The worker that ran it keeps the pass's input, as an idle pass's (its reads from
+the views), and, every healthCheckInterval, looks again the way that pass did
 (``recheck``: the load, the steps' observations, the status they would derive), from
 its views, acting on nothing: a re-check that finds the same records nothing (the
 counter ``dbi_rechecks_total``); one that finds anything else (a step would act, a step
@@ -64,8 +67,9 @@ STUCK_SECONDS = 300.0
 
 
 def settled(loaded: LoadedPassInput, ran: LoadedPass) -> bool:
-    """Whether ``load_and_run_pass`` settled the instance: it found the snapshot the
-    workflow expected, and every step of the pass ran to Satisfied with the status written."""
+    """Whether the pass settled the instance: it ran on the snapshot ``loaded`` expects
+    (``load_and_run_pass``'s load found it, or ``run_pass`` was given it), and every step
+    of the pass ran to Satisfied with the status written."""
     done = ran.done
     if done is None or done.raised is not None or not done.written:
         return False

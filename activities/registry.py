@@ -119,14 +119,25 @@ def steps_activity(steps: dict[str, StepActivity]) -> Callable[..., Any]:
 
 
 def pass_activity(
-    steps: dict[str, StepActivity], write: Callable[[StatusInput], bool]
+    steps: dict[str, StepActivity],
+    write: Callable[[StatusInput], bool],
+    settle: Callable[[str, LoadedPassInput], bool] | None = None,
 ) -> Callable[..., Any]:
     """Return the activity ``run_pass``: ``run_steps``, then, when no step raised, the
-    pass's status written with ``write`` (``WriteStatus.after_steps``)."""
+    pass's status written with ``write`` (``WriteStatus.after_steps``); a pass given
+    what its load found (``PassInput.settle``) that settled the instance is handed to
+    ``settle`` as a re-check repeats it (``PassInput.rechecked``)."""
 
     @activity.defn(name=pipeline.RUN_PASS)
     def run(pass_input: PassInput) -> StepsResult:
-        return then_write(pass_input.then, _in_order(steps, pass_input.steps), write)
+        done = then_write(pass_input.then, _in_order(steps, pass_input.steps), write)
+        if settle is None or (snapshot := pass_input.settle) is None:
+            return done
+        loaded = pass_input.rechecked(snapshot)
+        ran = LoadedPass(snapshot=snapshot, done=done)
+        if settled(loaded, ran) and settle(activity.info().workflow_id or "", loaded):
+            return done.model_copy(update={"rechecked": True})
+        return done
 
     return run
 
@@ -157,7 +168,6 @@ def runners(ctx: Context, steps: dict[str, StepActivity]) -> list[Callable[..., 
     re-checks of the instances it settles)."""
     status = WriteStatus(ctx)
     load = LoadInstance(ctx).run
-    run_pass = pass_activity(steps, status.after_steps)
     settle = None
     if (rechecks := ctx.rechecks) is not None:
 
@@ -167,6 +177,7 @@ def runners(ctx: Context, steps: dict[str, StepActivity]) -> list[Callable[..., 
         def settle(workflow_id: str, loaded: LoadedPassInput) -> bool:
             return rechecks.settle(workflow_id, loaded, check, RECHECK_NET.total_seconds())
 
+    run_pass = pass_activity(steps, status.after_steps, settle)
     return [steps_activity(steps), run_pass, loaded_pass_activity(load, run_pass, settle)]
 
 

@@ -405,6 +405,24 @@ class PassInput(BaseModel):
 
     steps: StepsInput
     then: PendingStatus
+    settle: InstanceSnapshot | None = Field(
+        default=None,
+        description="What the pass's load found, when the pass may settle the instance "
+        "(it has nothing to serve): every step Satisfied and the status written, the "
+        "worker then re-checks it from its views as it does after an idle pass "
+        "(activities.rechecks, ``rechecked``).",
+    )
+
+    def rechecked(self, snapshot: InstanceSnapshot) -> LoadedPassInput:
+        """This pass as a re-check repeats it: an idle pass's load, expecting
+        ``snapshot``, and its steps read as an idle pass reads (the views)."""
+        idle = self.steps.step_input.model_copy(update={"idle": True})
+        load = StepInput(
+            namespace=idle.namespace, name=idle.name, uid=idle.uid, pass_id=idle.pass_id, idle=True
+        )
+        steps = self.steps.model_copy(update={"step_input": idle})
+        then = self.model_copy(update={"steps": steps, "settle": None})
+        return LoadedPassInput(load=load, expected=snapshot, then=then)
 
 
 class LoadedPassInput(BaseModel):

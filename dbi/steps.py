@@ -203,6 +203,12 @@ class StepsResult(BaseModel):
         description="The pass's status was written after its steps (``run_pass``): the "
         "workflow does not write it again.",
     )
+    rechecked: bool = Field(
+        default=False,
+        description="The pass settled the instance (``run_pass`` with ``settle``): the "
+        "worker re-checks it every healthCheckInterval, as after an idle pass "
+        "(``LoadedPass.rechecked``).",
+    )
 
 
 def in_order(steps_input: StepsInput, run: Callable[[str, StepInput], StepResult]) -> StepsResult:

@@ -244,11 +244,18 @@ class DBInstanceWorkflow:
         pass had nothing to serve (no request, deletion or pause) and the workflow has
         no request waiting; else None (the pass loads first, then decides)."""
         last = self.s.last_snapshot
-        if not (idle and local and last is not None) or self.s.requests.pending():
+        if not (idle and local and last is not None):
             return None
-        quiet = last.exists and not (last.deleting or last.paused) and last.unserved == Served()
-        ahead = quiet and patches.in_one_activity(local=local) and patches.status_with_steps()
-        return last if ahead and patches.load_with_steps() else None
+        ahead = self._quiet(last) and patches.in_one_activity(local=local)
+        return last if ahead and patches.status_with_steps() and patches.load_with_steps() else None
+
+    def _quiet(self, snapshot: InstanceSnapshot, rotated: Served | None = None) -> bool:
+        """Whether a pass on ``snapshot`` has nothing to serve: no request, deletion or
+        pause in it, no rotation served before it (``rotated``), no request waiting in
+        the workflow. Such a pass may settle the instance (``activities.rechecks``)."""
+        busy = snapshot.deleting or snapshot.paused or self.s.requests.pending()
+        served = rotated is None or rotated == Served()
+        return snapshot.exists and not busy and served and snapshot.unserved == Served()
 
     async def _load_and_run(
         self, pass_id: str, expected: InstanceSnapshot
@@ -323,11 +330,17 @@ class DBInstanceWorkflow:
             )
         elif patches.in_one_activity(local=local):
             # The activity that runs the steps writes the status too: one marker a pass.
-            results, written = await run_pass_in_one(
+            # A pass with nothing to serve that converges settles the instance there,
+            # as an idle pass does: the worker re-checks it from then on.
+            # (The patches are asked in the order recorded histories asked them.)
+            past_held = patches.past_held()
+            with_status = patches.status_with_steps()
+            results, written, self.s.rechecked = await run_pass_in_one(
                 pipeline,
                 step_input,
-                past_held=patches.past_held(),
-                status=begun.status if patches.status_with_steps() else None,
+                past_held=past_held,
+                status=begun.status if with_status else None,
+                settle=snapshot if with_status and self._quiet(snapshot, rotated) else None,
             )
         else:
             results = await run_pass(pipeline, step_input, local=local, past_held=patches.past_held)

@@ -30,6 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from dbi.status import PassInput, PendingStatus
     from dbi.steps import (
         STEP_FAILED,
+        InstanceSnapshot,
         Outcome,
         StepInput,
         StepResult,
@@ -145,11 +146,14 @@ async def run_pass_in_one(
     *,
     past_held: bool,
     status: PendingStatus | None = None,
-) -> tuple[list[StepResult], bool]:
+    settle: InstanceSnapshot | None = None,
+) -> tuple[list[StepResult], bool, bool]:
     """Run ``steps`` as ``run_pass`` would, in one local activity: one marker in history
     for the pass's steps instead of one per step, one activation of the workflow. With
     ``status``, the same activity then writes the pass's status (``run_pass``): the
-    second value says whether it did; when not, the workflow writes it.
+    second value says whether it did; when not, the workflow writes it. With ``settle``
+    too (what the pass's load found), a pass that settles the instance has the worker
+    re-check it (``PassInput.settle``): the third value says whether it does.
 
     What a step that raises or hangs gets is unchanged: from the step that raised (or
     from the first, when the activity itself failed or timed out) the pass goes on with
@@ -162,7 +166,7 @@ async def run_pass_in_one(
         activity, arg, summary = RUN_STEPS, one, "the steps, one after the other"
         timeout = in_one_timeout(steps) - WRITE
     else:
-        activity, arg = RUN_PASS, PassInput(steps=one, then=status)
+        activity, arg = RUN_PASS, PassInput(steps=one, then=status, settle=settle)
         summary, timeout = "the steps, one after the other, then the status", in_one_timeout(steps)
     try:
         done: StepsResult = await workflow.execute_local_activity(
@@ -178,7 +182,8 @@ async def run_pass_in_one(
             raise
         workflow.logger.warning("the pass's steps failed in one activity; one by one now")
         done = StepsResult(results=[], raised=steps[0].name if steps else None)
-    return await go_on_after(steps, step_input, done, past_held=past_held)
+    results, written = await go_on_after(steps, step_input, done, past_held=past_held)
+    return results, written, done.rechecked and written
 
 
 async def go_on_after(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -350,6 +351,49 @@ async def test_a_recheck_loop_that_died_fails_the_workers_liveness() -> None:
 # Against the real API server -------------------------------------------------------
 
 
+@dataclass
+class Noted:
+    """The DBInstance ``db`` and its Service, and a pass of the note step over them
+    (``tests.activities.test_views.note_step``: it acts on the note "act")."""
+
+    counted: Counted
+    core: k8s.CoreV1Api
+    namespace: str
+    uid: str
+    ctx: Context
+    acted: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        step = note_step(self.namespace, self.acted)
+        self.steps: dict[str, StepActivity] = {SPEC.name: partial(run_step, self.ctx, step)}
+        self.load = LoadInstance(self.ctx).run
+        self.status = WriteStatus(self.ctx)
+
+    def note(self, value: str) -> None:
+        body = {"metadata": {"annotations": {"note": value}}}
+        self.core.patch_namespaced_service("db", self.namespace, body)
+
+    def rechecked(self, loaded: LoadedPassInput) -> tuple[str | None, list[str]]:
+        """What a re-check of ``loaded`` finds, and the requests it sent."""
+        before = len(self.counted.sent)
+        found = recheck(loaded, self.load, self.steps, self.status.unchanged, self.forget)
+        return found, [method for method, _ in self.counted.sent[before:]]
+
+    def forget(self, pass_id: str) -> None:
+        self.ctx.passes.forget(pass_id)
+
+
+def noted(counted: Counted, views: Views, kube_api: Any, namespace: str) -> Noted:
+    """Create ``db`` and its Service in ``namespace``; return them once the views list it."""
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespaced_service(
+        namespace, service(namespace, "db", {names.INSTANCE_LABEL: "db"})
+    )
+    uid = create_instance(kube_api, namespace)
+    eventually(lambda: (namespace, "db") in (views.instances() or []), what="the instance listed")
+    return Noted(counted, core, namespace, uid, Context(kube=counted.kube, config=Config()))
+
+
 @pytest.mark.stack
 def test_a_recheck_is_quiet_until_a_step_would_act_or_the_status_would_change(
     counted: Counted,
@@ -361,49 +405,81 @@ def test_a_recheck_is_quiet_until_a_step_would_act_or_the_status_would_change(
     nothing: quiet while the instance is as the pass left it; a change a step would act
     on (a hand-edited Service) or a status that would change (one edited by hand) is
     reported, and still nothing is written or acted on."""
-    core = k8s.CoreV1Api(kube_api)
-    core.create_namespaced_service(
-        namespace, service(namespace, "db", {names.INSTANCE_LABEL: "db"})
-    )
-    uid = create_instance(kube_api, namespace)
-    eventually(lambda: (namespace, "db") in (views.instances() or []), what="the instance listed")
-    acted: list[str] = []
-    step = note_step(namespace, acted)
-    ctx = Context(kube=counted.kube, config=Config())
-    steps: dict[str, StepActivity] = {SPEC.name: partial(run_step, ctx, step)}
-    load, status = LoadInstance(ctx).run, WriteStatus(ctx)
+    db = noted(counted, views, kube_api, namespace)
     with shared_reads():  # a fresh pass's reads, kept for the views to vouch for
         counted.kube.instance(namespace, "db")
         counted.kube.service(namespace, "db")
     eventually(lambda: idle_read(counted, namespace, "db")[1] == 0, what="an idle read from views")
-    first = StepInput(namespace=namespace, name="db", uid=uid, idle=True, pass_id=RUN_ONE)
-    snapshot = ActivityEnvironment().run(load, first)
+    first = StepInput(namespace=namespace, name="db", uid=db.uid, idle=True, pass_id=RUN_ONE)
+    snapshot = ActivityEnvironment().run(db.load, first)
     loaded = loaded_input(snapshot, namespace)
-    settling = loaded_pass_activity(load, pass_activity(steps, status.after_steps))
+    settling = loaded_pass_activity(db.load, pass_activity(db.steps, db.status.after_steps))
     ran: LoadedPass = ActivityEnvironment().run(settling, loaded)
     assert settled(loaded, ran)
 
-    def rechecked() -> tuple[str | None, list[str]]:
-        before = len(counted.sent)
-        found = recheck(loaded, load, steps, status.unchanged, ctx.passes.forget)
-        return found, [method for method, _ in counted.sent[before:]]
-
     # The status the pass wrote reaches the views; then a re-check asks nothing.
-    eventually(lambda: rechecked() == (None, []), what="a quiet re-check from the views alone")
+    eventually(lambda: db.rechecked(loaded) == (None, []), what="a quiet re-check, views alone")
 
-    core.patch_namespaced_service("db", namespace, {"metadata": {"annotations": {"note": "act"}}})
-    eventually(lambda: rechecked()[0] == "a step would act", what="the re-check saw the Service")
-    assert set(rechecked()[1]) <= {"GET"}
-    assert acted == []
-    assert note(core.read_namespaced_service("db", namespace).to_dict()) == "act"
+    db.note("act")
+    eventually(lambda: db.rechecked(loaded)[0] == "a step would act", what="the Service seen")
+    assert set(db.rechecked(loaded)[1]) <= {"GET"}
+    assert db.acted == []
+    assert note(db.core.read_namespaced_service("db", namespace).to_dict()) == "act"
 
-    core.patch_namespaced_service("db", namespace, {"metadata": {"annotations": {"note": "1"}}})
-    eventually(lambda: rechecked()[0] is None, what="quiet again")
+    db.note("1")
+    eventually(lambda: db.rechecked(loaded)[0] is None, what="quiet again")
     k8s.CustomObjectsApi(kube_api).patch_namespaced_custom_object_status(
         names.GROUP, names.VERSION, namespace, names.PLURAL, "db", {"status": {"phase": "Failed"}}
     )
-    eventually(
-        lambda: rechecked()[0] == "the status would change", what="the re-check saw the status"
+    eventually(lambda: db.rechecked(loaded)[0] == "the status would change", what="the status seen")
+    assert set(db.rechecked(loaded)[1]) <= {"GET"}
+    assert db.acted == []
+
+
+@pytest.mark.stack
+def test_a_woken_pass_that_converges_settles_and_its_recheck_reads_the_views(
+    counted: Counted,
+    views: Views,
+    kube_api: Any,
+    namespace: str,
+) -> None:
+    """A pass that read afresh (a woken one: its load from the server) and converged with
+    nothing to serve settles the instance in ``run_pass``: the worker is handed the pass
+    as an idle pass's re-check, whose reads come from the views (none sent once they have
+    the pass's status) and which still sees a change a step would act on."""
+    db = noted(counted, views, kube_api, namespace)
+    woken = StepInput(namespace=namespace, name="db", uid=db.uid, pass_id=RUN_TWO)
+    before = len(counted.sent)
+    snapshot = ActivityEnvironment().run(db.load, woken)
+    assert [method for method, _ in counted.sent[before:]] == ["GET"]  # from the server
+    idle_pass = loaded_input(snapshot, namespace).then
+    one = idle_pass.steps.model_copy(update={"step_input": woken})
+    given: list[LoadedPassInput] = []
+
+    def settle(workflow_id: str, loaded: LoadedPassInput) -> bool:
+        given.append(loaded)
+        return True
+
+    run_pass = pass_activity(db.steps, db.status.after_steps, settle)
+    done: StepsResult = ActivityEnvironment().run(
+        run_pass, idle_pass.model_copy(update={"steps": one, "settle": snapshot})
     )
-    assert set(rechecked()[1]) <= {"GET"}
-    assert acted == []
+    assert done.rechecked and done.written
+    [loaded] = given
+    assert loaded.load.idle and loaded.then.steps.step_input.idle and loaded.expected == snapshot
+    eventually(lambda: db.rechecked(loaded) == (None, []), what="a quiet re-check, views alone")
+    db.note("act")
+    eventually(lambda: db.rechecked(loaded)[0] == "a step would act", what="the Service seen")
+    assert db.acted == []
+
+    # A step that acts (not Satisfied) settles nothing; nor does a pass not given what
+    # its load found (it had something to serve).
+    given.clear()
+    done = ActivityEnvironment().run(
+        run_pass, idle_pass.model_copy(update={"steps": one, "settle": snapshot})
+    )
+    assert db.acted == ["act"] and not done.rechecked
+    db.note("1")
+    done = ActivityEnvironment().run(run_pass, idle_pass.model_copy(update={"steps": one}))
+    assert done.results[0].outcome is Outcome.SATISFIED and not done.rechecked
+    assert given == []

@@ -133,8 +133,12 @@ def test_stubbed_steps_measure_the_engine_alone(tmp_path: Path) -> None:
         assert idle["orchestrator_rss_mib"] > 0
         assert result[engine]["reaction"]["missed"] == 0
         assert result["runs"][engine][0]["fleet.engine_cpu_seconds_per_instance"] > 0
-    # 22 s at a 10 s interval: two passes or so, some 20 events each.
-    assert result["temporal"]["idle"]["history_events_per_instance_day"] > 0
+    # 22 s at a 10 s interval: each instance, settled by the pass that made it Ready,
+    # is looked at twice or so by the worker's re-checks, which add nothing to history
+    # (the figure is still read from the sampled histories, and reported).
+    idle = result["temporal"]["idle"]
+    assert idle["rechecks_per_instance_minute"] > 0
+    assert idle["history_events_per_instance_day"] >= 0
     assert result["temporal"]["idle"]["workflow_cache"]
     # 3 instances' own passes, one each every six hours: none due in 22 s, none failed
     assert result["temporal"]["idle"]["own_passes_asked"] == 0

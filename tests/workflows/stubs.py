@@ -56,6 +56,7 @@ class World:
     uid: str = "uid-1"
     generation: int = 1
     deleting: bool = False
+    paused: bool = False  # dbi.dev/paused
     power_state: PowerState = PowerState.RUNNING
     interval_seconds: float = 300.0
     script: dict[str, deque[Scripted]] = field(default_factory=lambda: defaultdict(deque))
@@ -84,8 +85,9 @@ class World:
     # refuses would; the workflow's own write_status then writes it.
     status_fails: bool = False
     clock: Callable[[], Awaitable[datetime]] | None = None
-    # When set, an idle pass that settles the instance says the worker re-checks it
-    # (``activities.rechecks``), as the real load_and_run_pass does on a worker with them.
+    # When set, a pass that settles the instance (an idle one, or one given what its load
+    # found) says the worker re-checks it (``activities.rechecks``), as the real
+    # load_and_run_pass and run_pass do on a worker with them.
     rechecks: bool = False
 
     def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
@@ -156,6 +158,7 @@ class World:
             generation=self.generation,
             deleting=self.deleting,
             power_state=self.power_state,
+            paused=self.paused,
             health_check_interval_seconds=self.interval_seconds,
             unserved=self.unserved(),
         )
@@ -204,9 +207,15 @@ def activities(world: World) -> list[Callable[..., Any]]:
 
     @activity.defn(name=pipeline.RUN_PASS)
     async def run_pass(pass_input: PassInput) -> StepsResult:
-        """``run_steps``, then the status written as the real one does (``then_write``)."""
+        """``run_steps``, then the status written as the real one does (``then_write``);
+        a pass given what its load found settles the instance as the real one does."""
         done = await run_steps(pass_input.steps)
-        return then_write(pass_input.then, done, world.write_after_steps)
+        done = then_write(pass_input.then, done, world.write_after_steps)
+        if (snapshot := pass_input.settle) is None:
+            return done
+        ran = LoadedPass(snapshot=snapshot, done=done)
+        rechecked = world.rechecks and settled(pass_input.rechecked(snapshot), ran)
+        return done.model_copy(update={"rechecked": rechecked})
 
     @activity.defn(name=pipeline.LOAD_INSTANCE)
     async def load_instance(step_input: StepInput) -> InstanceSnapshot:

@@ -241,37 +241,69 @@ async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnv
         assert all(len(p) == len(ALL) for p in world.passes())
 
 
+SETTLED = "ready: the worker re-checks every 1m; own pass in"  # the settled wait's summary
+
+
 async def test_a_pass_the_worker_settled_waits_the_net_and_a_recheck_wake_brings_one(
     time_env: WorkflowEnvironment,
 ) -> None:
-    """An idle pass that settles the instance on a worker that re-checks it
-    (``activities.rechecks``) is followed by the workflow's own pass only RECHECK_NET
-    later (with the spread): the worker looks every interval meanwhile. The wake a
-    re-check sends when it finds a change brings a pass at once, which reads afresh;
-    the instance is then re-checked by the workflow's timer until a pass settles it."""
+    """A pass that converges with nothing to serve settles the instance on a worker that
+    re-checks it (``activities.rechecks``), the first pass and a woken one as much as an
+    idle one: the workflow's own next pass comes only RECHECK_NET later (with the
+    spread), the worker looking every interval meanwhile. The wake a re-check sends
+    when it finds a change brings a pass at once, which reads afresh; one that does not
+    converge is looked at again on the workflow's timer, and the pass that converges
+    settles the instance again."""
     world = World(interval_seconds=60, rechecks=True)
     async with running(time_env, world) as handle:
-        await settled(handle, 1)  # the first pass: not idle, so not settled
-        await time_env.sleep(67)
-        await until(_passes(world, 2))  # a health check: idle, and settled
-        progress = await settled(handle, 2)
-        assert progress.waiting_for.startswith("ready: the worker re-checks every 1m; own pass in")
+        progress = await settled(handle, 1)  # the first pass: converged, nothing to serve
+        assert progress.waiting_for.startswith(SETTLED)
         await time_env.sleep(NET - 100)  # not the 1m interval: RECHECK_NET
-        await _quiet(world, 2)
+        await _quiet(world, 1)
+        world.then("access", Scripted(Outcome.PENDING, "ServiceCreated", 30))
         await handle.signal("wake", Wake(reason="re-check: a step would act"))
-        await until(_passes(world, 3))  # woken: reads afresh, not settled
-        assert (await settled(handle, 3)).waiting_for.startswith("ready: re-check in 1m")
-        await time_env.sleep(67)
-        await until(_passes(world, 4))  # its health check settles it again
-        await settled(handle, 4)
+        await until(_passes(world, 2))  # woken: reads afresh; Pending, so not settled
+        assert (await settled(handle, 2)).waiting_for.startswith("access pending")
+        await time_env.sleep(31)
+        await until(_passes(world, 3))  # its timer's pass converges: settled again
+        assert (await settled(handle, 3)).waiting_for.startswith(SETTLED)
         await time_env.sleep(NET - 100)
-        await _quiet(world, 4)
+        await _quiet(world, 3)
         await time_env.sleep(100 + 60 * 0.1 + 1)
-        await until(_passes(world, 5))  # the safety net: the workflow's own pass
+        await until(_passes(world, 4))  # the safety net: the workflow's own pass
+        assert (await settled(handle, 4)).waiting_for.startswith(SETTLED)
     idle: dict[str, set[bool]] = {}
     for one in world.inputs:
         idle.setdefault(one.pass_id, set()).add(one.idle)
-    assert [sorted(found) for found in idle.values()] == [[False], [True], [False], [True], [True]]
+    assert [sorted(found) for found in idle.values()] == [[False], [False], [False], [True]]
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        pytest.param({"requested": Served(reconcile_requested_at="r1")}, "a request", id="request"),
+        pytest.param({"paused": True}, "a pause", id="paused"),
+    ],
+)
+async def test_a_pass_with_something_to_serve_does_not_settle(
+    time_env: WorkflowEnvironment, change: dict[str, Any], why: str
+) -> None:
+    """A pass that serves a request (or holds its actions while paused) leaves the
+    instance on the workflow's timer, even when every step ends Satisfied: the status
+    it wrote records what it served, so the next pass (an idle one, when nothing else
+    is asked) looks again before the worker takes over."""
+    world = World(interval_seconds=60, rechecks=True)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        for name, value in change.items():
+            setattr(world, name, value)
+        await handle.signal("wake", Wake(reason=f"{why} came"))
+        await until(_passes(world, 2))
+        assert (await settled(handle, 2)).waiting_for.startswith("ready: re-check in 1m"), why
+        world.paused = False
+        await time_env.sleep(67)
+        await until(_passes(world, 3))  # the health check: nothing to serve now
+        assert (await settled(handle, 3)).waiting_for.startswith(SETTLED)
 
 
 async def test_a_started_workers_settle_wake_brings_an_idle_pass_to_a_ready_instance_only(
