@@ -233,14 +233,19 @@ def _sharing(call_api: Callable[..., Any], views: Views | None) -> Callable[...,
 
     def call(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         block = _SHARED.get()
-        if block is None:
-            return call_api(method, url, *args, **kwargs)
-        if method != "GET":
-            confirm_fresh()  # a write no step's act guarded: the same rule
-            block.answers.clear()
-            return call_api(method, url, *args, **kwargs)
         headers = (args[0] if args else kwargs.get("header_params")) or {}
         key = (url, str(headers.get("Accept", "")))
+        if method != "GET":
+            if block is not None:
+                confirm_fresh()  # a write no step's act guarded: the same rule
+                block.answers.clear()
+            response = call_api(method, url, *args, **kwargs)
+            if views is not None and method in {"PATCH", "PUT"}:
+                response.read()
+                views.written(*key, response)
+            return response
+        if block is None:
+            return call_api(method, url, *args, **kwargs)
         if key in block.answers:
             return block.answers[key]
         viewed = views.answer(*key) if views is not None and block.idle else None

@@ -47,7 +47,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from kubernetes import client as k8s
 
@@ -377,6 +377,15 @@ class Views:
             self._answers.move_to_end((url, accept))
             while len(self._answers) > size:
                 self._answers.popitem(last=False)
+
+    def written(self, url: str, accept: str, response: Any) -> None:
+        """Keep what a write of an object answered (a PUT or PATCH of it or of its
+        status: the object as the write left it) as the server's answer to its GET.
+        The views vouch for it once their watch has that version, so the pass after a
+        pass's own write (its status, say) reads the object from them, not the server."""
+        parts = urlsplit(url)
+        path = parts.path.removesuffix("/status")
+        self.remember(urlunsplit(parts._replace(path=path, query="")), accept, response)
 
     # Running.
 

@@ -476,6 +476,29 @@ def create_instance(kube_api: Any, namespace: str) -> str:
     return str(created["metadata"]["uid"])
 
 
+def test_what_a_status_write_answered_is_the_objects_idle_read_with_nothing_asked(
+    counted: Counted, views: Views, kube_api: Any, namespace: str
+) -> None:
+    """A pass's own status write (through the worker's client, outside any pass's reads)
+    keeps what the server answered, the instance as written, as its read: once the view
+    has that version, an idle read of the instance asks the server nothing. Without it,
+    the first idle read after each status write asked for the instance again."""
+    create_instance(kube_api, namespace)
+    (view,) = [v for v in views.views if v.kind.name == "DBInstance"]
+    written = counted.kube.objects.patch_namespaced_custom_object_status(
+        names.GROUP, names.VERSION, namespace, names.PLURAL, "db", {"status": {"phase": "Starting"}}
+    )
+    version = written["metadata"]["resourceVersion"]  # type: ignore[index]
+    eventually(lambda: view.version(namespace, "db") == version, what="the view at the write")
+
+    def read() -> Any:
+        with shared_reads(idle=True):
+            return counted.kube.instance(namespace, "db")
+
+    found, asked = counted.asked(read)
+    assert (found.model.status.phase, asked) == ("Starting", 0)
+
+
 def test_answers_and_spared_reads_are_kept_for_every_instance_served_not_only_the_cached() -> None:
     """Plain data: a worker whose workflow cache (DBI_CACHED_WORKFLOWS, here 1) is smaller
     than its fleet still re-checks every instance; were the answers sized by the cache,
