@@ -134,12 +134,20 @@ def pass_activity(
         if settle is None or (snapshot := pass_input.settle) is None:
             return done
         loaded = pass_input.rechecked(snapshot)
-        ran = LoadedPass(snapshot=snapshot, done=done)
-        if settled(loaded, ran) and settle(activity.info().workflow_id or "", loaded):
+        if _settles(settle, loaded, LoadedPass(snapshot=snapshot, done=done)):
             return done.model_copy(update={"rechecked": True})
         return done
 
     return run
+
+
+def _settles(
+    settle: Callable[[str, LoadedPassInput], bool] | None, loaded: LoadedPassInput, ran: LoadedPass
+) -> bool:
+    """Whether the pass ``ran`` settled the instance and ``settle`` took it on for this
+    activity's workflow (``activities.rechecks``)."""
+    workflow_id = activity.info().workflow_id or ""
+    return settle is not None and settled(loaded, ran) and settle(workflow_id, loaded)
 
 
 def loaded_pass_activity(
@@ -154,8 +162,7 @@ def loaded_pass_activity(
     @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
     def run(loaded: LoadedPassInput) -> LoadedPass:
         ran = loaded_pass(loaded, load, run_pass)
-        workflow_id = activity.info().workflow_id or ""
-        if settle is not None and settled(loaded, ran) and settle(workflow_id, loaded):
+        if _settles(settle, loaded, ran):
             return ran.model_copy(update={"rechecked": True})
         return ran
 

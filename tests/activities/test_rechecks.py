@@ -376,11 +376,9 @@ class Noted:
     def rechecked(self, loaded: LoadedPassInput) -> tuple[str | None, list[str]]:
         """What a re-check of ``loaded`` finds, and the requests it sent."""
         before = len(self.counted.sent)
-        found = recheck(loaded, self.load, self.steps, self.status.unchanged, self.forget)
+        forget = self.ctx.passes.forget
+        found = recheck(loaded, self.load, self.steps, self.status.unchanged, forget)
         return found, [method for method, _ in self.counted.sent[before:]]
-
-    def forget(self, pass_id: str) -> None:
-        self.ctx.passes.forget(pass_id)
 
 
 def noted(counted: Counted, views: Views, kube_api: Any, namespace: str) -> Noted:
