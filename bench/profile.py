@@ -11,6 +11,7 @@ workflow's lifetime is waiting on purpose (timers, signals).
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ class Breakdown:
     # The watcher's wakes by what they were for: the kind and event of their reason
     # ("VirtualMachineInstance modified"), the object's name left out.
     wakes: Counter[str] = field(default_factory=Counter)
+    # The timers that fired by what their wait was for: the wait's summary, its
+    # durations left out ("health pending (Booting): look again in").
+    timers: Counter[str] = field(default_factory=Counter)
 
     def add(self, events: Iterable[HistoryEvent]) -> None:
         events = list(events)
@@ -81,7 +85,13 @@ class Breakdown:
 
     def _count_causes(self, events: list[HistoryEvent]) -> None:
         cause = "other"
+        started: dict[int, str] = {}
         for event in events:
+            if event.event_type == EventType.EVENT_TYPE_TIMER_STARTED:
+                started[event.event_id] = _summary(event)
+            elif event.event_type == EventType.EVENT_TYPE_TIMER_FIRED:
+                attributes = event.timer_fired_event_attributes
+                self.timers[started.get(attributes.started_event_id, "")] += 1
             if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
                 self._count_wake(event)
             # the run's first task is its start's, the wake it was started with included
@@ -108,7 +118,15 @@ class Breakdown:
             "workflow_tasks_lost": self.workflow_tasks_lost / instances,
             **{f"woken_by_{c}": n / instances for c, n in self.woken_by.items()},
             **{f"wake: {r}": n / instances for r, n in self.wakes.most_common()},
+            **{f"timer: {r}": n / instances for r, n in self.timers.most_common()},
         }
+
+
+def _summary(event: HistoryEvent) -> str:
+    """A timer's summary (what its wait was for) without its numbers."""
+    payload = event.user_metadata.summary
+    text = json.loads(payload.data) if payload.data else ""
+    return re.sub(r"\s*\(?\+?\d+[smh]?( spread\))?", "", str(text)).strip()
 
 
 LOCAL_ACTIVITY_MARKER = "core_local_activity"  # the marker sdk-core records for one

@@ -142,6 +142,15 @@ def markdown(results: dict[str, Any]) -> str:
                 )
                 or "none"
             )
+            + ". The timers that fired, per instance, by what their wait was for: "
+            + (
+                ", ".join(
+                    f"{key.removeprefix('timer: ') or 'unnamed'} {value:.3g}"
+                    for key, value in seconds.items()
+                    if key.startswith("timer: ")
+                )
+                or "none"
+            )
             + ".",
         ]
     return "\n".join(lines) + "\n"

@@ -139,3 +139,37 @@ def test_each_workflow_task_is_counted_by_what_brought_it() -> None:
         "other": 1,
     }
     assert per["workflow_tasks"] == 5 and per["workflow_tasks_lost"] == 1
+
+
+def test_fired_timers_are_counted_by_what_their_wait_was_for() -> None:
+    """A fired timer counts under its wait's summary, durations left out; a timer the
+    workflow cancelled (a wake ended the wait) counts nowhere."""
+    e = EventType
+
+    def started(event_id: int, summary: str) -> HistoryEvent:
+        event = _event(event_id, e.EVENT_TYPE_TIMER_STARTED, 0.0)
+        event.user_metadata.summary.data = f'"{summary}"'.encode()
+        return event
+
+    def fired(event_id: int, started_id: int) -> HistoryEvent:
+        return _event(
+            event_id,
+            e.EVENT_TYPE_TIMER_FIRED,
+            0.0,
+            timer_fired_event_attributes={"started_event_id": started_id},
+        )
+
+    history = [
+        started(1, "power pending (Starting): look again in 30s"),
+        fired(2, 1),
+        started(3, "power pending (Starting): look again in 30s"),
+        fired(4, 3),
+        started(5, "health pending (Booting): look again in 2s"),
+        _event(6, e.EVENT_TYPE_TIMER_CANCELED, 0.0),
+        started(7, "ready: re-check in 30s (+2s spread)"),
+        fired(8, 7),
+    ]
+    breakdown = Breakdown()
+    breakdown.add(history)
+    timers = {k.removeprefix("timer: "): v for k, v in breakdown.per(2).items() if "timer: " in k}
+    assert timers == {"power pending (Starting): look again in": 1, "ready: re-check in": 0.5}
