@@ -36,6 +36,7 @@ DEFERRED_CHECK_SECONDS = 300.0
 class Reason(StrEnum):
     SYNCED = SPEC.condition_type
     EXPANDING = "StorageExpanding"
+    BINDING = "StorageBinding"
     RESTARTING = "Restarting"
     RESTART_REQUIRED = "RestartRequired"
     MAINTENANCE_WINDOW = "MaintenanceWindow"
@@ -123,6 +124,14 @@ def _disk(obs: Observation) -> Decision[Action] | None:
     grow = obs.claim_request is not None and obs.claim_request < obs.storage
     if grow and not obs.expandable:
         return _not_expandable(obs.storage_class)
+    if obs.claim_capacity is None and not grow:
+        result = SPEC.result(
+            Outcome.PENDING,
+            Reason.BINDING,
+            "The data disk's claim is not bound to a volume yet.",
+            requeue_after_seconds=CHECK_SECONDS,
+        )
+        return Decision(result)
     if grow or obs.claim_capacity is None or obs.claim_capacity < obs.storage:
         result = SPEC.result(
             Outcome.PENDING,

@@ -19,10 +19,12 @@ may alter an outcome:
   ``spec.volumeName`` and its binding annotations); no step's outcome changes until the
   transition ends (no step reads a claim's phase, and its capacity comes with the
   binding): the write that ends it (``Running``, ``Stopped``, ``Failed``, ``Bound``,
-  ``Lost``, the VMI deleted) is the one that counts. But a root disk's claim becoming
-  ``Bound``: no step reads a root disk's state, and the VM that boots from it shows
-  the binding (its ``Running`` wakes); the data disk's binding brings its capacity,
-  which the resize step reads, and counts.
+  ``Lost``, the VMI deleted) is the one that counts. But a claim becoming ``Bound``
+  does not: the VM that uses the disk cannot start before it, so its ``Running``
+  shows the binding (and wakes); a stopped instance's resize step, which waits for the
+  data disk's capacity, looks again on its own short hint. A claim binds within
+  seconds of its creation while its VM boots for up to a minute, so its wake was a
+  pass that found the VM still starting.
 - **a (re)list**: always, since events may have been missed before it.
 
 Pure functions of the event and what the watcher saw before, tested with plain data.
@@ -105,12 +107,10 @@ def in_transition(kind: str, obj: Manifest) -> bool:
     return state_of(kind, obj) in IN_TRANSITION.get(kind, frozenset())
 
 
-def root_disk_bound(kind: str, obj: Manifest, state_before: str | None) -> bool:
-    """Whether a root disk's claim, last seen on its way (``state_before``), is now Bound."""
-    labels = obj.get("metadata", {}).get("labels") or {}
+def claim_bound(kind: str, obj: Manifest, state_before: str | None) -> bool:
+    """Whether a claim, last seen on its way (``state_before``), is now Bound."""
     return (
         kind == "PersistentVolumeClaim"
-        and labels.get(names.DISK_LABEL) == names.ROOT_DISK
         and state_before in IN_TRANSITION[kind]
         and state_of(kind, obj) == "Bound"
     )
@@ -132,7 +132,7 @@ def child_event_matters(
     if written_last_by_orchestrator(obj):
         return False
     spec_unchanged = before is None or before == obj.get("metadata", {}).get("generation")
-    quiet = in_transition(kind, obj) or root_disk_bound(kind, obj, state_before)
+    quiet = in_transition(kind, obj) or claim_bound(kind, obj, state_before)
     return not (spec_unchanged and quiet)
 
 

@@ -57,6 +57,12 @@ RS = resize.Observation(
             id="wait-capacity",
         ),
         pytest.param(
+            replace(RS, claim_capacity=None, stopped=True),
+            "StorageBinding",
+            None,
+            id="claim-not-bound",
+        ),
+        pytest.param(
             replace(RS, restart_required=True),
             "Restarting",
             resize.Action.RESTART,

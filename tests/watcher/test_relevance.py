@@ -156,31 +156,31 @@ ROOT, DATA = names.ROOT_DISK, names.DATA_DISK
     [
         pytest.param(disk(ROOT, "Bound"), "Pending", False, id="root-disk-bound"),
         pytest.param(disk(ROOT, "Bound"), "", False, id="root-disk-bound-at-once"),
-        pytest.param(disk(DATA, "Bound"), "Pending", True, id="data-disk-bound"),
+        pytest.param(disk(DATA, "Bound"), "Pending", False, id="data-disk-bound"),
         pytest.param(disk(ROOT, "Bound"), None, True, id="root-disk-not-seen-before"),
         pytest.param(disk(ROOT, "Bound"), "Bound", True, id="bound-root-disk-written"),
+        pytest.param(disk(DATA, "Bound"), "Bound", True, id="bound-data-disk-written"),
         pytest.param(disk(ROOT, "Lost"), "Bound", True, id="root-disk-lost"),
+        pytest.param(disk(DATA, "Lost"), "Bound", True, id="data-disk-lost"),
     ],
 )
-def test_a_root_disk_binding_wakes_no_one(
+def test_a_claims_binding_wakes_no_one(
     obj: dict[str, Any], state_before: str | None, matters: bool
 ) -> None:
-    """No step reads a root disk's state and its VM shows the binding, so a root disk's
-    claim becoming Bound changes no outcome; the data disk's binding brings the capacity
-    the resize step waits for, and any later write to a bound root disk (its labels, a
-    hand edit) may change its ownership."""
+    """The VM that uses a disk cannot start before its claim is bound and its Running
+    shows the binding, so a claim becoming Bound changes no outcome; any later write to
+    a bound claim (its capacity after a resize, its labels, a hand edit) may, and so
+    does its loss."""
     assert child_event_matters("MODIFIED", obj, kind=PVC, before=1, state_before=state_before) is (
         matters
     )
 
 
 def test_children_remember_each_claims_state() -> None:
-    """Created, pending, bound: a root disk's claim wakes no one until someone writes to
-    it once bound; the data disk's binding wakes its instance."""
-    children = Children()
-    for state in ("", "Pending", "Bound"):
-        assert not children.event_matters(PVC, "MODIFIED", disk(ROOT, state))
-    assert children.event_matters(PVC, "MODIFIED", disk(ROOT, "Bound"))
-    data = Children()
-    assert not data.event_matters(PVC, "MODIFIED", disk(DATA, "Pending"))
-    assert data.event_matters(PVC, "MODIFIED", disk(DATA, "Bound"))
+    """Created, pending, bound: a claim wakes no one until someone writes to it once
+    bound (the data disk's capacity growing after a resize)."""
+    for which in (ROOT, DATA):
+        children = Children()
+        for state in ("", "Pending", "Bound"):
+            assert not children.event_matters(PVC, "MODIFIED", disk(which, state))
+        assert children.event_matters(PVC, "MODIFIED", disk(which, "Bound"))
