@@ -3,10 +3,11 @@
 Observes the VM's runStrategy, its VMI and ``printableStatus``. Sets runStrategy
 (``Always`` or ``Halted``) with a narrow patch when it differs (Pending), then is
 Pending until KubeVirt shows the transition done (VMI Running and printableStatus
-Running, or no VMI and Stopped), which the watcher's wake brings; a 30 s timer is the
-fallback. A VMI no node can hold (its pod's PodScheduled condition says Unschedulable)
-is Pending with reason Unschedulable and the scheduler's message. Idempotency key:
-runStrategy, set to a fixed value.
+Running, or no VMI and Stopped), which the watcher's wake brings; a look 30 s later is
+the fallback (``announced``: the worker makes it, not the workflow). A VMI no node can
+hold (its pod's PodScheduled condition says Unschedulable) is Pending with reason
+Unschedulable and the scheduler's message. Idempotency key: runStrategy, set to a fixed
+value.
 """
 
 from __future__ import annotations
@@ -21,8 +22,9 @@ from dbi.spec import PowerState
 from dbi.steps import Decision, Outcome, StepInput
 
 # A transition's end is announced: the watcher wakes the instance when the VM or VMI
-# reaches its new state (watcher/relevance.py). The timer is only a fallback; a short
-# one made every booting VM a pass every few seconds, on a machine booting many.
+# reaches its new state (watcher/relevance.py). The look after this is only a fallback
+# for a missed event; a short one made every booting VM a pass every few seconds, on a
+# machine booting many.
 TRANSITION_CHECK_SECONDS = 30.0
 
 
@@ -57,8 +59,14 @@ def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome, and whether runStrategy must be set (pure)."""
 
     def pending(reason: Reason, message: str, change: bool = False) -> Decision[Action]:
+        # A transition under way, set by no change of this pass, ends with an event.
+        announced = reason in (Reason.STARTING, Reason.STOPPING) and not change
         result = SPEC.result(
-            Outcome.PENDING, reason, message, requeue_after_seconds=TRANSITION_CHECK_SECONDS
+            Outcome.PENDING,
+            reason,
+            message,
+            requeue_after_seconds=TRANSITION_CHECK_SECONDS,
+            announced=announced,
         )
         return Decision(result, Action.SET_RUN_STRATEGY if change else None)
 

@@ -17,9 +17,16 @@ again. A worker that starts asks every instance for an idle pass, spread over an
 interval (``Rechecks.start``); one that stops asks its settled instances for one, which
 the workers still polling run and settle (``Rechecks.hand_off``).
 
+A pass that waits on a transition whose end the watcher announces (a VM starting or
+stopping: its last step Pending and ``announced``, every step before it Satisfied)
+hands the worker its fallback the same way (``awaits``): the worker looks again after
+the step's hint (30 s), as often, and wakes the workflow when a look finds anything
+else; the workflow waits ``AWAIT_NET`` (5 min) for its own pass, where it waited the
+hint. The watcher's wake when the VM gets there brings the pass, as before.
+
 So a Ready instance costs the Temporal server a workflow task every six hours instead
-of one a healthCheckInterval, and every look still happens on time (engine.md,
-"Re-checks").
+of one a healthCheckInterval, a booting VM none until it runs, and every look still
+happens on time (engine.md, "Re-checks").
 """
 
 from __future__ import annotations
@@ -79,6 +86,24 @@ def settled(loaded: LoadedPassInput, ran: LoadedPass) -> bool:
     )
 
 
+def awaits(loaded: LoadedPassInput, ran: LoadedPass) -> float | None:
+    """When the pass waits on a transition the watcher announces: the look its step asks
+    for as a fallback (its hint, in seconds), which the worker makes. That is, it ran on
+    the snapshot ``loaded`` expects, every step before its last ran to Satisfied, the
+    last is Pending and ``announced``, and the status was written. None for any other
+    pass."""
+    done = ran.done
+    if done is None or done.raised is not None or not done.written or not done.results:
+        return None
+    *before, last = done.results
+    waiting = last.outcome is Outcome.PENDING and last.announced
+    if not (waiting and last.requeue_after_seconds):
+        return None
+    if any(r.outcome is not Outcome.SATISFIED for r in before):
+        return None
+    return last.requeue_after_seconds
+
+
 def recheck(
     loaded: LoadedPassInput,
     load: Callable[[StepInput], InstanceSnapshot],
@@ -117,7 +142,9 @@ def _differs(
     if done.raised is not None:
         return f"{done.raised} raised"
     for result in done.results:
-        if result.outcome is not Outcome.SATISFIED:
+        # A transition still under way (``awaits``) is what its pass found; any change
+        # in it shows in the status.
+        if result.outcome is not Outcome.SATISFIED and not result.announced:
             return f"{result.step} is {result.outcome.value}: {result.reason}"
     if not unchanged(loaded.then.then.after(done.results)):
         return "the status would change"
@@ -152,11 +179,20 @@ class Rechecks:
     def __len__(self) -> int:
         return len(self._settled)
 
-    def settle(self, workflow_id: str, loaded: LoadedPassInput, check: Check, net: float) -> bool:
+    def settle(
+        self,
+        workflow_id: str,
+        loaded: LoadedPassInput,
+        check: Check,
+        net: float,
+        every: float | None = None,
+    ) -> bool:
         """Re-check the instance of ``workflow_id`` as the settled pass ``loaded`` every
-        healthCheckInterval, until its workflow's own pass, ``net`` seconds from now;
-        False when no re-check would come before that pass (an interval that long)."""
-        every = loaded.expected.health_check_interval_seconds
+        ``every`` seconds (default: its healthCheckInterval), until its workflow's own
+        pass, ``net`` seconds from now; False when no re-check would come before that
+        pass (an interval that long)."""
+        if every is None:
+            every = loaded.expected.health_check_interval_seconds
         if not 0 < every <= net / 2:
             self.forget(workflow_id)
             return False

@@ -38,14 +38,14 @@ from activities.instance import LoadInstance
 from activities.kube import Stale, shared_reads
 from activities.pgupgrade import Upgrades
 from activities.postgres import shared_sessions
-from activities.rechecks import recheck, settled
+from activities.rechecks import awaits, recheck, settled
 from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
 from activities.telemetry import measured
 from dbi import pipeline
-from dbi.messages import RECHECK_NET
+from dbi.messages import AWAIT_NET, RECHECK_NET
 from dbi.status import (
     LoadedPass,
     LoadedPassInput,
@@ -121,7 +121,7 @@ def steps_activity(steps: dict[str, StepActivity]) -> Callable[..., Any]:
 def pass_activity(
     steps: dict[str, StepActivity],
     write: Callable[[StatusInput], bool],
-    settle: Callable[[str, LoadedPassInput], bool] | None = None,
+    settle: Settle | None = None,
 ) -> Callable[..., Any]:
     """Return the activity ``run_pass``: ``run_steps``, then, when no step raised, the
     pass's status written with ``write`` (``WriteStatus.after_steps``); a pass given
@@ -141,19 +141,28 @@ def pass_activity(
     return run
 
 
-def _settles(
-    settle: Callable[[str, LoadedPassInput], bool] | None, loaded: LoadedPassInput, ran: LoadedPass
-) -> bool:
-    """Whether the pass ``ran`` settled the instance and ``settle`` took it on for this
-    activity's workflow (``activities.rechecks``)."""
+# Hand a pass to the worker's re-checks for this workflow id: every healthCheckInterval
+# (None), or every so many seconds (a transition's fallback look); whether it took it.
+Settle = Callable[[str, LoadedPassInput, float | None], bool]
+
+
+def _settles(settle: Settle | None, loaded: LoadedPassInput, ran: LoadedPass) -> bool:
+    """Whether ``settle`` took on the pass ``ran`` for this activity's workflow: one that
+    settled the instance, or one that waits on a transition the watcher announces, whose
+    fallback look the worker makes (``activities.rechecks``)."""
+    if settle is None:
+        return False
     workflow_id = activity.info().workflow_id or ""
-    return settle is not None and settled(loaded, ran) and settle(workflow_id, loaded)
+    if settled(loaded, ran):
+        return settle(workflow_id, loaded, None)
+    every = awaits(loaded, ran)
+    return every is not None and settle(workflow_id, loaded, every)
 
 
 def loaded_pass_activity(
     load: Callable[[StepInput], InstanceSnapshot],
     run_pass: Callable[[PassInput], StepsResult],
-    settle: Callable[[str, LoadedPassInput], bool] | None = None,
+    settle: Settle | None = None,
 ) -> Callable[..., Any]:
     """Return the activity ``load_and_run_pass``: an idle pass's load (``load``), then
     ``run_pass`` when the instance is as the workflow expects (``dbi.status.loaded_pass``);
@@ -181,8 +190,9 @@ def runners(ctx: Context, steps: dict[str, StepActivity]) -> list[Callable[..., 
         def check(loaded: LoadedPassInput) -> str | None:
             return recheck(loaded, load, steps, status.unchanged, ctx.passes.forget)
 
-        def settle(workflow_id: str, loaded: LoadedPassInput) -> bool:
-            return rechecks.settle(workflow_id, loaded, check, RECHECK_NET.total_seconds())
+        def settle(workflow_id: str, loaded: LoadedPassInput, every: float | None) -> bool:
+            net = RECHECK_NET if every is None else AWAIT_NET
+            return rechecks.settle(workflow_id, loaded, check, net.total_seconds(), every)
 
     run_pass = pass_activity(steps, status.after_steps, settle)
     return [steps_activity(steps), run_pass, loaded_pass_activity(load, run_pass, settle)]

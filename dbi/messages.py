@@ -94,6 +94,12 @@ RECORDED_RUN_EVENTS = 300
 # and the worker a replay of the run when its workflow is not cached: at 10,000
 # instances, once an hour was 167 passes a minute (docs/benchmarks.md, F32).
 RECHECK_NET = timedelta(hours=6)
+# A pass that waits on a transition the watcher announces (a VM starting) hands the
+# worker its fallback look (activities.rechecks, ``awaits``): its workflow waits this
+# long for its own pass, a net for a worker that went away; the watcher's wake when the
+# VM runs brings the pass long before. A booting VM's 30 s look was a workflow task, a
+# timer and a marker of its own (docs/benchmarks.md, F53).
+AWAIT_NET = timedelta(minutes=5)
 
 
 class WorkflowInput(BaseModel):

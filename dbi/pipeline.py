@@ -42,10 +42,12 @@ class StepSpec:
         *,
         requeue_after_seconds: float | None = None,
         held: bool = False,
+        announced: bool = False,
         **facts: object,
     ) -> StepResult:
         """Return this step's result; ``facts`` are the fields of ``dbi.steps.Facts``;
-        ``held``: a Pending action waits, and the steps after this one run anyway."""
+        ``held``: a Pending action waits, and the steps after this one run anyway;
+        ``announced``: a Pending transition whose end a watch event announces."""
         return StepResult.model_validate(
             {
                 "step": self.name,
@@ -55,6 +57,7 @@ class StepSpec:
                 "message": message,
                 "requeue_after_seconds": requeue_after_seconds,
                 "held": held,
+                "announced": announced,
                 "facts": facts,
             }
         )

@@ -97,6 +97,12 @@ class StepResult(BaseModel):
         "operator (resizePolicy Deferred); the steps after this one still run, and the "
         "instance is still checked at its healthCheckInterval.",
     )
+    announced: bool = Field(
+        default=False,
+        description="Pending only: a transition whose end the watcher wakes the instance "
+        "on (a VM starting or stopping), so the requeue hint is a fallback for a missed "
+        "event; the worker makes that look, not the workflow (``activities.rechecks``).",
+    )
     facts: Facts = Field(default_factory=Facts)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
-from dbi.messages import RECHECK_NET
+from dbi.messages import AWAIT_NET, RECHECK_NET
 from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome
 
@@ -132,6 +132,19 @@ def rechecked(wait: Wait, interval: timedelta, net: timedelta) -> Wait:
     return Wait(own + spread, summary, wake_on_any_signal=True)
 
 
+def awaited(wait: Wait, net: timedelta) -> Wait:
+    """The wait after a Pending pass the worker took on (``activities.rechecks``,
+    ``awaits``: a transition the watcher announces): the worker makes the step's
+    fallback look after ``wait`` and as often, waking the workflow when a look finds a
+    change, and the watcher's wake brings the pass once the transition ends; the
+    workflow's own pass is a net, ``net`` later (never sooner than ``wait``)."""
+    every = wait.timeout or timedelta(0)
+    own = max(net, every)
+    head = wait.summary.split(": look again", 1)[0]
+    summary = f"{head}: the worker looks again every {_human(every)}; own pass in {_human(own)}"
+    return Wait(own, summary, wake_on_any_signal=True)
+
+
 def pending_key(report: PassReport) -> tuple[str, str] | None:
     """What a Pending pass waits for (its step and reason); None for any other pass."""
     blocking = report.blocking
@@ -176,7 +189,8 @@ class Streaks:
         self, report: PassReport, snapshot: InstanceSnapshot, *, spread: float, settled: bool
     ) -> tuple[Wait, Streaks]:
         """Return how to wait after ``report``, and the streaks once it is the latest;
-        ``settled``: the worker re-checks the instance (``rechecked``)."""
+        ``settled``: the worker re-checks the instance (``rechecked``), or makes the
+        fallback look of a Pending one (``awaited``)."""
         blocking = report.blocking
         transient = blocking is not None and blocking.outcome is Outcome.TRANSIENT
         streaks = replace(
@@ -195,4 +209,6 @@ class Streaks:
         if settled and blocking is None:
             interval = timedelta(seconds=snapshot.health_check_interval_seconds)
             wait = rechecked(wait, interval, RECHECK_NET)
+        elif settled and blocking is not None and blocking.outcome is Outcome.PENDING:
+            wait = awaited(wait, AWAIT_NET)
         return wait, replace(streaks, at_once=streaks.at_once + 1 if wait.at_once else 0)

@@ -101,3 +101,40 @@ def test_the_scheduler_message_is_read_only_from_a_vmi_waiting_for_a_node() -> N
     assert power._unschedulable(waiting) == "m"
     assert power._unschedulable(running) is None
     assert power._unschedulable(None) is None
+
+
+@pytest.mark.parametrize(
+    ("obs", "announced"),
+    [
+        pytest.param(
+            power.Observation(PowerState.RUNNING, "Always", "Scheduled", "Starting"),
+            True,
+            id="booting",
+        ),
+        pytest.param(
+            power.Observation(PowerState.STOPPED, "Halted", "Running", "Stopping"),
+            True,
+            id="stopping",
+        ),
+        pytest.param(
+            power.Observation(PowerState.RUNNING, "Halted", None, "Stopped"),
+            False,
+            id="start-asked-by-this-pass",
+        ),
+        pytest.param(
+            power.Observation(
+                PowerState.RUNNING, "Always", "Scheduling", "ErrorUnschedulable", unschedulable="m"
+            ),
+            False,
+            id="unschedulable",
+        ),
+        pytest.param(power.Observation(PowerState.RUNNING, None, None, None), False, id="no-vm"),
+    ],
+)
+def test_only_a_transition_under_way_is_announced(obs: power.Observation, announced: bool) -> None:
+    """A VM starting or stopping, which this pass did not ask for, ends with an event
+    the watcher wakes the instance on: its 30 s look is a fallback the worker may make.
+    Not so a start this pass asked for, a VM no node holds, or one that does not exist."""
+    result = power.decide(obs).result
+    assert result.outcome is Outcome.PENDING and result.announced is announced
+    assert result.requeue_after_seconds == power.TRANSITION_CHECK_SECONDS

@@ -21,7 +21,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.instance import LoadInstance
 from activities.kube import shared_reads
-from activities.rechecks import STUCK_SECONDS, Rechecks, Signal, recheck, settled
+from activities.rechecks import STUCK_SECONDS, Rechecks, Signal, awaits, recheck, settled
 from activities.registry import StepActivity, loaded_pass_activity, pass_activity
 from activities.status import WriteStatus
 from activities.step import Context
@@ -30,7 +30,7 @@ from activities.views import Views
 from dbi import names, pipeline
 from dbi.config import Config
 from dbi.health import Health
-from dbi.messages import Wake
+from dbi.messages import AWAIT_NET, Wake
 from dbi.models import Served
 from dbi.status import (
     LoadedPass,
@@ -125,6 +125,56 @@ def test_only_a_pass_that_found_all_satisfied_and_wrote_its_status_settles(
     assert settled(loaded, LoadedPass(snapshot=SNAPSHOT, done=done)) is is_settled
 
 
+def starting(step: str = SPEC.name, *, announced: bool = True) -> StepResult:
+    """Pending on a transition the watcher announces (``announced``), as a VM starting."""
+    result = SPEC.result(
+        Outcome.PENDING, "Starting", "starting", requeue_after_seconds=30, announced=announced
+    )
+    return result.model_copy(update={"step": step})
+
+
+TWO = (pipeline.CONVERGE[0].name, pipeline.CONVERGE[1].name)
+
+
+@pytest.mark.parametrize(
+    ("done", "every"),
+    [
+        pytest.param(
+            StepsResult(results=[satisfied(), starting(TWO[1])], written=True), 30, id="awaits"
+        ),
+        pytest.param(
+            StepsResult(results=[satisfied(), starting(TWO[1])]), None, id="status-not-written"
+        ),
+        pytest.param(
+            StepsResult(results=[satisfied(), starting(TWO[1], announced=False)], written=True),
+            None,
+            id="not-announced",
+        ),
+        pytest.param(
+            StepsResult(results=[starting(), satisfied(TWO[1])], written=True),
+            None,
+            id="not-the-last",
+        ),
+        pytest.param(
+            StepsResult(results=[satisfied(), satisfied(TWO[1])], written=True), None, id="settled"
+        ),
+        pytest.param(
+            StepsResult(results=[satisfied()], raised=TWO[1], written=True), None, id="raised"
+        ),
+        pytest.param(None, None, id="snapshot-not-expected"),
+    ],
+)
+def test_only_a_pass_whose_last_step_waits_on_an_announced_transition_is_awaited(
+    done: StepsResult | None, every: float | None
+) -> None:
+    """The worker makes the fallback look of a pass that ran every step to Satisfied but
+    its last, Pending on a transition the watcher announces, and wrote its status: at the
+    step's hint. Any other pass it leaves to the workflow (or settles, when all are
+    Satisfied)."""
+    loaded = loaded_input(SNAPSHOT, steps=TWO)
+    assert awaits(loaded, LoadedPass(snapshot=SNAPSHOT, done=done)) == every
+
+
 def test_a_pass_that_left_steps_unrun_does_not_settle() -> None:
     two = (pipeline.CONVERGE[0].name, pipeline.CONVERGE[1].name)
     loaded = loaded_input(SNAPSHOT, steps=two)
@@ -168,6 +218,21 @@ def test_a_settled_instance_is_rechecked_every_interval_until_its_own_pass() -> 
             times.append(clock.now - 1000)
     # Every minute until the workflow's own pass, an hour on; none as that pass comes.
     assert times == [60.0 * k for k in range(1, 60)]
+    assert len(rechecks) == 0
+
+
+def test_an_awaited_transition_is_looked_at_every_hint_until_its_own_pass() -> None:
+    """A transition's fallback look comes at the step's hint (30 s), not the
+    healthCheckInterval, until the workflow's own pass AWAIT_NET on."""
+    rechecks, clock, _ = schedule()
+    net = AWAIT_NET.total_seconds()
+    assert rechecks.settle("wf-a", loaded_input(SNAPSHOT), quiet, net, every=30)
+    times = []
+    for _ in range(int(net)):
+        clock.now += 1
+        if due_ids(rechecks):
+            times.append(clock.now - 1000)
+    assert times == [30.0 * k for k in range(1, 10)]
     assert len(rechecks) == 0
 
 
@@ -454,7 +519,8 @@ def test_a_woken_pass_that_converges_settles_and_its_recheck_reads_the_views(
     one = idle_pass.steps.model_copy(update={"step_input": woken})
     given: list[LoadedPassInput] = []
 
-    def settle(workflow_id: str, loaded: LoadedPassInput) -> bool:
+    def settle(workflow_id: str, loaded: LoadedPassInput, every: float | None) -> bool:
+        assert every is None  # every healthCheckInterval
         given.append(loaded)
         return True
 
@@ -481,3 +547,43 @@ def test_a_woken_pass_that_converges_settles_and_its_recheck_reads_the_views(
     done = ActivityEnvironment().run(run_pass, idle_pass.model_copy(update={"steps": one}))
     assert done.results[0].outcome is Outcome.SATISFIED and not done.rechecked
     assert given == []
+
+
+@pytest.mark.stack
+def test_a_pass_waiting_on_an_announced_transition_hands_its_look_to_the_worker(
+    counted: Counted,
+    views: Views,
+    kube_api: Any,
+    namespace: str,
+) -> None:
+    """A woken pass whose last step waits on a transition the watcher announces (a VM
+    starting: Pending, ``announced``) hands the worker its fallback look at the step's
+    hint. The look reads from the views, is quiet while the transition is as the pass
+    found it (the Pending status it wrote is the one it derives again), and reports the
+    transition's end (the status would change), acting on nothing."""
+    db = noted(counted, views, kube_api, namespace)
+    db.note("wait")
+    woken = StepInput(namespace=namespace, name="db", uid=db.uid, pass_id=RUN_TWO)
+    snapshot = ActivityEnvironment().run(db.load, woken)
+    idle_pass = loaded_input(snapshot, namespace).then
+    one = idle_pass.steps.model_copy(update={"step_input": woken})
+    given: list[tuple[LoadedPassInput, float | None]] = []
+
+    def settle(workflow_id: str, loaded: LoadedPassInput, every: float | None) -> bool:
+        given.append((loaded, every))
+        return True
+
+    run_pass = pass_activity(db.steps, db.status.after_steps, settle)
+    done: StepsResult = ActivityEnvironment().run(
+        run_pass, idle_pass.model_copy(update={"steps": one, "settle": snapshot})
+    )
+    assert done.rechecked and done.written
+    assert done.results[-1].outcome is Outcome.PENDING and done.results[-1].announced
+    [(loaded, every)] = given
+    assert every == 30 and loaded.load.idle and loaded.expected == snapshot
+    eventually(lambda: db.rechecked(loaded) == (None, []), what="a quiet look, views alone")
+
+    db.note("1")  # the transition ends
+    eventually(lambda: db.rechecked(loaded)[0] == "the status would change", what="the end seen")
+    assert set(db.rechecked(loaded)[1]) <= {"GET"}
+    assert db.acted == []

@@ -185,7 +185,8 @@ def test_an_idle_pass_that_would_act_on_a_lagging_view_runs_again_on_fresh_reads
 
 def note_step(namespace: str, acted: list[str]) -> Anatomy[Any, Any]:
     """A step that observes the note on the Service ``db`` of ``namespace``: Satisfied,
-    but for the note "act", on which it acts (the action recorded in ``acted``)."""
+    but for the note "act", on which it acts (the action recorded in ``acted``), and the
+    note "wait": Pending on a transition the watcher announces, as a VM starting is."""
 
     def observe(ctx: Context, instance: Any, step_input: StepInput) -> str | None:
         return note(ctx.kube.service(namespace, "db"))
@@ -193,6 +194,11 @@ def note_step(namespace: str, acted: list[str]) -> Anatomy[Any, Any]:
     def decide(seen: str | None) -> Decision[str]:
         if seen == "act":
             return Decision(SPEC.result(Outcome.PENDING, "Acting", "acting"), "act")
+        if seen == "wait":
+            waiting = SPEC.result(
+                Outcome.PENDING, "Starting", "starting", requeue_after_seconds=30, announced=True
+            )
+            return Decision(waiting)
         return Decision(SPEC.result(Outcome.SATISFIED, "Done", "nothing to do"))
 
     def act(ctx: Context, instance: Any, seen: str | None, action: str) -> None:

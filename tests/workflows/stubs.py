@@ -20,7 +20,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.rechecks import settled
+from activities.rechecks import awaits, settled
 from activities.telemetry import measured
 from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
@@ -46,6 +46,7 @@ class Scripted:
     reason: str = "Scripted"
     requeue_after: float | None = None
     held: bool = False  # a Pending action that waits (a window): the pass goes on
+    announced: bool = False  # a Pending transition whose end the watcher announces
 
 
 @dataclass
@@ -86,9 +87,14 @@ class World:
     status_fails: bool = False
     clock: Callable[[], Awaitable[datetime]] | None = None
     # When set, a pass that settles the instance (an idle one, or one given what its load
-    # found) says the worker re-checks it (``activities.rechecks``), as the real
-    # load_and_run_pass and run_pass do on a worker with them.
+    # found), or waits on an announced transition, says the worker re-checks it
+    # (``activities.rechecks``), as the real load_and_run_pass and run_pass do on a
+    # worker with them.
     rechecks: bool = False
+
+    def takes_on(self, loaded: LoadedPassInput, ran: LoadedPass) -> bool:
+        """Whether a worker with re-checks takes on the pass (``registry._settles``)."""
+        return self.rechecks and (settled(loaded, ran) or awaits(loaded, ran) is not None)
 
     def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
         """Return what ``step`` does now: scripted, or Satisfied, with the side effects
@@ -185,6 +191,7 @@ def _result(step: str, condition: str, scripted: Scripted) -> StepResult:
         message=f"{step} is {scripted.outcome.value.lower()} (scripted).",
         requeue_after_seconds=scripted.requeue_after,
         held=scripted.held,
+        announced=scripted.announced,
     )
 
 
@@ -214,7 +221,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
         if (snapshot := pass_input.settle) is None:
             return done
         ran = LoadedPass(snapshot=snapshot, done=done)
-        rechecked = world.rechecks and settled(pass_input.rechecked(snapshot), ran)
+        rechecked = world.takes_on(pass_input.rechecked(snapshot), ran)
         return done.model_copy(update={"rechecked": rechecked})
 
     @activity.defn(name=pipeline.LOAD_INSTANCE)
@@ -229,7 +236,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
         if snapshot != loaded.expected:
             return LoadedPass(snapshot=snapshot)
         ran = LoadedPass(snapshot=snapshot, done=await run_pass(loaded.then))
-        return ran.model_copy(update={"rechecked": world.rechecks and settled(loaded, ran)})
+        return ran.model_copy(update={"rechecked": world.takes_on(loaded, ran)})
 
     @activity.defn(name=pipeline.WRITE_STATUS)
     async def write_status(status: StatusInput) -> None:

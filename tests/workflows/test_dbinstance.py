@@ -16,7 +16,15 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import maintenance, pipeline
-from dbi.messages import RECHECK_NET, TASK_TIMEOUT, Progress, ResizeResult, RotationResult, Wake
+from dbi.messages import (
+    AWAIT_NET,
+    RECHECK_NET,
+    TASK_TIMEOUT,
+    Progress,
+    ResizeResult,
+    RotationResult,
+    Wake,
+)
 from dbi.models import Phase, Served
 from dbi.spec import MaintenanceWindow
 from dbi.status import StatusInput, summarize
@@ -276,6 +284,42 @@ async def test_a_pass_the_worker_settled_waits_the_net_and_a_recheck_wake_brings
     for one in world.inputs:
         idle.setdefault(one.pass_id, set()).add(one.idle)
     assert [sorted(found) for found in idle.values()] == [[False], [False], [False], [True]]
+
+
+STARTING = Scripted(Outcome.PENDING, "Starting", 30, announced=True)  # a VM booting
+AWAITED = "power pending (Starting): the worker looks again every 30s; own pass in 5m"
+
+
+async def test_a_pass_waiting_on_an_announced_transition_leaves_its_look_to_the_worker(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A pass that finds a VM starting (power Pending, ``announced``) on a worker that
+    takes it on (``activities.rechecks.awaits``) waits AWAIT_NET for its own pass, not
+    the step's 30 s: the worker makes that look, and the watcher's wake when the VM runs
+    brings the pass. With nothing to wake it, the workflow's own pass comes at the net.
+    On a worker that does not take it on, the timer brings the pass after 30 s."""
+    world = World(interval_seconds=60, rechecks=True)
+    world.then("power", STARTING, STARTING)
+    async with running(time_env, world) as handle:
+        assert (await settled(handle, 1)).waiting_for == AWAITED
+        await time_env.sleep(31)
+        await _quiet(world, 1)  # no pass of the workflow's own at the step's 30 s
+        await handle.signal("wake", Wake(reason="VirtualMachine db modified"))
+        await until(_passes(world, 2))  # the VM runs: still starting, as scripted
+        assert (await settled(handle, 2)).waiting_for == AWAITED
+        await time_env.sleep(AWAIT_NET.total_seconds() - 10)
+        await _quiet(world, 2)
+        await time_env.sleep(11)
+        await until(_passes(world, 3))  # the net: its own pass, which converges
+        assert (await settled(handle, 3)).waiting_for.startswith(SETTLED)
+
+    timed = World(interval_seconds=60)
+    timed.then("power", STARTING)
+    async with running(time_env, timed) as handle:
+        waiting = (await settled(handle, 1)).waiting_for
+        assert waiting == "power pending (Starting): look again in 30s"
+        await time_env.sleep(31)
+        await until(_passes(timed, 2))
 
 
 @pytest.mark.parametrize(
