@@ -134,26 +134,22 @@ def markdown(results: dict[str, Any]) -> str:
                 f"{cause} {seconds.get(f'woken_by_{cause}', 0):.3g}" for cause in profile.CAUSES
             )
             + ". The watcher's wakes, per instance, by what they were for: "
-            + (
-                ", ".join(
-                    f"{key.removeprefix('wake: ')} {value:.3g}"
-                    for key, value in seconds.items()
-                    if key.startswith("wake: ")
-                )
-                or "none"
-            )
+            + _counted(seconds, "wake: ")
             + ". The timers that fired, per instance, by what their wait was for: "
-            + (
-                ", ".join(
-                    f"{key.removeprefix('timer: ') or 'unnamed'} {value:.3g}"
-                    for key, value in seconds.items()
-                    if key.startswith("timer: ")
-                )
-                or "none"
-            )
+            + _counted(seconds, "timer: ")
             + ".",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _counted(seconds: dict[str, float], prefix: str) -> str:
+    """The figures under ``prefix`` (``profile.Breakdown.per``), by what they counted."""
+    found = [
+        f"{key.removeprefix(prefix) or 'unnamed'} {value:.3g}"
+        for key, value in seconds.items()
+        if key.startswith(prefix)
+    ]
+    return ", ".join(found) or "none"
 
 
 def _medians(results: dict[str, Any]) -> list[str]:
