@@ -409,7 +409,10 @@ class DBInstanceWorkflow:
         self.s.next_wakeup = workflow.now() + wait.timeout if wait.timeout else None
 
         def woken() -> bool:
-            settle = self.s.settle and report.converged
+            # A settle wake (a worker starting or stopping) asks for the pass of a wait
+            # the worker took on: a settled instance's, or a transition's look
+            # (``activities.rechecks``), which a worker that died took with it.
+            settle = self.s.settle and (report.converged or self.s.rechecked)
             return self.c.woken or self.s.requests.pending() or settle
 
         def changed() -> bool:

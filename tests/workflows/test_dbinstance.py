@@ -313,6 +313,15 @@ async def test_a_pass_waiting_on_an_announced_transition_leaves_its_look_to_the_
         await until(_passes(world, 3))  # the net: its own pass, which converges
         assert (await settled(handle, 3)).waiting_for.startswith(SETTLED)
 
+    # A worker that starts (or stops) asks for the pass of a wait the worker took on: the
+    # look went with a worker that died.
+    handed = World(interval_seconds=60, rechecks=True)
+    handed.then("power", STARTING)
+    async with running(time_env, handed) as handle:
+        assert (await settled(handle, 1)).waiting_for == AWAITED
+        await handle.signal("wake", Wake(reason="a worker started", settle=True))
+        await until(_passes(handed, 2))
+
     timed = World(interval_seconds=60)
     timed.then("power", STARTING)
     async with running(time_env, timed) as handle:
