@@ -164,14 +164,15 @@ def loaded_pass_activity(
     run_pass: Callable[[PassInput], StepsResult],
     settle: Settle | None = None,
 ) -> Callable[..., Any]:
-    """Return the activity ``load_and_run_pass``: an idle pass's load (``load``), then
+    """Return the activity ``load_and_run_pass``: a pass's load (``load``), then
     ``run_pass`` when the instance is as the workflow expects (``dbi.status.loaded_pass``);
-    a pass that settled the instance is handed to ``settle`` (``activities.rechecks``)."""
+    a pass that settled the instance is handed to ``settle`` as an idle pass's re-check
+    (``activities.rechecks``), a woken pass's too."""
 
     @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
     def run(loaded: LoadedPassInput) -> LoadedPass:
         ran = loaded_pass(loaded, load, run_pass)
-        if _settles(settle, loaded, ran):
+        if _settles(settle, loaded.rechecked(), ran):
             return ran.model_copy(update={"rechecked": True})
         return ran
 

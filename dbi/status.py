@@ -426,15 +426,20 @@ class PassInput(BaseModel):
 
 
 class LoadedPassInput(BaseModel):
-    """What the activity ``load_and_run_pass`` is given: an idle pass's load, the
-    snapshot the workflow expects it to find (the last pass's) and the pass it means to
-    run on that snapshot."""
+    """What the activity ``load_and_run_pass`` is given: a pass's load (an idle pass's,
+    from the views, or a woken one's, afresh), the snapshot the workflow expects it to
+    find (the last pass's) and the pass it means to run on that snapshot."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     load: StepInput
     expected: InstanceSnapshot
     then: PassInput
+
+    def rechecked(self) -> LoadedPassInput:
+        """This pass as a re-check repeats it: an idle pass reads from the views as it
+        is; a woken one (its load and steps read afresh) is made to."""
+        return self if self.load.idle else self.then.rechecked(self.expected)
 
 
 class LoadedPass(BaseModel):

@@ -102,10 +102,12 @@ class DBInstanceWorkflow:
                     self.c.woken = self.c.retry = False
                 # The pass's load and steps share an id: the steps start from its read.
                 pass_id = f"{workflow.info().run_id}/{self.c.passes}"
-                # An idle pass expects the instance as the last pass found it: one local
+                # A pass may expect the instance as the last pass found it: one local
                 # activity loads it and, when so, runs the pass too.
                 expected = self._unchanged(idle=idle, local=local)
-                ran = await self._load_and_run(pass_id, expected) if expected is not None else None
+                ran = None
+                if expected is not None:
+                    ran = await self._load_and_run(pass_id, expected, idle=idle)
                 snapshot = ran[0] if ran else await self._load(pass_id, local=local, idle=idle)
                 if not snapshot.exists or (self.c.uid is not None and snapshot.uid != self.c.uid):
                     self.s.requests.refuse_all("the instance no longer exists")
@@ -240,12 +242,17 @@ class DBInstanceWorkflow:
         )
 
     def _unchanged(self, *, idle: bool, local: bool) -> InstanceSnapshot | None:
-        """The snapshot an idle pass expects its load to find: the last pass's, when that
-        pass had nothing to serve (no request, deletion or pause) and the workflow has
-        no request waiting; else None (the pass loads first, then decides)."""
+        """The snapshot a pass expects its load to find: the last pass's, when that pass
+        had nothing to serve (no request, deletion or pause), the workflow has no request
+        waiting and, for a pass that reads afresh (a wake's, a hint's), no wake announced
+        a newer generation; else None (the pass loads first, then decides)."""
         last = self.s.last_snapshot
-        if not (idle and local and last is not None):
+        if not (local and last is not None):
             return None
+        if not idle:  # asked first: a run without it asks nothing more here, as before
+            newer = self.c.signaled_generation > last.generation
+            if newer or not patches.fresh_load_with_steps():
+                return None
         ahead = self._quiet(last) and patches.in_one_activity(local=local)
         return last if ahead and patches.status_with_steps() and patches.load_with_steps() else None
 
@@ -258,13 +265,14 @@ class DBInstanceWorkflow:
         return snapshot.exists and not busy and served and snapshot.unserved == Served()
 
     async def _load_and_run(
-        self, pass_id: str, expected: InstanceSnapshot
+        self, pass_id: str, expected: InstanceSnapshot, *, idle: bool
     ) -> tuple[InstanceSnapshot, tuple[Begun, StepsResult] | None] | None:
         """Load the instance and, when it is as ``expected``, run the pass's steps and
         write its status, in one local activity; the snapshot, and the pass when it ran.
-        None when the activity failed: the pass loads as any other does."""
-        begun = self._begin(expected, pass_id, rotated=Served(), idle=True)
-        load = self._load_input(pass_id, idle=True)
+        An ``idle`` pass reads from the worker's views, a woken one afresh. None when the
+        activity failed: the pass loads as any other does."""
+        begun = self._begin(expected, pass_id, rotated=Served(), idle=idle)
+        load = self._load_input(pass_id, idle=idle)
         then = PassInput(
             steps=steps_input(begun.pipeline, begun.step_input, past_held=patches.past_held()),
             then=begun.status,
@@ -281,7 +289,7 @@ class DBInstanceWorkflow:
         except FailureError as e:
             if isinstance(e, CancelledError):
                 raise
-            workflow.logger.warning("the idle pass failed in one activity; loading first now")
+            workflow.logger.warning("the pass failed in one activity; loading first now")
             return None
         self.s.rechecked = loaded.rechecked
         return loaded.snapshot, (begun, loaded.done) if loaded.done is not None else None

@@ -62,6 +62,15 @@ in tests/workflows/histories/ that lack a marker are dropped at that point too.
   server's visibility writes with them). A run begun before it asks the patches above
   as it did. A patch added after it is asked at the start beside it (``at_start``).
 
+- ``fresh-load-with-steps``: a pass that reads afresh (one a wake or its step's hint
+  brought: the VM running, a Secret edited, a Pending step's next look) and expects the
+  instance as the last pass found it (no wake announced a newer generation) loads it
+  and runs its pass in one local activity (``load_and_run_pass``), as an idle pass does
+  from the views: one marker where it recorded two.
+- ``folded-patches-2``: as ``folded-patches``, for that fold, the patch asked beside it
+  and ``fresh-load-with-steps`` (``FOLDED_2``): a new run records one marker where it
+  would record three, and the SDK's upsert of TemporalChangeVersion once.
+
 To retire one: check that no running workflow began before it (every instance's run
 has continued as new since, with a worker that knows it: ``temporal workflow list``
 with ``StartTime`` after the release), replace ``patched`` by ``deprecate_patch``
@@ -99,6 +108,8 @@ LOAD_WITH_STEPS = "load-with-steps"
 TIMER_HISTORY_READS = "timer-history-reads"
 PATCHES_AT_START = "patches-at-start"
 FOLDED_PATCHES = "folded-patches"
+FRESH_LOAD_WITH_STEPS = "fresh-load-with-steps"
+FOLDED_PATCHES_2 = "folded-patches-2"
 # Every patch above, in the order a run that has PATCHES_AT_START asks them at its start.
 ASKED_AT_START = (
     LOCAL_HEALTH_CHECKS,
@@ -117,6 +128,7 @@ ASKED_AT_START = (
     STATUS_WITH_STEPS,
     LOAD_WITH_STEPS,
     TIMER_HISTORY_READS,
+    FRESH_LOAD_WITH_STEPS,
 )
 # The patches FOLDED_PATCHES stands for: a run that has it has each of these. Written
 # out, never derived from ASKED_AT_START: a patch added later is not among them (a run
@@ -141,6 +153,10 @@ FOLDED = frozenset(
         LOAD_WITH_STEPS,
     }
 )
+# The patches FOLDED_PATCHES_2 stands for, written out as FOLDED is.
+FOLDED_2 = FOLDED | {FOLDED_PATCHES, TIMER_HISTORY_READS, FRESH_LOAD_WITH_STEPS}
+# Each fold and what it stands for, the newest first: a run has at most one.
+FOLDS = ((FOLDED_PATCHES_2, FOLDED_2), (FOLDED_PATCHES, FOLDED))
 # The steps that joined a pipeline under a patch, each with its patch.
 PATCHED_STEPS = (
     (steps.RETENTION.name, RETENTION_STEP),
@@ -154,15 +170,16 @@ PATCHED_STEPS = (
 
 
 def at_start() -> bool:
-    """Ask every patch now, at the start of the run, when the run has FOLDED_PATCHES or
-    PATCHES_AT_START: the SDK keeps each answer for the run, so the calls below return it
-    wherever they are asked (a marker recorded later could read differently on replay).
-    Whether it did. Call before the run's first activity."""
-    if workflow.patched(FOLDED_PATCHES):
-        for patch in ASKED_AT_START:
-            if patch not in FOLDED:
-                workflow.patched(patch)
-        return True
+    """Ask every patch now, at the start of the run, when the run has a fold (``FOLDS``,
+    newest first) or PATCHES_AT_START: the SDK keeps each answer for the run, so the
+    calls below return it wherever they are asked (a marker recorded later could read
+    differently on replay). Whether it did. Call before the run's first activity."""
+    for fold, stands_for in FOLDS:
+        if workflow.patched(fold):
+            for patch in ASKED_AT_START:
+                if patch not in stands_for:
+                    workflow.patched(patch)
+            return True
     if not workflow.patched(PATCHES_AT_START):
         return False
     for patch in ASKED_AT_START:
@@ -171,9 +188,10 @@ def at_start() -> bool:
 
 
 def has(patch: str) -> bool:
-    """Whether this run has ``patch``: every run that has FOLDED_PATCHES has the patches
-    it stands for, and records no marker of their own; another run asks the patch."""
-    return (patch in FOLDED and workflow.patched(FOLDED_PATCHES)) or workflow.patched(patch)
+    """Whether this run has ``patch``: a run that has a fold has the patches it stands
+    for, and records no marker of their own; another run asks the patch."""
+    folded = any(patch in stands_for and workflow.patched(fold) for fold, stands_for in FOLDS)
+    return folded or workflow.patched(patch)
 
 
 def pipeline(snapshot: InstanceSnapshot) -> tuple[steps.StepSpec, ...]:
@@ -226,6 +244,12 @@ def load_with_steps() -> bool:
     """Whether an idle pass that expects the instance unchanged loads it and runs its
     steps in one local activity (else it loads first, in a local activity of its own)."""
     return has(LOAD_WITH_STEPS)
+
+
+def fresh_load_with_steps() -> bool:
+    """Whether a pass that reads afresh and expects the instance unchanged loads it and
+    runs its steps in one local activity, as an idle pass does (else it loads first)."""
+    return has(FRESH_LOAD_WITH_STEPS)
 
 
 def timer_history_reads() -> bool:

@@ -550,6 +550,56 @@ def test_a_woken_pass_that_converges_settles_and_its_recheck_reads_the_views(
 
 
 @pytest.mark.stack
+def test_a_woken_pass_run_with_its_load_reads_afresh_and_hands_on_an_idle_recheck(
+    counted: Counted,
+    views: Views,
+    kube_api: Any,
+    namespace: str,
+) -> None:
+    """A woken pass that expects the instance as the last pass found it loads it and runs
+    its steps in one activity (``load_and_run_pass``), reading from the server, not the
+    views. When it converges with nothing to serve, the worker is handed the pass as an
+    idle pass's re-check: its reads come from the views (none sent once they have the
+    pass's status), and it still sees a change a step would act on. A load that finds
+    another snapshot runs nothing and hands nothing on."""
+    db = noted(counted, views, kube_api, namespace)
+    first = StepInput(namespace=namespace, name="db", uid=db.uid, pass_id=RUN_ONE)
+    snapshot = ActivityEnvironment().run(db.load, first)
+    idle = loaded_input(snapshot, namespace)
+    fresh = StepInput(namespace=namespace, name="db", uid=db.uid, pass_id=RUN_TWO)
+    then = idle.then.model_copy(
+        update={"steps": idle.then.steps.model_copy(update={"step_input": fresh})}
+    )
+    woken = LoadedPassInput(load=fresh, expected=snapshot, then=then)
+    given: list[LoadedPassInput] = []
+
+    def settle(workflow_id: str, loaded: LoadedPassInput, every: float | None) -> bool:
+        assert every is None  # every healthCheckInterval
+        given.append(loaded)
+        return True
+
+    run_pass = pass_activity(db.steps, db.status.after_steps)
+    activity = loaded_pass_activity(db.load, run_pass, settle)
+    before = len(counted.sent)
+    ran: LoadedPass = ActivityEnvironment().run(activity, woken)
+    sent = [(method, path) for method, path in counted.sent[before:] if method == "GET"]
+    assert any(path.endswith("/dbinstances/db") for _, path in sent), sent  # afresh
+    assert ran.done is not None and ran.done.written and ran.rechecked
+    [loaded] = given
+    assert loaded.load.idle and loaded.then.steps.step_input.idle and loaded.expected == snapshot
+    eventually(lambda: db.rechecked(loaded) == (None, []), what="a quiet re-check, views alone")
+    db.note("act")
+    eventually(lambda: db.rechecked(loaded)[0] == "a step would act", what="the Service seen")
+    assert db.acted == []
+
+    given.clear()
+    changed = woken.model_copy(update={"expected": snapshot.model_copy(update={"generation": 9})})
+    ran = ActivityEnvironment().run(activity, changed)
+    assert (ran.snapshot, ran.done, ran.rechecked, given) == (snapshot, None, False, [])
+    assert db.acted == []
+
+
+@pytest.mark.stack
 def test_a_pass_waiting_on_an_announced_transition_hands_its_look_to_the_worker(
     counted: Counted,
     views: Views,

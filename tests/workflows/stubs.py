@@ -66,6 +66,7 @@ class World:
     raises_once: set[str] = field(default_factory=set)  # the next call raises
     calls: list[tuple[str, datetime]] = field(default_factory=list)
     inputs: list[StepInput] = field(default_factory=list)
+    loads: list[StepInput] = field(default_factory=list)  # each load's input
     reports: list[StatusInput] = field(default_factory=list)
     rotations: list[tuple[str, float, float]] = field(default_factory=list)
     rotated_ids: set[str] = field(default_factory=set)
@@ -226,17 +227,19 @@ def activities(world: World) -> list[Callable[..., Any]]:
 
     @activity.defn(name=pipeline.LOAD_INSTANCE)
     async def load_instance(step_input: StepInput) -> InstanceSnapshot:
+        world.loads.append(step_input)
         return world.snapshot()
 
     @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
     async def load_and_run_pass(loaded: LoadedPassInput) -> LoadedPass:
         """The load, then ``run_pass`` when it found what the workflow expected (as
         ``dbi.status.loaded_pass``, over these async stubs)."""
+        world.loads.append(loaded.load)
         snapshot = world.snapshot()
         if snapshot != loaded.expected:
             return LoadedPass(snapshot=snapshot)
         ran = LoadedPass(snapshot=snapshot, done=await run_pass(loaded.then))
-        return ran.model_copy(update={"rechecked": world.takes_on(loaded, ran)})
+        return ran.model_copy(update={"rechecked": world.takes_on(loaded.rechecked(), ran)})
 
     @activity.defn(name=pipeline.WRITE_STATUS)
     async def write_status(status: StatusInput) -> None:

@@ -462,7 +462,9 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     local = [m for m in markers if m.marker_name == "core_local_activity"]
     assert len(scheduled) == per_pass  # pass 6
     kinds = Counter(_local_activity_type(m) for m in local)
-    # Passes 1, 3, 4, 5: the load, then the steps and the status; 2: all in one.
+    # Passes 1, 3, 4, 5: the load, then the steps and the status; 2: all in one. (4 and
+    # 5 load first too: pass 3's wake announced generation 2, which the stubs' instance
+    # never shows, so they expect a change.)
     assert kinds == {
         pipeline.LOAD_INSTANCE: 4,
         pipeline.RUN_PASS: 4,
@@ -521,6 +523,50 @@ async def test_a_health_check_that_finds_the_instance_changed_runs_the_pass_it_c
     ]
 
 
+async def test_a_pass_that_reads_afresh_runs_with_its_load_unless_a_wake_announced_a_change(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A pass a wake brought runs its steps with its load, reading afresh, as a health
+    check does from the views, while it finds the instance as the last pass did (its
+    VM's change: one local activity, one marker). A user's change the load finds (a new
+    generation) is decided on what it found, without a second load; a wake that
+    announces a newer generation loads first. The status shows each generation."""
+    world = World(interval_seconds=600)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        await handle.signal("wake", Wake(reason="VirtualMachine db changed"))
+        await until(_passes(world, 2))  # 2: woken, the instance unchanged
+        await settled(handle, 2)
+        world.generation = 2
+        await handle.signal("wake", Wake(reason="Secret db-credentials changed"))
+        await until(_passes(world, 3))  # 3: woken, generation 2 found by the load
+        await settled(handle, 3)
+        world.generation = 3
+        await handle.signal("wake", Wake(reason="DBInstance db changed", generation=3))
+        await until(_passes(world, 4))  # 4: woken for generation 3
+        await _quiet(world, 4)
+        history = await handle.fetch_history()
+    assert [r.report.generation for r in world.reports] == [1, 1, 2, 3]
+    assert world.passes() == [ALL] * 4
+    assert [load.idle for load in world.loads] == [False] * 4
+    assert not any(one.idle for one in world.inputs)
+    local = [
+        _local_activity_type(e.marker_recorded_event_attributes)
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+    assert local == [
+        pipeline.LOAD_INSTANCE,  # 1: the first pass has no snapshot to expect
+        pipeline.RUN_PASS,
+        pipeline.LOAD_AND_RUN_PASS,  # 2: nothing changed
+        pipeline.LOAD_AND_RUN_PASS,  # 3: found generation 2, ran nothing
+        pipeline.RUN_PASS,
+        pipeline.LOAD_INSTANCE,  # 4: generation 3 announced
+        pipeline.RUN_PASS,
+    ]
+
+
 async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_workflow(
     time_env: WorkflowEnvironment,
 ) -> None:
@@ -548,9 +594,10 @@ async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_wor
         and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
     ]
     assert Counter(local) == {
-        pipeline.LOAD_INSTANCE: 2,
-        pipeline.RUN_PASS: 2,
-        pipeline.LOAD_AND_RUN_PASS: 1,  # 3: the health check's load, steps and status
+        pipeline.LOAD_INSTANCE: 1,
+        pipeline.RUN_PASS: 1,
+        # 2: the hint's pass, loaded afresh; 3: the health check's, from the views
+        pipeline.LOAD_AND_RUN_PASS: 2,
         pipeline.WRITE_STATUS: 2,
     }
 

@@ -8,6 +8,7 @@ all of them; runs begun before it replay from the histories in histories/
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
@@ -26,7 +27,7 @@ def test_every_patch_is_asked_at_the_start() -> None:
         for name, value in vars(patches).items()
         if name.isupper()
         and isinstance(value, str)
-        and name not in ("PATCHES_AT_START", "FOLDED_PATCHES")
+        and name not in ("PATCHES_AT_START", "FOLDED_PATCHES", "FOLDED_PATCHES_2")
     }
     assert defined == set(patches.ASKED_AT_START)
     assert len(patches.ASKED_AT_START) == len(defined)
@@ -35,9 +36,9 @@ def test_every_patch_is_asked_at_the_start() -> None:
 async def test_a_new_run_records_one_patch_before_its_first_local_activity(
     time_env: WorkflowEnvironment,
 ) -> None:
-    """The folded patch stands for every patch before it: a new run records its marker
-    and those of the patches added after it (timer-history-reads), each with the SDK's
-    upsert of TemporalChangeVersion, then passes as every patch asks."""
+    """The newest fold stands for every patch before it: a new run records its marker
+    and those of the patches added after it (none yet), each with the SDK's upsert of
+    TemporalChangeVersion, then passes as every patch asks."""
     world = World()
     async with running(time_env, world) as handle:
         await settled(handle, 1)
@@ -55,8 +56,8 @@ async def test_a_new_run_records_one_patch_before_its_first_local_activity(
         for m in markers
         if m.marker_name == "core_patch"
     ]
-    later = [p for p in patches.ASKED_AT_START if p not in patches.FOLDED]
-    assert patched == [patches.FOLDED_PATCHES, *later]
+    later = [p for p in patches.ASKED_AT_START if p not in patches.FOLDED_2]
+    assert patched == [patches.FOLDED_PATCHES_2, *later]
     assert kinds[: len(patched)] == ["core_patch"] * len(patched)
     versions = [
         e
@@ -66,13 +67,20 @@ async def test_a_new_run_records_one_patch_before_its_first_local_activity(
         in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
     ]
     assert len(versions) == len(patched)
-    # Every patch's path was taken: the steps that joined the pipeline under one ran, and
-    # each of the two passes took two local activities, its load and one that ran its
-    # steps and wrote its status (one-activity-passes, status-with-steps).
+    # Every patch's path was taken: the steps that joined the pipeline under one ran; the
+    # first pass took two local activities, its load and one that ran its steps and
+    # wrote its status (one-activity-passes, status-with-steps), and the woken one a
+    # single one that loaded the instance as the first found it and ran its pass
+    # (fresh-load-with-steps).
     ran = {name for name, _ in world.calls}
     joined = {step for step, _ in patches.PATCHED_STEPS} & {s.name for s in pipeline.CONVERGE}
     assert joined <= ran
-    assert kinds[len(patched) :] == ["core_local_activity"] * 4
+    assert kinds[len(patched) :] == ["core_local_activity"] * 3
+    assert [_activity_type(m) for m in markers[len(patched) :]] == [
+        pipeline.LOAD_INSTANCE,
+        pipeline.RUN_PASS,
+        pipeline.LOAD_AND_RUN_PASS,
+    ]
 
 
 def test_the_folded_patch_stands_for_the_sixteen_patches_before_it() -> None:
@@ -97,3 +105,22 @@ def test_the_folded_patch_stands_for_the_sixteen_patches_before_it() -> None:
         "wakes-before-load",
     ]
     assert patches.FOLDED_PATCHES not in patches.FOLDED
+
+
+def test_the_second_fold_stands_for_the_first_and_the_patches_asked_beside_it() -> None:
+    """``folded-patches-2`` stands for what ``folded-patches`` stood for, that fold, the
+    patch a run begun with it asked beside it (timer-history-reads) and the one added
+    with it (fresh-load-with-steps); the folds are asked newest first."""
+    assert sorted(patches.FOLDED_2 - patches.FOLDED) == [
+        "folded-patches",
+        "fresh-load-with-steps",
+        "timer-history-reads",
+    ]
+    assert patches.FOLDED <= patches.FOLDED_2
+    assert patches.FOLDED_PATCHES_2 not in patches.FOLDED_2
+    assert [fold for fold, _ in patches.FOLDS] == ["folded-patches-2", "folded-patches"]
+
+
+def _activity_type(marker: Any) -> str:
+    """The activity type of a local activity's marker."""
+    return str(json.loads(marker.details["data"].payloads[0].data)["activity_type"])
