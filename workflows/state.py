@@ -22,8 +22,9 @@ with workflow.unsafe.imports_passed_through():
 UNREAD_PASSES = 20
 # What a pass adds to a run's history, at most as a rule: a woken pass's wake, its
 # workflow task (3), two local activities' markers (one when it runs with its load),
-# its timer started and cancelled (8); an idle pass's is 6. A run that reads its length only where a timer fired counts each
-# pass since the read as this many events (timer-history-reads).
+# its timer started and cancelled (8); an idle pass's is 6. A run that reads its length
+# only where a timer fired counts each pass since the read as this many events
+# (timer-history-reads).
 PASS_EVENTS = 10
 
 

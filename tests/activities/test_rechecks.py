@@ -21,7 +21,16 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.instance import LoadInstance
 from activities.kube import shared_reads
-from activities.rechecks import STUCK_SECONDS, Rechecks, Signal, awaits, recheck, settled
+from activities.rechecks import (
+    START_GAP_SECONDS,
+    START_SPREAD_SECONDS,
+    STUCK_SECONDS,
+    Rechecks,
+    Signal,
+    awaits,
+    recheck,
+    settled,
+)
 from activities.registry import StepActivity, loaded_pass_activity, pass_activity
 from activities.status import WriteStatus
 from activities.step import Context
@@ -313,6 +322,31 @@ async def test_a_started_worker_asks_each_instance_it_has_not_settled_for_a_pass
     answers: list[list[str] | None] = [None, None, ["wf-a", "wf-none", "wf-settled", "wf-b"]]
     await asyncio.wait_for(rechecks.start(lambda: answers.pop(0), spread=0.04), timeout=10)
     assert sent == ["wf-a", "wf-b"]
+
+
+async def test_a_started_worker_asks_a_small_fleet_within_seconds_and_a_large_over_the_interval(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The start round's wakes go at most START_GAP_SECONDS apart: a few instances are
+    asked within a second, so that a transition's look a dead worker took with it comes
+    back at once. A fleet too large for that is spread over the interval."""
+    slept: list[float] = []
+    pause = asyncio.sleep
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        await pause(0)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    sent, signal = settle_wakes()
+    few = [f"wf-{i}" for i in range(11)]
+    await Rechecks(signal).start(lambda: few)
+    assert sent == few and slept == [START_GAP_SECONDS] * len(few)
+    sent.clear()
+    slept.clear()
+    many = [f"wf-{i}" for i in range(3000)]
+    await Rechecks(signal).start(lambda: many)
+    assert sent == many and set(slept) == {START_SPREAD_SECONDS / len(many)}
 
 
 async def test_a_stopping_worker_asks_each_instance_it_settled_for_a_pass_elsewhere() -> None:
