@@ -533,6 +533,20 @@ def test_a_recheck_is_quiet_until_a_step_would_act_or_the_status_would_change(
     assert db.acted == []
 
 
+def _handed_an_idle_recheck(
+    db: Noted, given: list[LoadedPassInput], snapshot: InstanceSnapshot
+) -> None:
+    """The one pass handed to the worker (``given``) is an idle pass's re-check of
+    ``snapshot``: quiet from the views alone, and it still sees a change a step would act
+    on (a hand-edited Service), acting on nothing."""
+    [loaded] = given
+    assert loaded.load.idle and loaded.then.steps.step_input.idle and loaded.expected == snapshot
+    eventually(lambda: db.rechecked(loaded) == (None, []), what="a quiet re-check, views alone")
+    db.note("act")
+    eventually(lambda: db.rechecked(loaded)[0] == "a step would act", what="the Service seen")
+    assert db.acted == []
+
+
 @pytest.mark.stack
 def test_a_woken_pass_that_converges_settles_and_its_recheck_reads_the_views(
     counted: Counted,
@@ -563,12 +577,7 @@ def test_a_woken_pass_that_converges_settles_and_its_recheck_reads_the_views(
         run_pass, idle_pass.model_copy(update={"steps": one, "settle": snapshot})
     )
     assert done.rechecked and done.written
-    [loaded] = given
-    assert loaded.load.idle and loaded.then.steps.step_input.idle and loaded.expected == snapshot
-    eventually(lambda: db.rechecked(loaded) == (None, []), what="a quiet re-check, views alone")
-    db.note("act")
-    eventually(lambda: db.rechecked(loaded)[0] == "a step would act", what="the Service seen")
-    assert db.acted == []
+    _handed_an_idle_recheck(db, given, snapshot)
 
     # A step that acts (not Satisfied) settles nothing; nor does a pass not given what
     # its load found (it had something to serve).
@@ -619,12 +628,7 @@ def test_a_woken_pass_run_with_its_load_reads_afresh_and_hands_on_an_idle_rechec
     sent = [(method, path) for method, path in counted.sent[before:] if method == "GET"]
     assert any(path.endswith("/dbinstances/db") for _, path in sent), sent  # afresh
     assert ran.done is not None and ran.done.written and ran.rechecked
-    [loaded] = given
-    assert loaded.load.idle and loaded.then.steps.step_input.idle and loaded.expected == snapshot
-    eventually(lambda: db.rechecked(loaded) == (None, []), what="a quiet re-check, views alone")
-    db.note("act")
-    eventually(lambda: db.rechecked(loaded)[0] == "a step would act", what="the Service seen")
-    assert db.acted == []
+    _handed_an_idle_recheck(db, given, snapshot)
 
     given.clear()
     changed = woken.model_copy(update={"expected": snapshot.model_copy(update={"generation": 9})})
