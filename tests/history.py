@@ -56,3 +56,19 @@ async def every_run(client: Client, workflow_id: str) -> str:
     """``readable`` of every run of the workflow, the latest first: a scan of the latest
     alone would miss what the others hold."""
     return "\n".join(readable(history) for history in await runs(client, workflow_id))
+
+
+def local_activities(history: WorkflowHistory) -> list[str]:
+    """The activity each local activity's marker in ``history`` records, in order."""
+    return [
+        local_activity_type(e.marker_recorded_event_attributes)
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
+    ]
+
+
+def local_activity_type(marker: Any) -> str:
+    """The activity a local activity's marker records the result of."""
+    data = json.loads(marker.details["data"].payloads[0].data)
+    return str(data["activity_type"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections import Counter
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -11,7 +10,7 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowHistory, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
@@ -29,6 +28,7 @@ from dbi.models import Phase, Served
 from dbi.spec import MaintenanceWindow
 from dbi.status import StatusInput, summarize
 from dbi.steps import Outcome
+from tests.history import local_activities, local_activity_type
 from tests.workflows.conftest import running, settled, until
 from tests.workflows.stubs import Scripted, World
 
@@ -461,7 +461,7 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     ]
     local = [m for m in markers if m.marker_name == "core_local_activity"]
     assert len(scheduled) == per_pass  # pass 6
-    kinds = Counter(_local_activity_type(m) for m in local)
+    kinds = Counter(local_activity_type(m) for m in local)
     # Passes 1, 3, 4, 5: the load, then the steps and the status; 2: all in one. (4 and
     # 5 load first too: pass 3's wake announced generation 2, which the stubs' instance
     # never shows, so they expect a change.)
@@ -472,22 +472,6 @@ async def test_every_pass_but_a_forced_resize_runs_in_one_workflow_task(
     }
     started = [e for e in history.events if e.HasField("workflow_task_started_event_attributes")]
     assert len(started) < 2 * per_pass  # not one workflow task per activity
-
-
-def _local_activities(history: WorkflowHistory) -> list[str]:
-    """The activity each local activity's marker in ``history`` records, in order."""
-    return [
-        _local_activity_type(e.marker_recorded_event_attributes)
-        for e in history.events
-        if e.HasField("marker_recorded_event_attributes")
-        and e.marker_recorded_event_attributes.marker_name == "core_local_activity"
-    ]
-
-
-def _local_activity_type(marker: Any) -> str:
-    """The activity a local activity's marker records the result of."""
-    data = json.loads(marker.details["data"].payloads[0].data)
-    return str(data["activity_type"])
 
 
 async def test_a_health_check_that_finds_the_instance_changed_runs_the_pass_it_calls_for(
@@ -516,7 +500,7 @@ async def test_a_health_check_that_finds_the_instance_changed_runs_the_pass_it_c
     assert [r.report.generation for r in world.reports] == [1, 1, 2, 2]
     assert world.reports[3].report.served == Served(reconcile_requested_at="r1")
     assert world.passes() == [ALL] * 4
-    local = _local_activities(history)
+    local = local_activities(history)
     assert local == [
         pipeline.LOAD_INSTANCE,
         pipeline.RUN_PASS,
@@ -555,7 +539,7 @@ async def test_a_pass_that_reads_afresh_runs_with_its_load_unless_a_wake_announc
     assert world.passes() == [ALL] * 4
     assert [load.idle for load in world.loads] == [False] * 4
     assert not any(one.idle for one in world.inputs)
-    local = _local_activities(history)
+    local = local_activities(history)
     assert local == [
         pipeline.LOAD_INSTANCE,  # 1: the first pass has no snapshot to expect
         pipeline.RUN_PASS,
@@ -587,7 +571,7 @@ async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_wor
         history = await handle.fetch_history()
     assert world.passes() == [upto("access"), ALL, ALL]
     assert [r.report.converged for r in world.reports] == [False, True, True]
-    local = _local_activities(history)
+    local = local_activities(history)
     assert Counter(local) == {
         pipeline.LOAD_INSTANCE: 1,
         pipeline.RUN_PASS: 1,

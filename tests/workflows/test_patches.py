@@ -8,12 +8,12 @@ all of them; runs begun before it replay from the histories in histories/
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import pipeline
 from dbi.messages import Wake
+from tests.history import local_activity_type
 from tests.workflows.conftest import running, settled
 from tests.workflows.stubs import World
 from workflows import patches
@@ -76,7 +76,7 @@ async def test_a_new_run_records_one_patch_before_its_first_local_activity(
     joined = {step for step, _ in patches.PATCHED_STEPS} & {s.name for s in pipeline.CONVERGE}
     assert joined <= ran
     assert kinds[len(patched) :] == ["core_local_activity"] * 3
-    assert [_activity_type(m) for m in markers[len(patched) :]] == [
+    assert [local_activity_type(m) for m in markers[len(patched) :]] == [
         pipeline.LOAD_INSTANCE,
         pipeline.RUN_PASS,
         pipeline.LOAD_AND_RUN_PASS,
@@ -119,8 +119,3 @@ def test_the_second_fold_stands_for_the_first_and_the_patches_asked_beside_it() 
     assert patches.FOLDED <= patches.FOLDED_2
     assert patches.FOLDED_PATCHES_2 not in patches.FOLDED_2
     assert [fold for fold, _ in patches.FOLDS] == ["folded-patches-2", "folded-patches"]
-
-
-def _activity_type(marker: Any) -> str:
-    """The activity type of a local activity's marker."""
-    return str(json.loads(marker.details["data"].payloads[0].data)["activity_type"])
