@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devstack import gobuild, tools
-from devstack.process import ManagedProcess
+from devstack.process import ManagedProcess, start_listening
 
 SOURCE_DIR = Path(__file__).resolve().parent / "controlplane"
 
@@ -70,23 +70,28 @@ class ControlPlane:
         apiserver_args: tuple[str, ...] = (),
     ) -> None:
         """``apiserver_args`` are extra kube-apiserver flags, e.g. ``--watch-cache=false``."""
+        self.binary = binary
         self.data_dir = data_dir
         self.ports = ports
+        self.apiserver_args = apiserver_args
         self.service_cidr = service_cidr(data_dir)
         self.process = ManagedProcess(
             "control plane",
-            [
-                str(binary),
-                f"--data-dir={data_dir}",
-                f"--apiserver-port={ports.apiserver}",
-                f"--etcd-port={ports.etcd}",
-                f"--etcd-peer-port={ports.etcd_peer}",
-                f"--apiserver-arg=--service-cluster-ip-range={self.service_cidr}",
-                *(f"--apiserver-arg={arg}" for arg in apiserver_args),
-            ],
+            self.argv(),
             log_path=data_dir / "controlplane.log",
             die_with_parent=die_with_parent,
         )
+
+    def argv(self) -> list[str]:
+        return [
+            str(self.binary),
+            f"--data-dir={self.data_dir}",
+            f"--apiserver-port={self.ports.apiserver}",
+            f"--etcd-port={self.ports.etcd}",
+            f"--etcd-peer-port={self.ports.etcd_peer}",
+            f"--apiserver-arg=--service-cluster-ip-range={self.service_cidr}",
+            *(f"--apiserver-arg={arg}" for arg in self.apiserver_args),
+        ]
 
     @property
     def kubeconfig(self) -> Path:
@@ -103,9 +108,18 @@ class ControlPlane:
         return f"https://127.0.0.1:{self.ports.apiserver}"
 
     def start(self, *, timeout: float = 180.0) -> None:
-        """Start the control plane and return once ``/readyz`` answers ok."""
-        self.process.start()
-        self.process.wait_until(self._ready, what="kube-apiserver /readyz", timeout=timeout)
+        """Start the control plane and return once ``/readyz`` answers ok; on other ports
+        when one of its own was taken before it bound it (``start_listening``)."""
+        start_listening(self, timeout=timeout)
+
+    def wait_ready(self, *, timeout: float) -> None:
+        ports = [self.ports.apiserver, self.ports.etcd, self.ports.etcd_peer]
+        self.process.wait_listening(
+            self._ready, ports=ports, what="kube-apiserver /readyz", timeout=timeout
+        )
+
+    def repick(self) -> None:
+        self.ports = ControlPlanePorts.pick()
 
     def stop(self) -> None:
         self.process.stop()

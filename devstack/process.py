@@ -14,14 +14,22 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 _PR_SET_PDEATHSIG = 1
+
+# How often a part is started again when a port picked free was taken before it bound it.
+PORT_ATTEMPTS = 3
 
 
 class StackError(RuntimeError):
     """A process of the local stack failed to start, or did not become ready."""
+
+
+class PortTaken(StackError):
+    """A process exited because another took a port of its own before it bound it."""
 
 
 def _die_with_parent() -> None:
@@ -100,6 +108,21 @@ class ManagedProcess:
             time.sleep(interval)
             interval = min(interval * 1.5, 0.5)
 
+    def wait_listening(
+        self, probe: Callable[[], bool], *, ports: Sequence[int], what: str, timeout: float
+    ) -> None:
+        """As ``wait_until``, but raise PortTaken when the process exited because one of
+        ``ports`` (on 127.0.0.1) was in use."""
+        try:
+            self.wait_until(probe, what=what, timeout=timeout)
+        except StackError as error:
+            if self._popen is not None and self._popen.poll() is not None:
+                text = str(error)
+                for port in ports:
+                    if f"127.0.0.1:{port}: bind: address already in use" in text:
+                        raise PortTaken(f"port {port} was taken: {text}") from error
+            raise
+
     def stop(self, *, timeout: float = 30.0) -> None:
         """Stop the whole process group: SIGTERM, then SIGKILL after ``timeout``."""
         if self._popen is None:
@@ -139,3 +162,41 @@ def _group_alive(pgid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class Listener(Protocol):
+    """A part of the stack that listens on ports picked free before it starts."""
+
+    process: ManagedProcess
+
+    def argv(self) -> list[str]: ...
+
+    def wait_ready(self, *, timeout: float) -> None:
+        """Return once the part serves; raise PortTaken when a port of its was taken."""
+        ...
+
+    def repick(self) -> None:
+        """Pick new free ports for the next start."""
+        ...
+
+
+def start_listening(part: Listener, *, timeout: float) -> None:
+    """Start ``part`` and wait until it serves, on new ports when its own were taken.
+
+    A port picked free (``tools.free_port``) can be taken before the process binds it,
+    by another process's listener or an outgoing connection's ephemeral port; the
+    process then exits at once. It is started again on ports picked afresh, up to
+    PORT_ATTEMPTS times.
+    """
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        part.process.argv = part.argv()
+        part.process.start()
+        try:
+            part.wait_ready(timeout=timeout)
+        except PortTaken:
+            part.process.stop()
+            if attempt == PORT_ATTEMPTS:
+                raise
+            part.repick()
+        else:
+            return

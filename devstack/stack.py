@@ -79,17 +79,16 @@ class Ports:
             previous = None
         if previous is not None and previous.temporal_ui == ui_port and previous._all_free():
             return previous
-        ports = cls(ControlPlanePorts.pick(), tools.free_port(), ui_port)
-        path.write_text(
-            json.dumps(
-                {
-                    "controlplane": asdict(ports.controlplane),
-                    "temporal": ports.temporal,
-                    "temporal_ui": ports.temporal_ui,
-                }
-            )
-        )
-        return ports
+        return cls(ControlPlanePorts.pick(), tools.free_port(), ui_port)
+
+    def save(self, state_dir: Path) -> None:
+        """Keep the ports the stack runs on, for the next start to reuse."""
+        saved = {
+            "controlplane": asdict(self.controlplane),
+            "temporal": self.temporal,
+            "temporal_ui": self.temporal_ui,
+        }
+        (state_dir / "ports.json").write_text(json.dumps(saved))
 
     def _all_free(self) -> bool:
         cp = self.controlplane
@@ -158,6 +157,8 @@ class LocalStack:
                 die_with_parent=die_with_parent,
             )
             self.temporal.start()
+            # Either may have started on other ports than picked (``start_listening``).
+            Ports(self.controlplane.ports, self.temporal.port, self.ui_port).save(self.state_dir)
             if self.with_orchestrator:
                 self.orchestrator = OrchestratorProcesses(
                     kubeconfig=self.controlplane.kubeconfig,

@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from dbi import names
 from devstack import tools
-from devstack.process import ManagedProcess
+from devstack.process import ManagedProcess, start_listening
 
 NAMESPACE = "default"
 
@@ -40,31 +40,37 @@ class TemporalDevServer:
     ) -> None:
         self.port = port
         self.ui_port = ui_port
+        self.data_dir = data_dir
+        self.search_attributes = search_attributes
+        self.process = ManagedProcess(
+            "temporal dev server",
+            self.argv(),
+            log_path=data_dir / "temporal.log",
+            die_with_parent=die_with_parent,
+        )
+
+    def argv(self) -> list[str]:
         argv = [
             str(tools.venv_tool("temporal")),
             "server",
             "start-dev",
             "--db-filename",
-            str(data_dir / "temporal.sqlite"),
+            str(self.data_dir / "temporal.sqlite"),
             "--ip",
             "127.0.0.1",
             "--port",
-            str(port),
+            str(self.port),
             "--log-level",
             "warn",
         ]
         for pragma in SQLITE_PRAGMAS:
             argv += ["--sqlite-pragma", pragma]
-        argv += ["--ui-port", str(ui_port)] if ui_port is not None else ["--headless"]
+        ui = self.ui_port
+        argv += ["--ui-port", str(ui)] if ui is not None else ["--headless"]
         # As `dbi temporal setup` would: a server without them is a test's, of that command.
-        for key, kind in names.SEARCH_ATTRIBUTES.items() if search_attributes else ():
+        for key, kind in names.SEARCH_ATTRIBUTES.items() if self.search_attributes else ():
             argv += ["--search-attribute", f"{key}={kind}"]
-        self.process = ManagedProcess(
-            "temporal dev server",
-            argv,
-            log_path=data_dir / "temporal.log",
-            die_with_parent=die_with_parent,
-        )
+        return argv
 
     @property
     def address(self) -> str:
@@ -75,9 +81,17 @@ class TemporalDevServer:
         return f"http://127.0.0.1:{self.ui_port}" if self.ui_port is not None else None
 
     def start(self, *, timeout: float = 90.0) -> None:
-        """Start the server and return once it serves its namespace."""
-        self.process.start()
-        self.process.wait_until(self._ready, what="the frontend to answer", timeout=timeout)
+        """Start the server and return once it serves its namespace; on another frontend
+        port when its own was taken before the server bound it (``start_listening``)."""
+        start_listening(self, timeout=timeout)
+
+    def wait_ready(self, *, timeout: float) -> None:
+        self.process.wait_listening(
+            self._ready, ports=[self.port], what="the frontend to answer", timeout=timeout
+        )
+
+    def repick(self) -> None:
+        self.port = tools.free_port()
 
     def stop(self) -> None:
         self.process.stop()
