@@ -26,7 +26,8 @@ starts), then sets the admin role's password to the document's verifier, as a re
 does; later boots ignore it.
 
 A major upgrade (version 5) gets ``upgrade``: a boot on a root disk of major ``to``
-whose data is of major ``from`` runs ``pg_upgrade`` (``--check`` first; then a copy
+whose data is of major ``from`` runs ``pg_upgrade`` (data not shut down cleanly is
+first recovered by a single-user server of major ``from``; ``--check``; then a copy
 into a new data directory, the old one kept, as ``delete_old_cluster.sh`` of the
 upgrade's working directory can remove it) and boots the new data; if the check or the
 upgrade fails it boots the old data with the old major's binaries (an image of a major

@@ -10,7 +10,8 @@ SCRAM only: ``configure_tls``). PostgreSQL refuses to run as root, so when the
 stand-in is root the server runs as ``nobody``.
 
 A major upgrade (the document's ``upgrade``, ``dbi.bootstrap``) runs at boot, as a real
-image's ``dbi-bootstrap`` would (``apply_upgrade``): ``pg_upgrade --check``, then a copy
+image's ``dbi-bootstrap`` would (``apply_upgrade``): recovery of data not shut down
+cleanly (a single-user server of the old major), ``pg_upgrade --check``, then a copy
 into ``pgdata-<major>`` beside the old data directory, which stays until
 ``delete_old_cluster.sh`` removes it; the file ``current`` names the data directory a
 boot uses. A guest boots its data's major: an image carries the previous majors'
@@ -159,14 +160,13 @@ class Guest:
         over a private socket with trust (the guest's own, for the run only); return the
         phase that failed and pg_upgrade's last lines, or None."""
         initdb = [str(self.bin / "initdb"), "-D", str(new), "-U", admin_user, "-E", "UTF8"]
-        checksums = subprocess.run(
-            [*self._as_guest, str(old_bin / "pg_controldata"), str(old)],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
+        control = self._control_data(old, old_bin)
+        if "Database cluster state:               shut down\n" not in control:
+            recovered = self._recover(old, old_bin)
+            if recovered is not None:
+                return "check", recovered
         new_major = int(self.version.split(".")[0])
-        if new_major >= 18 and "Data page checksum version:           0" in checksums:
+        if new_major >= 18 and "Data page checksum version:           0" in control:
             initdb.append("--no-data-checksums")  # 18 turns them on; pg_upgrade wants equal
         ran = subprocess.run(
             [*self._as_guest, *initdb, "--auth=trust", "--no-sync"],
@@ -210,6 +210,30 @@ class Guest:
                     return phase, _tail(ran.stdout + ran.stderr)
         finally:
             shutil.rmtree(sockets, ignore_errors=True)
+        return None
+
+    def _control_data(self, data: Path, binaries: Path) -> str:
+        return subprocess.run(
+            [*self._as_guest, str(binaries / "pg_controldata"), str(data)],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
+
+    def _recover(self, data: Path, binaries: Path) -> str | None:
+        """Bring a cluster that was not shut down cleanly (a VM that lost power, or was
+        killed at the end of its grace period) to a clean shutdown: a single-user server
+        of its own major replays its WAL and, at the end of its input, writes the
+        shutdown checkpoint pg_upgrade requires. Return what it said if it failed."""
+        ran = subprocess.run(
+            [*self._as_guest, str(binaries / "postgres"), "--single", "-D", str(data), "postgres"],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if ran.returncode != 0:
+            return "recovering the old cluster: " + _tail(ran.stdout + ran.stderr)
         return None
 
     def _roll_back(self, upgrade: boot_data.Upgrade) -> None:
