@@ -113,10 +113,7 @@ class ControlPlane:
         start_listening(self, timeout=timeout)
 
     def wait_ready(self, *, timeout: float) -> None:
-        ports = [self.ports.apiserver, self.ports.etcd, self.ports.etcd_peer]
-        self.process.wait_listening(
-            self._ready, ports=ports, what="kube-apiserver /readyz", timeout=timeout
-        )
+        self.process.wait_listening(self._ready, what="kube-apiserver /readyz", timeout=timeout)
 
     def repick(self) -> None:
         self.ports = ControlPlanePorts.pick()

@@ -14,7 +14,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -108,19 +108,16 @@ class ManagedProcess:
             time.sleep(interval)
             interval = min(interval * 1.5, 0.5)
 
-    def wait_listening(
-        self, probe: Callable[[], bool], *, ports: Sequence[int], what: str, timeout: float
-    ) -> None:
-        """As ``wait_until``, but raise PortTaken when the process exited because one of
-        ``ports`` (on 127.0.0.1) was in use."""
+    def wait_listening(self, probe: Callable[[], bool], *, what: str, timeout: float) -> None:
+        """As ``wait_until``, but raise PortTaken when the process exited because a port
+        it would listen on was in use (its own, or one it picked itself)."""
         try:
             self.wait_until(probe, what=what, timeout=timeout)
         except StackError as error:
-            if self._popen is not None and self._popen.poll() is not None:
-                text = str(error)
-                for port in ports:
-                    if f"127.0.0.1:{port}: bind: address already in use" in text:
-                        raise PortTaken(f"port {port} was taken: {text}") from error
+            exited = self._popen is not None and self._popen.poll() is not None
+            said = [line for line in str(error).splitlines() if "address already in use" in line]
+            if exited and said:
+                raise PortTaken(f"{self.name}: a port was taken: {said[-1]}") from error
             raise
 
     def stop(self, *, timeout: float = 30.0) -> None:
@@ -186,8 +183,8 @@ def start_listening(part: Listener, *, timeout: float) -> None:
     A port picked free (``tools.free_port``) can be taken before the process binds it,
     by another process's listener or an outgoing connection's ephemeral port; the
     process then exits at once. It is started again on ports picked afresh, up to
-    PORT_ATTEMPTS times.
-    """
+    PORT_ATTEMPTS times; a port the process picks itself (the dev server's internal
+    services') it picks afresh at each start."""
     for attempt in range(1, PORT_ATTEMPTS + 1):
         part.process.argv = part.argv()
         part.process.start()

@@ -86,9 +86,7 @@ class TemporalDevServer:
         start_listening(self, timeout=timeout)
 
     def wait_ready(self, *, timeout: float) -> None:
-        self.process.wait_listening(
-            self._ready, ports=[self.port], what="the frontend to answer", timeout=timeout
-        )
+        self.process.wait_listening(self._ready, what="the frontend to answer", timeout=timeout)
 
     def repick(self) -> None:
         self.port = tools.free_port()
