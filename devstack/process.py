@@ -183,8 +183,8 @@ def start_listening(part: Listener, *, timeout: float) -> None:
     A port picked free (``tools.free_port``) can be taken before the process binds it,
     by another process's listener or an outgoing connection's ephemeral port; the
     process then exits at once. It is started again on ports picked afresh, up to
-    PORT_ATTEMPTS times; a port the process picks itself (the dev server's internal
-    services') it picks afresh at each start."""
+    PORT_ATTEMPTS times; a port the process picks itself (the dev server's HTTP API
+    and metrics ports) it picks afresh at each start."""
     for attempt in range(1, PORT_ATTEMPTS + 1):
         part.process.argv = part.argv()
         part.process.start()
