@@ -60,6 +60,8 @@ def service_cidr(data_dir: Path) -> str:
 class ControlPlane:
     """Run the control plane with its state in ``data_dir``, which survives restarts."""
 
+    awaiting = "kube-apiserver /readyz"  # what ``ready`` tells
+
     def __init__(
         self,
         *,
@@ -112,16 +114,13 @@ class ControlPlane:
         when one of its own was taken before it bound it (``start_listening``)."""
         start_listening(self, timeout=timeout)
 
-    def wait_ready(self, *, timeout: float) -> None:
-        self.process.wait_listening(self._ready, what="kube-apiserver /readyz", timeout=timeout)
-
     def repick(self) -> None:
         self.ports = ControlPlanePorts.pick()
 
     def stop(self) -> None:
         self.process.stop()
 
-    def _ready(self) -> bool:
+    def ready(self) -> bool:
         pki = self.data_dir / "pki"
         if not (pki / "admin.key").exists() or not self.kubeconfig.exists():
             return False

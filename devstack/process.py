@@ -165,11 +165,12 @@ class Listener(Protocol):
     """A part of the stack that listens on ports picked free before it starts."""
 
     process: ManagedProcess
+    awaiting: str  # what ``ready`` waits for, as a timeout names it
 
     def argv(self) -> list[str]: ...
 
-    def wait_ready(self, *, timeout: float) -> None:
-        """Return once the part serves; raise PortTaken when a port of its was taken."""
+    def ready(self) -> bool:
+        """Whether the part serves."""
         ...
 
     def repick(self) -> None:
@@ -189,7 +190,7 @@ def start_listening(part: Listener, *, timeout: float) -> None:
         part.process.argv = part.argv()
         part.process.start()
         try:
-            part.wait_ready(timeout=timeout)
+            part.process.wait_listening(part.ready, what=part.awaiting, timeout=timeout)
         except PortTaken:
             part.process.stop()
             if attempt == PORT_ATTEMPTS:

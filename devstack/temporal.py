@@ -29,6 +29,8 @@ SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=full")
 class TemporalDevServer:
     """Run the dev server on 127.0.0.1; the Web UI is optional (off in tests)."""
 
+    awaiting = "the frontend to answer"  # what ``ready`` tells
+
     def __init__(
         self,
         *,
@@ -85,16 +87,13 @@ class TemporalDevServer:
         port when its own was taken before the server bound it (``start_listening``)."""
         start_listening(self, timeout=timeout)
 
-    def wait_ready(self, *, timeout: float) -> None:
-        self.process.wait_listening(self._ready, what="the frontend to answer", timeout=timeout)
-
     def repick(self) -> None:
         self.port = tools.free_port()
 
     def stop(self) -> None:
         self.process.stop()
 
-    def _ready(self) -> bool:
+    def ready(self) -> bool:
         return asyncio.run(serving(self.address))
 
 
