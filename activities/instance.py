@@ -6,22 +6,11 @@ from dataclasses import replace
 
 from temporalio import activity
 
-from activities.kube import Instance, shared_reads, viewed
+from activities.kube import shared_reads, viewed
 from activities.step import Activity
-from dbi import names, pipeline
-from dbi.models import Served
-from dbi.spec import duration_seconds
+from dbi import pipeline
 from dbi.steps import InstanceSnapshot, StepInput
-
-# The day-2 requests a DBInstance's annotations make, by the status.served field that
-# records each one's value once served.
-REQUESTS = {
-    "reconcile_requested_at": names.RECONCILE_REQUESTED_AT,
-    "restart_requested_at": names.RESTART_REQUESTED_AT,
-    "rotate_requested_at": names.ROTATE_REQUESTED_AT,
-    "rotate_admin_requested_at": names.ROTATE_ADMIN_REQUESTED_AT,
-    "backup_requested_at": names.BACKUP_REQUESTED_AT,
-}
+from dbi.stored import snapshot
 
 
 class LoadInstance(Activity):
@@ -43,32 +32,9 @@ class LoadInstance(Activity):
             return InstanceSnapshot(exists=False)
         instance = replace(instance, viewed=from_views)
         self.ctx.passes.remember(step_input.pass_id, instance)
-        spec = instance.model.spec
-        return InstanceSnapshot(
-            exists=True,
+        return snapshot(
+            instance.model,
             uid=instance.uid,
             generation=instance.generation,
             deleting=instance.deleting,
-            power_state=spec.power_state,
-            health_check_interval_seconds=duration_seconds(spec.health_check_interval),
-            paused=paused(instance),
-            unserved=unserved(instance),
         )
-
-
-def paused(instance: Instance) -> bool:
-    """Whether dbi.dev/paused holds the instance's actions (the value "true", any case)."""
-    return instance.annotations.get(names.PAUSED_ANNOTATION, "").strip().lower() == "true"
-
-
-def unserved(instance: Instance) -> Served:
-    """The requests whose annotation value is set and differs from the one served."""
-    served = instance.model.status.served or Served()
-    annotations = instance.annotations
-    return Served.model_validate(
-        {
-            field: value
-            for field, key in REQUESTS.items()
-            if (value := annotations.get(key)) and value != getattr(served, field)
-        }
-    )

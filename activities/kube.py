@@ -15,12 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
 from kubernetes import client as k8s
-from pydantic import ValidationError
 
 from activities.views import Views
-from dbi import names
-from dbi.models import DBInstance, DBInstanceStatus
-from dbi.spec import SUPPORTED_VERSIONS, DBInstanceSpec, DeletionPolicy
+from dbi import names, stored
+from dbi.models import DBInstance
+from dbi.spec import DeletionPolicy
+from dbi.stored import identity, read
 
 Manifest = dict[str, Any]
 T = TypeVar("T")
@@ -68,7 +68,7 @@ class Instance:
 
     @property
     def annotations(self) -> dict[str, str]:
-        return dict(self.model.metadata.get("annotations") or {})
+        return stored.annotations_of(self.model)
 
     def owner_reference(self) -> Manifest:
         """Return the owner reference every child carries (the instance is its controller)."""
@@ -97,48 +97,6 @@ class Instance:
         if not (kept and self.retains):
             metadata["ownerReferences"] = [self.owner_reference()]
         return metadata
-
-
-# What a teardown goes by when the stored spec cannot be read: its deletionPolicy if
-# that field alone reads, else Retain (never delete a disk on a guess).
-_STAND_IN_SPEC: dict[str, Any] = {
-    "version": SUPPORTED_VERSIONS[-1],
-    "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"},
-}
-
-
-def read(raw: Manifest) -> tuple[DBInstance, str | None]:
-    """The stored DBInstance as this worker's models read it, and None; or, when they
-    cannot read its spec, a model with a stand-in spec and why, naming each field. A
-    status they cannot read (a newer worker wrote it) reads as empty: the next status
-    write replaces it."""
-    try:
-        return DBInstance.model_validate(raw), None
-    except ValidationError:
-        pass
-    spec, why = raw.get("spec") or {}, None
-    try:
-        DBInstanceSpec.model_validate(spec)
-    except ValidationError as e:
-        why = _fields(e, "spec")
-        policy = spec.get("deletionPolicy") if isinstance(spec, dict) else None
-        kept = policy if policy in {p.value for p in DeletionPolicy} else DeletionPolicy.RETAIN
-        spec = {**_STAND_IN_SPEC, "deletionPolicy": kept}
-    status = raw.get("status") or {}
-    try:
-        DBInstanceStatus.model_validate(status)
-    except ValidationError:
-        status = {}
-    return DBInstance.model_validate({**raw, "spec": spec, "status": status}), why
-
-
-def _fields(error: ValidationError, root: str) -> str:
-    """The fields a validation error names, with what is wrong with each (no values)."""
-    errors = error.errors()
-    why = "; ".join(
-        ".".join([root, *(str(part) for part in e["loc"])]) + f": {e['msg']}" for e in errors[:3]
-    )
-    return why + (f"; and {len(errors) - 3} more" if len(errors) > 3 else "")
 
 
 class Stale(BaseException):
@@ -297,14 +255,14 @@ class Kube:
         raw = self.get_custom(names.GROUP, names.VERSION, namespace, names.PLURAL, name)
         if raw is None:
             return None
-        meta = raw["metadata"]
         model, unreadable = read(raw)
+        uid, generation, deleting = identity(raw)
         return Instance(
             model=model,
-            uid=meta["uid"],
-            generation=int(meta.get("generation", 0)),
-            deleting=bool(meta.get("deletionTimestamp")),
-            finalizers=tuple(meta.get("finalizers", [])),
+            uid=uid,
+            generation=generation,
+            deleting=deleting,
+            finalizers=tuple(raw["metadata"].get("finalizers", [])),
             unreadable=unreadable,
         )
 

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbi.status import Summary
-from dbi.steps import Outcome
+from dbi.steps import InstanceSnapshot, Outcome
 
 # How long a workflow task may take (the watcher's start sets it, continue-as-new keeps
 # it): a pass runs its steps as local activities inside one, and when many instances are
@@ -21,6 +21,23 @@ from dbi.steps import Outcome
 # price: a task on a worker that died is retried after this long, not 10 s (the
 # server's default).
 TASK_TIMEOUT = timedelta(seconds=30)
+
+
+class SeenInstance(InstanceSnapshot):
+    """The instance as a wake carries it (``Wake.seen``): fields a newer watcher adds are
+    ignored, so its wake still decodes (a signal that does not is dropped)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    @classmethod
+    def of(cls, snapshot: InstanceSnapshot) -> SeenInstance:
+        return cls.model_validate(snapshot.model_dump())
+
+    def expected(self) -> InstanceSnapshot:
+        """The snapshot a pass expects its load to find."""
+        return InstanceSnapshot(
+            **{name: getattr(self, name) for name in InstanceSnapshot.model_fields}
+        )
 
 
 class Wake(BaseModel):
@@ -52,6 +69,12 @@ class Wake(BaseModel):
         description="Nothing changed: a worker that started asks a Ready instance for its "
         "idle pass now, which settles it there (activities.rechecks). Ends a Ready wait "
         "only, and the pass that follows is idle, as a health check's.",
+    )
+    seen: SeenInstance | None = Field(
+        default=None,
+        description="The DBInstance as the watcher's event showed it (dbi.stored.seen), "
+        "when the wake announces it new or of a new generation: the pass it brings "
+        "expects its load to find it so, and then runs with the load in one local activity.",
     )
 
 

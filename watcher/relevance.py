@@ -74,6 +74,11 @@ def instance_event_matters(event: str, obj: Manifest, before: Seen | None) -> bo
     )
 
 
+def new_generation(now: Seen, before: Seen | None) -> bool:
+    """Whether the instance is new to this watcher or its spec changed since ``before``."""
+    return before is None or now.generation != before.generation
+
+
 def decided(now: Seen, before: Seen | None) -> bool:
     """Whether a user changed one of the instance's dbi.dev/ annotations since ``before``."""
     return before is not None and now.decisions != before.decisions

@@ -33,7 +33,7 @@ from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
-from dbi.messages import RUN_EVENTS, TASK_TIMEOUT, Wake, WorkflowInput
+from dbi.messages import RUN_EVENTS, TASK_TIMEOUT, SeenInstance, Wake, WorkflowInput
 
 log = logging.getLogger("dbi.watcher")
 tracer = trace.get_tracer("dbi.watcher")
@@ -87,6 +87,7 @@ class _Pending:
     last_sent: float = 0.0
     scheduled: bool = False
     failures: int = 0  # signals in a row that failed (Temporal unreachable, say)
+    seen: SeenInstance | None = None  # the instance as its newest new generation showed it
     turn: asyncio.Future[None] | None = None  # set while it waits for a slot
 
 
@@ -111,7 +112,7 @@ class Wakeups:
         """Count an event that is not worth a pass."""
         self.counters.events_ignored += 1
 
-    def note(
+    def note(  # noqa: PLR0913 (what one event says of its instance)
         self,
         key: tuple[str, str],
         reason: str,
@@ -120,13 +121,16 @@ class Wakeups:
         gone: bool = False,
         retry: bool = False,
         origin: Origin = Origin.CHANGE,
+        seen: SeenInstance | None = None,
     ) -> None:
         """Record an event for an instance (``key``: its namespace and name; ``gone``: its
         deletion; ``retry``: a decision that ends a Terminal wait; ``origin``: whose
-        event, ``Origin``); signal now, or once the window has passed."""
+        event, ``Origin``; ``seen``: the instance, new or of a new generation); signal
+        now, or once the window has passed."""
         self.counters.events_seen += 1
         entry = self._pending.setdefault(key, _Pending(reason, generation))
         entry.reason = reason
+        entry.seen = seen or entry.seen
         entry.gone = entry.gone or gone
         entry.retry = entry.retry or retry
         if not (origin is Origin.RELIST or entry.urgent):
@@ -194,8 +198,9 @@ class Wakeups:
         gone, entry.gone = entry.gone, False
         retry, entry.retry = entry.retry, False
         urgent, entry.urgent = entry.urgent, False
+        seen, entry.seen = entry.seen, None
         try:
-            await self._traced_signal(key, entry, events, gone=gone, retry=retry)
+            await self._traced_signal(key, entry, events, gone=gone, retry=retry, seen=seen)
             entry.failures = 0
         except Exception as e:
             self.counters.send_failures += 1
@@ -212,11 +217,19 @@ class Wakeups:
             entry.gone = entry.gone or gone
             entry.retry = entry.retry or retry
             entry.urgent = entry.urgent or urgent
+            entry.seen = entry.seen or seen
             if not entry.scheduled:
                 self._schedule(key, delay)
 
     async def _traced_signal(
-        self, key: tuple[str, str], entry: _Pending, events: int, *, gone: bool, retry: bool
+        self,
+        key: tuple[str, str],
+        entry: _Pending,
+        events: int,
+        *,
+        gone: bool,
+        retry: bool,
+        seen: SeenInstance | None = None,
     ) -> None:
         """Signal under a ``dbi.wake`` span whose context the wake carries, so the pass it
         causes joins this trace (the span records a failure)."""
@@ -238,6 +251,7 @@ class Wakeups:
                 trace=carrier,
                 gone=gone,
                 retry=retry,
+                seen=seen,
             )
             if gone:
                 await self.signal_existing(*key, wake)

@@ -26,9 +26,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client as k8s
+from pydantic import ValidationError
 from temporalio.client import Client
 
-from dbi import names
+from dbi import names, stored
+from dbi.messages import SeenInstance
 from dbi.streams import WATCH_SECONDS, Listener, Source, WatchState, forever, metadata_only
 from watcher import relevance
 from watcher.leader import LeaderElection
@@ -119,6 +121,15 @@ def origin(kind: str, event: str) -> Origin:
     return Origin.CHANGE if kind == "DBInstance" else Origin.CHILD
 
 
+def _seen(obj: dict[str, Any]) -> SeenInstance | None:
+    """The instance as its pass's load would find it (``dbi.stored.seen``); None when this
+    watcher cannot tell (the wake goes out without it, and the pass loads first)."""
+    try:
+        return SeenInstance.of(stored.seen(obj))
+    except (ValidationError, KeyError, TypeError, ValueError):
+        return None
+
+
 @dataclass(frozen=True)
 class _Wake:
     """Whom an event wakes (an instance's name), with what, and whether it is worth it."""
@@ -128,6 +139,7 @@ class _Wake:
     gone: bool
     matters: bool
     retry: bool = False
+    seen: SeenInstance | None = None  # the instance, when new or of a new generation
 
 
 @dataclass
@@ -195,6 +207,7 @@ class Watcher:
                     gone=wake.gone,
                     retry=wake.retry,
                     origin=origin(kind, event),
+                    seen=wake.seen,
                 )
             )
 
@@ -212,12 +225,15 @@ class Watcher:
         else:
             self.instances[key] = now
             self.phases[key] = (obj.get("status") or {}).get("phase") or "Unknown"
+        matters = relevance.instance_event_matters(event, obj, before)
+        announced = event in {"ADDED", "MODIFIED"} and relevance.new_generation(now, before)
         return _Wake(
             name=key[1],
             generation=meta.get("generation"),
             gone=event == "DELETED",
-            matters=relevance.instance_event_matters(event, obj, before),
+            matters=matters,
             retry=relevance.decided(now, before),
+            seen=_seen(obj) if matters and announced else None,
         )
 
     def _child_event(self, kind: str, event: str, obj: dict[str, Any]) -> _Wake | None:

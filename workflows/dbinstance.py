@@ -102,9 +102,11 @@ class DBInstanceWorkflow:
                     self.c.woken = self.c.retry = False
                 # The pass's load and steps share an id: the steps start from its read.
                 pass_id = f"{workflow.info().run_id}/{self.c.passes}"
-                # A pass may expect the instance as the last pass found it: one local
-                # activity loads it and, when so, runs the pass too.
-                expected = self._unchanged(idle=idle, local=local)
+                # A pass may expect the instance as the last pass found it, or as the
+                # wake that brought it showed it: one local activity loads it and, when
+                # so, runs the pass too.
+                seen, self.s.seen = self.s.seen, None
+                expected = self._unchanged(idle=idle, local=local, seen=seen)
                 ran = None
                 if expected is not None:
                     ran = await self._load_and_run(pass_id, expected, idle=idle)
@@ -152,6 +154,8 @@ class DBInstanceWorkflow:
             self.s.settle = True
             return
         self.c.woken = True
+        if signal.seen is not None:
+            self.s.seen = signal.seen.expected()
         # A deletion ends every wait, a Terminal one too: the next pass finds the
         # instance gone and the workflow completes (no workflow outlives its instance).
         # So does a change of the instance's dbi.dev/ annotations (a decision such as
@@ -241,12 +245,19 @@ class DBInstanceWorkflow:
             idle=idle,
         )
 
-    def _unchanged(self, *, idle: bool, local: bool) -> InstanceSnapshot | None:
-        """The snapshot a pass expects its load to find: the last pass's, when that pass
-        had nothing to serve (no request, deletion or pause), the workflow has no request
-        waiting and, for a pass that reads afresh (a wake's, a hint's), no wake announced
-        a newer generation; else None (the pass loads first, then decides)."""
+    def _unchanged(
+        self, *, idle: bool, local: bool, seen: InstanceSnapshot | None = None
+    ) -> InstanceSnapshot | None:
+        """The snapshot a pass expects its load to find: the last pass's, or what the
+        wake that brought it showed (``seen``: the instance new, or of a generation newer
+        than the last pass found), when that has nothing to serve (no request, deletion
+        or pause), the workflow has no request waiting and, for a pass that reads afresh
+        (a wake's, a hint's), no wake announced a newer generation; else None (the pass
+        loads first, then decides). No patch: a wake that carries ``seen`` is in history,
+        and the wakes of a run begun before it carried none."""
         last = self.s.last_snapshot
+        if seen is not None and (last is None or seen.generation > last.generation):
+            last = seen
         if not (local and last is not None):
             return None
         if not idle:  # asked first: a run without it asks nothing more here, as before
@@ -393,7 +404,7 @@ class DBInstanceWorkflow:
         status = StatusInput(
             namespace=self.s.namespace,
             name=self.s.name,
-            uid=self.c.uid or "",
+            uid=snapshot.uid or "",
             pass_id=pass_id,
             report=report,
             generation_seen_at=self.s.generation_seen[1],

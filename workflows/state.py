@@ -70,6 +70,8 @@ class State:
     last_report: PassReport | None = None
     # What the last pass's load saw (None: no pass yet in this run).
     last_snapshot: InstanceSnapshot | None = None
+    # What the newest wake since the last load showed of the instance (Wake.seen).
+    seen: InstanceSnapshot | None = None
     waiting_for: str = "the first pass"
     next_wakeup: datetime | None = None
     requests: Requests = field(default_factory=Requests)

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from activities.kube import read
 from dbi.spec import DeletionPolicy
+from dbi.stored import read
 
 SPEC: dict[str, Any] = {
     "version": 18,

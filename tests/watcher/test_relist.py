@@ -7,6 +7,8 @@ import asyncio
 import threading
 from typing import Any, cast
 
+from dbi import stored
+from dbi.messages import SeenInstance
 from watcher.relevance import Seen
 from watcher.wakeups import Origin, Wakeups
 from watcher.watcher import Watcher
@@ -18,8 +20,9 @@ class Recording(Wakeups):
     def __init__(self) -> None:
         super().__init__(client=cast(Any, None))
         self.notes: list[tuple[str, str, bool, bool]] = []  # and gone, relist
+        self.seen: list[tuple[str, SeenInstance | None]] = []  # each note's reason, seen
 
-    def note(
+    def note(  # noqa: PLR0913 (as Wakeups.note)
         self,
         key: tuple[str, str],
         reason: str,
@@ -28,8 +31,10 @@ class Recording(Wakeups):
         gone: bool = False,
         retry: bool = False,
         origin: Origin = Origin.CHANGE,
+        seen: SeenInstance | None = None,
     ) -> None:
         self.notes.append((*key, gone, origin is Origin.RELIST))
+        self.seen.append((reason, seen))
 
 
 async def test_a_relist_forgets_the_instances_it_no_longer_reports_and_ends_them() -> None:
@@ -88,3 +93,48 @@ async def test_a_relist_of_one_namespace_forgets_only_that_namespace() -> None:
     await asyncio.sleep(0.05)
     assert ("b", "other") not in watcher.instances  # b's list did not report it
     assert watcher.listed.is_set()
+
+
+def instance(generation: int, **annotations: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": "db",
+            "namespace": "ns",
+            "uid": "u-1",
+            "generation": generation,
+            "annotations": annotations,
+        },
+        "spec": {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}},
+    }
+
+
+async def test_a_wake_carries_the_instance_when_new_or_of_a_new_generation() -> None:
+    """The wake of a new instance, or of its new generation, carries the instance as the
+    pass's load would find it (the pass may then run with its load); a relist's, an
+    annotation's and a child's carry nothing; a status write wakes nobody."""
+    wakeups = Recording()
+    watcher = Watcher(api=cast(Any, None), client=cast(Any, None), wakeups=wakeups)
+    loop, term = asyncio.get_running_loop(), threading.Event()
+    handler = watcher.handle(loop, "DBInstance", term)
+
+    handler("ADDED", instance(1))
+    written = {**instance(1), "status": {"phase": "Provisioning"}}
+    handler("MODIFIED", written)
+    handler("MODIFIED", instance(2))
+    handler("MODIFIED", instance(2, **{"dbi.dev/adopt": "u-0"}))
+    handler("SYNC", instance(2))
+    watcher.handle(loop, "Service", term)(
+        "MODIFIED",
+        {"metadata": {"name": "db", "namespace": "ns", "labels": {"dbi.dev/instance": "db"}}},
+    )
+    await asyncio.sleep(0.05)
+
+    seen = [(reason, s.expected() if s else None) for reason, s in wakeups.seen]
+    assert seen == [
+        ("DBInstance db added", stored.seen(instance(1))),
+        ("DBInstance db modified", stored.seen(instance(2))),
+        ("DBInstance db modified", None),
+        ("relisted", None),
+        ("Service db modified", None),
+    ]
+    assert seen[1][1] is not None and seen[1][1].generation == 2

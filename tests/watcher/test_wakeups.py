@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
-from dbi import names
+from dbi import names, stored
 from dbi.messages import RECORDED_RUN_EVENTS, RUN_EVENTS, Wake, WorkflowInput
 from tests.polling import until
 from watcher.relevance import Seen
@@ -204,3 +204,43 @@ async def test_a_childs_writes_in_a_row_are_one_wake_and_a_users_change_is_not_h
         ]
     finally:
         await asyncio.gather(*(h.terminate() for h in handles), return_exceptions=True)
+
+
+async def test_a_new_instances_wake_shows_it_even_after_a_failed_signal(
+    temporal_client: Client, namespace: str
+) -> None:
+    """The signal-with-start of a new instance carries the instance as its event showed
+    it (what the first pass's load should find), in the workflow's history; a signal
+    that failed is sent again with it."""
+    queue = f"nobody-{secrets.token_hex(3)}"
+    wakeups = Wakeups(temporal_client, task_queue=queue)
+    send, tries = wakeups.signal, []
+
+    async def fails_once(namespace: str, name: str, wake: Wake) -> None:
+        tries.append(wake.seen)
+        if len(tries) == 1:
+            raise RuntimeError("Temporal unreachable")
+        await send(namespace, name, wake)
+
+    wakeups.signal = fails_once  # type: ignore[method-assign]
+    watcher = Watcher(api=cast(Any, None), client=temporal_client, wakeups=wakeups)
+    added = {
+        "metadata": {"name": "db", "namespace": namespace, "uid": "u-1", "generation": 1},
+        "spec": {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}},
+    }
+    handle = temporal_client.get_workflow_handle(names.workflow_id(namespace, "db"))
+    try:
+        watcher.handle(asyncio.get_running_loop(), "DBInstance", threading.Event())("ADDED", added)
+        await until(lambda: wakeups.counters.signals_sent == 1, what="the wake, sent again")
+        assert wakeups.counters.send_failures == 1
+        signaled = [
+            e.workflow_execution_signaled_event_attributes.input.payloads
+            async for e in handle.fetch_history_events()
+            if e.workflow_execution_signaled_event_attributes.signal_name == names.WAKE
+        ]
+        (wake,) = [(await temporal_client.data_converter.decode(p, [Wake]))[0] for p in signaled]
+        assert wake.seen is not None
+        assert wake.seen.expected() == stored.seen(added)
+        assert len(tries) == 2 and tries[0] == tries[1]
+    finally:
+        await handle.terminate()

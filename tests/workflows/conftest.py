@@ -20,7 +20,7 @@ from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import names
-from dbi.messages import Progress, WorkflowInput
+from dbi.messages import Progress, Wake, WorkflowInput
 from dbi.payloads import DATA_CONVERTER
 from devstack import tools
 from tests.workflows.stubs import World, activities
@@ -71,9 +71,14 @@ Run = Callable[..., Any]
 
 @asynccontextmanager
 async def running(
-    env: WorkflowEnvironment, world: World, *, history_limit: int = 10_000
+    env: WorkflowEnvironment,
+    world: World,
+    *,
+    history_limit: int = 10_000,
+    wake: Wake | None = None,
 ) -> AsyncIterator[WorkflowHandle[DBInstanceWorkflow, str]]:
-    """Run a worker with stubs playing ``world``, and a workflow for one instance."""
+    """Run a worker with stubs playing ``world``, and a workflow for one instance;
+    started with ``wake``, as the watcher's signal-with-start does, when given."""
     world.clock = env.get_current_time
     queue = f"wf-{uuid.uuid4()}"
     name = f"db-{uuid.uuid4().hex[:8]}"
@@ -85,6 +90,8 @@ async def running(
             WorkflowInput(namespace="team-a", name=name, history_limit=history_limit),
             id=f"dbinstance/team-a/{name}",
             task_queue=queue,
+            start_signal=names.WAKE if wake else None,
+            start_signal_args=[wake] if wake else [],
         )
         yield handle
         if os.environ.get("DBI_RECORD_HISTORIES"):

@@ -22,6 +22,7 @@ from dbi.messages import (
     Progress,
     ResizeResult,
     RotationResult,
+    SeenInstance,
     Wake,
 )
 from dbi.models import Phase, Served
@@ -552,6 +553,76 @@ async def test_a_pass_that_reads_afresh_runs_with_its_load_unless_a_wake_announc
         pipeline.LOAD_INSTANCE,  # 4: generation 3 announced
         pipeline.RUN_PASS,
     ]
+
+
+def _seen(world: World, **changed: Any) -> SeenInstance:
+    """What the watcher's event showed of the world's instance, with ``changed``."""
+    return SeenInstance.of(world.snapshot().model_copy(update=changed))
+
+
+async def test_a_pass_a_wake_showed_the_instance_to_runs_with_its_load(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """The watcher's wake of a new instance, and of a new generation, carries the
+    instance as its event showed it: the pass it brings expects its load to find it so,
+    and runs its steps with that load (one local activity, one marker). The status
+    shows each generation, as a pass that loaded first writes it."""
+    world = World(interval_seconds=600)
+    first = Wake(reason="DBInstance db added", generation=1, seen=_seen(world))
+    async with running(time_env, world, wake=first) as handle:
+        await settled(handle, 1)  # 1: new, as the wake showed it
+        world.generation = 2
+        await handle.signal(
+            "wake", Wake(reason="DBInstance db modified", generation=2, seen=_seen(world))
+        )
+        await until(_passes(world, 2))  # 2: generation 2, as the wake showed it
+        await _quiet(world, 2)
+        history = await handle.fetch_history()
+    assert [r.report.generation for r in world.reports] == [1, 2]
+    assert [r.uid for r in world.reports] == [world.uid] * 2
+    assert world.passes() == [ALL] * 2
+    assert [load.idle for load in world.loads] == [False] * 2
+    assert local_activities(history) == [pipeline.LOAD_AND_RUN_PASS] * 2
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param({"paused": True}, id="paused-since"),
+        pytest.param({"generation": 2}, id="edited-since"),
+        pytest.param({"exists": False}, id="deleted-since"),
+    ],
+)
+async def test_a_pass_whose_load_finds_other_than_the_wake_showed_decides_on_the_load(
+    time_env: WorkflowEnvironment, changed: dict[str, Any]
+) -> None:
+    """The instance changed between the watcher's event and the pass's load (paused,
+    edited again, deleted): the load runs nothing, and the pass is decided on what it
+    found, without a second load: a paused instance's steps act on nothing, a newer
+    generation's status shows it, a deleted instance's workflow completes."""
+    world = World(interval_seconds=600)
+    first = Wake(reason="DBInstance db added", generation=1, seen=_seen(world))
+    for field, value in changed.items():
+        setattr(world, field, value)
+    async with running(time_env, world, wake=first) as handle:
+        if not world.exists:
+            assert await handle.result() == "the instance no longer exists"
+        else:
+            await settled(handle, 1)
+            await _quiet(world, 1)
+        history = await handle.fetch_history()
+    local = local_activities(history)
+    assert local[0] == pipeline.LOAD_AND_RUN_PASS
+    assert pipeline.LOAD_INSTANCE not in local
+    if not world.exists:
+        assert local == [pipeline.LOAD_AND_RUN_PASS]
+        assert world.reports == []
+        return
+    assert local == [pipeline.LOAD_AND_RUN_PASS, pipeline.RUN_PASS]
+    (report,) = world.reports
+    assert report.report.generation == world.generation
+    assert report.report.paused is world.paused
+    assert all(one.paused is world.paused for one in world.inputs)
 
 
 async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_workflow(

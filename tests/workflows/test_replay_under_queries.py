@@ -16,9 +16,12 @@ reads the length only where a replay reads the same (workflows/patches.py,
 Here, against the real dev server, a workflow with the stub steps is queried as fast as
 it answers, over runs short enough to continue as new every few passes (each run begins
 with the patch decisions and ends on the history's length); then every run's history
-is replayed. Its passes come two ways: a wake every 20 ms (a pass loads, then runs its
-steps: two local activities), or a health check every 0.1 s that nothing woke (an idle
-pass: one local activity, after which the run decides on continuing as new).
+is replayed. Its passes come three ways: a wake every 20 ms (a pass runs with its load
+when it finds the instance as the last pass did: one local activity), a wake every
+20 ms of a new generation that shows the instance (``Wake.seen``: the pass runs with its
+load, one local activity, from a run's first pass on), or a health check every 0.1 s
+that nothing woke (an idle pass: one local activity, after which the run decides on
+continuing as new).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 from temporalio.service import RPCError
 
-from dbi import names
-from dbi.messages import Progress, Wake, WorkflowInput
+from dbi import names, pipeline
+from dbi.messages import Progress, SeenInstance, Wake, WorkflowInput
 from tests import history as histories
 from tests.workflows import definitions
 from tests.workflows.stubs import World, activities
@@ -53,10 +56,15 @@ async def _clock() -> datetime:
 
 
 async def _hammer(
-    handle: WorkflowHandle[DBInstanceWorkflow, str], stop: asyncio.Event, *, woken: bool
+    handle: WorkflowHandle[DBInstanceWorkflow, str],
+    stop: asyncio.Event,
+    *,
+    woken: bool,
+    shown: World | None = None,
 ) -> None:
     """Queries back to back (many a pass's tasks carry one), and when ``woken`` a wake
-    every 20 ms."""
+    every 20 ms; with ``shown``, each of a new generation of that world's instance, which
+    the wake carries."""
 
     async def query() -> None:
         while not stop.is_set():
@@ -71,8 +79,13 @@ async def _hammer(
         n = 0
         while not stop.is_set():
             n += 1
+            signal = Wake(reason=f"test wake {n}")
+            if shown is not None:
+                shown.generation += 1
+                seen = SeenInstance.of(shown.snapshot())
+                signal = Wake(reason=signal.reason, generation=shown.generation, seen=seen)
             try:
-                await handle.signal(names.WAKE, Wake(reason=f"test wake {n}"))
+                await handle.signal(names.WAKE, signal)
             except RPCError:
                 return  # a workflow whose tasks fail takes a bounded number of signals
             await asyncio.sleep(0.02)
@@ -81,11 +94,11 @@ async def _hammer(
     await asyncio.gather(*wakes, *(query() for _ in range(QUERIERS)))
 
 
-@pytest.mark.parametrize("passes", ["woken", "idle"])
+@pytest.mark.parametrize("passes", ["woken", "shown", "idle"])
 async def test_a_workflow_queried_while_its_passes_run_replays(
     temporal_client: Client, passes: str
 ) -> None:
-    world = World(clock=_clock, interval_seconds=300.0 if passes == "woken" else 0.1)
+    world = World(clock=_clock, interval_seconds=0.1 if passes == "idle" else 300.0)
     queue = f"replay-{uuid.uuid4().hex[:8]}"
     workflow_id = f"dbinstance/team-a/db-{uuid.uuid4().hex[:8]}"
     async with build_worker(temporal_client, activities(world), task_queue=queue, tuning=Tuning()):
@@ -100,7 +113,8 @@ async def test_a_workflow_queried_while_its_passes_run_replays(
             workflow_id
         )
         # A query that fails (one that replays a run) ends the test with its error.
-        hammering = asyncio.create_task(_hammer(latest, stop, woken=passes == "woken"))
+        shown = world if passes == "shown" else None
+        hammering = asyncio.create_task(_hammer(latest, stop, woken=passes != "idle", shown=shown))
         try:
             for _ in range(240):  # a workflow whose tasks fail makes no more runs
                 made = len(await histories.runs(temporal_client, workflow_id))
@@ -120,3 +134,6 @@ async def test_a_workflow_queried_while_its_passes_run_replays(
             failed.append(f"run {i}: {result.replay_failure}"[:300])
     assert not failed, f"{len(failed)} of {len(runs)} runs do not replay: {failed}"
     assert len(runs) > RUNS, f"the workflow continued as new {len(runs) - 1} times"
+    if shown is not None:  # the wakes' passes ran with their loads
+        kinds = [kind for run in runs for kind in histories.local_activities(run)]
+        assert kinds.count(pipeline.LOAD_AND_RUN_PASS) > len(runs)
