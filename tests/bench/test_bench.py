@@ -64,11 +64,11 @@ def test_the_benchmark_reports_every_figure_for_every_engine(tmp_path: Path) -> 
         }
     assert result["temporal"]["fleet"]["history_events_per_instance"] > 0
     spent = result["temporal"]["fleet"]["time_per_instance"]
-    # Two passes at least (the first finds the VM booting): the first a local activity
-    # that loads the instance and one that runs its steps and writes its status, the
-    # woken one all three in one, inside its workflow task.
-    assert spent["activities"] >= 3
-    assert spent["local_activities"] >= 3 and spent["workflow_task_run"] > 0
+    # Two passes at least (the first finds the VM booting), each one local activity that
+    # loads the instance, runs its steps and writes its status, inside its workflow task
+    # (the start's wake showed the instance; the VM's wake finds it as the first pass did).
+    assert spent["activities"] >= 2
+    assert spent["local_activities"] >= 2 and spent["workflow_task_run"] > 0
     # every run starts; a fleet of real VMs is woken by the watcher as they boot
     assert spent["woken_by_start"] >= 1 and spent["woken_by_wake"] > 0
     assert (

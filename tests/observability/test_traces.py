@@ -47,7 +47,7 @@ def attributes(span: ReadableSpan) -> dict[str, Any]:
 async def test_a_change_is_one_trace_from_the_watcher_to_each_step(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str
 ) -> None:
-    """A spec patch: the watcher's wake span, the pass, its run_pass activity and every
+    """A spec patch: the watcher's wake span, the pass, its one activity and every
     step's span in it share a trace; each step's span names the instance, step, outcome
     and reason."""
     orchestrator.apply(namespace, "db", SPEC)
@@ -95,14 +95,15 @@ async def test_a_change_is_one_trace_from_the_watcher_to_each_step(
         expected = {"dbi.instance": instance, "dbi.step": step.name, "dbi.outcome": "Satisfied"}
         assert attributes(run).items() >= expected.items()
         assert attributes(run)["dbi.reason"]
-        # A step's span is in run_pass's RunActivity, whose parent is the workflow's
-        # StartActivity, whose parent is the wake.
+        # A step's span is in the RunActivity of the pass's one local activity (the
+        # wake showed the new generation: its load found it so, and ran the steps),
+        # whose parent is the workflow's StartActivity, whose parent is the wake.
         assert run.parent is not None
         activity = by_id[run.parent.span_id]
-        assert activity.name == f"RunActivity:{pipeline.RUN_PASS}"
+        assert activity.name == f"RunActivity:{pipeline.LOAD_AND_RUN_PASS}"
         assert activity.parent is not None
         start = by_id[activity.parent.span_id]
-        assert start.name == f"StartActivity:{pipeline.RUN_PASS}"
+        assert start.name == f"StartActivity:{pipeline.LOAD_AND_RUN_PASS}"
         assert start.parent is not None and wake.context is not None
         assert start.parent.span_id == wake.context.span_id
 
