@@ -17,10 +17,10 @@ from typing import Any, TypeVar, cast
 from kubernetes import client as k8s
 
 from activities.views import Views
-from dbi import names, stored
+from dbi import names
 from dbi.models import DBInstance
 from dbi.spec import DeletionPolicy
-from dbi.stored import identity, read
+from dbi.stored import annotations_of, identity, read
 
 Manifest = dict[str, Any]
 T = TypeVar("T")
@@ -68,7 +68,7 @@ class Instance:
 
     @property
     def annotations(self) -> dict[str, str]:
-        return stored.annotations_of(self.model)
+        return annotations_of(self.model)
 
     def owner_reference(self) -> Manifest:
         """Return the owner reference every child carries (the instance is its controller)."""

@@ -68,7 +68,7 @@ def instance_event_matters(event: str, obj: Manifest, before: Seen | None) -> bo
         return True  # ADDED, DELETED, SYNC, or an instance this watcher has not seen
     now = Seen.of(obj)
     return (
-        now.generation != before.generation
+        new_generation(now, before)
         or (now.deleting and not before.deleting)
         or decided(now, before)
     )
