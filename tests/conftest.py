@@ -22,4 +22,5 @@ pytest_plugins = [
     "tests.orchestrator",
     "tests.deployment",
     "tests.journeys.product",
+    "tests.security.tenancy",
 ]

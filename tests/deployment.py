@@ -3,15 +3,20 @@
 ``deploy_manifests`` is deploy/cluster-wide as kustomize renders it; ``deployed_rbac`` applies its
 namespace, ServiceAccounts and RBAC to the local control plane for real (and deletes
 them at the end); ``service_account_kubeconfig`` writes a kubeconfig that
-authenticates as one of those ServiceAccounts, with a token from the TokenRequest API.
+authenticates as one of those ServiceAccounts, with a token from the TokenRequest API;
+``scoped_install`` installs deploy/namespaced for real, in namespaces of its own, and
+runs the worker and the watcher as its ServiceAccounts.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 import subprocess
 import tomllib
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +25,14 @@ import yaml
 
 from commands.main import build_parser
 from dbi import environment
+from devstack.orchestrator import OrchestratorProcesses
+from devstack.process import tail
 from devstack.stack import StackInfo
 from tests.stack import Kubectl
 
 SYSTEM_NAMESPACE = "dbi-system"
 RBAC_KINDS = ("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+ROLES_AND_BINDINGS = ("ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 Manifest = dict[str, Any]
 
 
@@ -138,3 +146,117 @@ def server_dry_run(
         "-k",
         str(directory),
     )
+
+
+def overlay(kubectl: Kubectl, repo_root: Path, renames: dict[str, str], suffix: str) -> list[Any]:
+    """deploy/namespaced as kustomize renders it, with its namespaces renamed (whole
+    words, also inside DBI_WATCH_NAMESPACES) and a suffix on the names of its roles and
+    bindings, so that it neither borrows the rights of the cluster-wide install other
+    tests apply nor leaves a binding behind that another test's apply would collide
+    with (one lives in dbi-images, which outlives the test)."""
+    text = kubectl("kustomize", str(repo_root / "deploy" / "namespaced")).stdout
+    for before, after in renames.items():
+        text = re.sub(rf"(?<![\w-]){re.escape(before)}(?![\w-])", after, text)
+    docs = [d for d in yaml.safe_load_all(text) if d]
+    for doc in docs:
+        if doc["kind"] in ROLES_AND_BINDINGS:
+            doc["metadata"]["name"] += suffix
+        if "roleRef" in doc:
+            doc["roleRef"]["name"] += suffix
+    return docs
+
+
+def deployment_env(docs: list[Any], deployment_name: str, name: str) -> str:
+    """The value the overlay's Deployment ``deployment_name`` gives the variable ``name``."""
+    (deployment,) = [
+        d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == deployment_name
+    ]
+    env = deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+    (value,) = [e["value"] for e in env if e["name"] == name]
+    return str(value)
+
+
+@dataclass
+class Scoped:
+    """deploy/namespaced installed for real: dbi's namespace (``home``), the two it serves."""
+
+    home: str
+    served: list[str]
+    logs: list[Path]
+
+    def tails(self) -> str:
+        return "\n".join(f"--- {log}\n{tail(log)}" for log in self.logs)
+
+
+@contextmanager
+def scoped_install(
+    kubectl: Kubectl,
+    local_stack: StackInfo,
+    repo_root: Path,
+    log_dir: Path,
+    *,
+    token: str,
+    served: list[str],
+) -> Iterator[Scoped]:
+    """Install deploy/namespaced with dbi's namespace ``dbi-scoped-<token>`` serving
+    ``served`` (two namespaces, created here), and run the worker and the watcher as its
+    ServiceAccounts, on a task queue of their own; remove all of it at the end."""
+    home = f"dbi-scoped-{token}"
+    for namespace in (home, *served):
+        kubectl("create", "namespace", namespace)
+    docs = overlay(
+        kubectl,
+        repo_root,
+        {"dbi-system": home, "team-a": served[0], "team-b": served[1]},
+        f"-{token}",
+    )
+    rbac = yaml.safe_dump_all([d for d in docs if d["kind"] in RBAC_KINDS])
+    kubectl("apply", "--server-side", "--field-manager=dbi-tests", "-f", "-", stdin=rbac)
+    kubeconfigs = {
+        process: service_account_kubeconfig(
+            kubectl,
+            local_stack,
+            f"dbi-{process}",
+            log_dir / f"{process}.kubeconfig",
+            namespace=home,
+        )
+        for process in ("worker", "watcher")
+    }
+    queue = f"dbi-scoped-{token}"
+    orchestrator = OrchestratorProcesses(
+        kubeconfig=kubeconfigs["worker"],
+        temporal_address=local_stack.temporal_address,
+        log_dir=log_dir,
+        die_with_parent=True,
+        env={
+            "worker": {
+                environment.KUBECONFIG.name: str(kubeconfigs["worker"]),
+                environment.NAMESPACE.name: home,
+                environment.TASK_QUEUE.name: queue,
+                environment.TRACES_EXPORTER.name: "none",
+                # The worker's views watch the served namespaces too.
+                environment.WATCH_NAMESPACES.name: deployment_env(
+                    docs, "dbi-worker", environment.WATCH_NAMESPACES.name
+                ),
+            },
+            "watcher": {
+                environment.KUBECONFIG.name: str(kubeconfigs["watcher"]),
+                environment.TASK_QUEUE.name: queue,
+                environment.TRACES_EXPORTER.name: "none",
+                # What the overlay sets, renamed: the two served namespaces.
+                environment.WATCH_NAMESPACES.name: deployment_env(
+                    docs, "dbi-watcher", environment.WATCH_NAMESPACES.name
+                ),
+                environment.LEASE_NAMESPACE.name: home,
+                environment.POD_NAME.name: f"scoped-{token}",
+            },
+        },
+    )
+    orchestrator.start(install_api=False)
+    try:
+        yield Scoped(home, served, [log_dir / "worker.log", log_dir / "watcher.log"])
+    finally:
+        orchestrator.stop()
+        kubectl("delete", "namespace", "--wait=false", home, *served)
+        bindings = yaml.safe_dump_all([d for d in docs if d["kind"] in ROLES_AND_BINDINGS])
+        kubectl("delete", "--ignore-not-found", "--wait=false", "-f", "-", stdin=bindings)

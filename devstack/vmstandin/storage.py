@@ -53,10 +53,16 @@ class Storage:
         self.disks = disks
 
     def disk_of(self, namespace: str, claim: str) -> Path | None:
-        """Return the directory of the volume a claim is bound to; None until it is."""
+        """Return the directory of the volume a claim is bound to (its ``volumeName``,
+        whose ``claimRef`` names the claim back); None until it is. A claim that merely
+        names another claim's volume gets nothing, as a kubelet would mount nothing."""
         pvc = or_none(lambda: self.core.read_namespaced_persistent_volume_claim(claim, namespace))
-        volume = pvc.spec.volume_name if pvc is not None and pvc.spec else None
-        return self.disks / volume if volume else None
+        name = pvc.spec.volume_name if pvc is not None and pvc.spec else None
+        volume = or_none(lambda: self.core.read_persistent_volume(name)) if name else None
+        ref = volume.spec.claim_ref if volume is not None else None
+        if ref is None or ref.uid != pvc.metadata.uid:
+            return None
+        return self.disks / str(name)
 
     # A claim ---------------------------------------------------------------------
 
