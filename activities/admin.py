@@ -54,6 +54,7 @@ class Reason(StrEnum):
     RESET_HELD = "AdminResetHeld"
     RESET_DONE = "AdminResetDone"
     RESET_FAILED = "AdminResetFailed"
+    INSECURE = postgres.INSECURE_REASON
 
 
 class Action(StrEnum):
@@ -137,6 +138,9 @@ def decide(obs: Observation) -> Decision[Action]:
     elif obs.login is Login.UNREACHABLE:
         message = "PostgreSQL does not answer yet."
         verdict = _pending(Reason.BOOTING, message, None, BOOT_CHECK_SECONDS)
+    elif Login.INSECURE in (obs.login, obs.next_login):
+        # Not a refusal: no reset or rotation answers a guest that asks insecurely.
+        verdict = Verdict(Outcome.TERMINAL, Reason.INSECURE, postgres.INSECURE_MESSAGE)
     else:
         verdict = _logged_in(obs) if obs.login is Login.OK else _refused(obs)
     return verdict.decision(SPEC)

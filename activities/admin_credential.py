@@ -25,12 +25,12 @@ from __future__ import annotations
 import base64
 import secrets as token
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from kubernetes import client as k8s
 
-from activities.kube import Instance, Kube, Manifest
+from activities.kube import Instance, Kube, Manifest, or_none
 from dbi import names
 from dbi.config import ADMIN_USER
 
@@ -49,11 +49,25 @@ def name_for(uid: str) -> str:
 
 @dataclass(frozen=True)
 class Credential:
-    """The admin credential as read (``uid`` None: there is none)."""
+    """The admin credential as read (``uid`` None: there is none). Its repr shows no
+    password."""
 
     uid: str | None
     data: dict[str, str]
     annotations: dict[str, str]
+    labels: dict[str, str] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return f"Credential(uid={self.uid!r}, keys={sorted(self.data)!r})"
+
+    def of(self, namespace: str, name: str) -> bool:
+        """Whether the credential was written for an instance of that namespace and name
+        (its labels, in dbi's namespace, where only dbi writes)."""
+        labels = self.labels
+        return (labels.get(INSTANCE_NAMESPACE_LABEL), labels.get(names.INSTANCE_LABEL)) == (
+            namespace,
+            name,
+        )
 
     @property
     def password(self) -> str:
@@ -88,7 +102,12 @@ def read(kube: Kube, namespace: str, uid: str) -> Credential:
         return Credential(uid=None, data={}, annotations={})
     meta = found.metadata or k8s.V1ObjectMeta()
     data = {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
-    return Credential(uid=meta.uid, data=data, annotations=dict(meta.annotations or {}))
+    return Credential(
+        uid=meta.uid,
+        data=data,
+        annotations=dict(meta.annotations or {}),
+        labels=dict(meta.labels or {}),
+    )
 
 
 def write(
@@ -141,13 +160,18 @@ def create(
     return Credential(uid=None, data={"password": password}, annotations=present)
 
 
-def take_over(kube: Kube, namespace: str, instance: Instance, old_uid: str) -> None:
-    """Make the deleted instance ``old_uid``'s credential (the one its retained data
-    knows) the instance's, then delete the old one."""
-    taken = read(kube, namespace, old_uid)
+def take_over(
+    kube: Kube, namespace: str, instance: Instance, old_uid: str, taken: Credential
+) -> None:
+    """Make ``taken``, the deleted instance ``old_uid``'s credential (the one its
+    retained data knows; the caller checked it may), the instance's, then delete the old
+    one, naming the UID read: only the credential that was checked goes."""
+    assert taken.uid is not None
     data = {"password": taken.password}
     write(kube, namespace, instance, data, annotations=kept_annotations(taken), read_uid=None)
-    kube.delete("Secret", namespace, name_for(old_uid))
+    only_that = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=taken.uid))
+    old = name_for(old_uid)
+    or_none(lambda: kube.core.delete_namespaced_secret(old, namespace, body=only_that))
 
 
 def kept_annotations(credential: Credential) -> dict[str, str | None]:

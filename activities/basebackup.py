@@ -160,11 +160,11 @@ def pg_basebackup(ctx: Context) -> str:
     return found
 
 
-def _pg_basebackup(
-    ctx: Context, server: postgres.Server, password: str, target: Path, *, label: str
-) -> None:
-    """Run pg_basebackup into ``target``, heartbeating; raise what it said on failure."""
-    conninfo = make_conninfo(
+def conninfo(server: postgres.Server) -> str:
+    """How pg_basebackup reaches the instance: as dbi's own connections do (verified TLS,
+    SCRAM bound to it: ``postgres.AUTH``), as the admin; the password goes in the
+    child's environment."""
+    return make_conninfo(
         host=server.name,
         hostaddr=server.address,
         port=postgres.PORT,
@@ -173,7 +173,14 @@ def _pg_basebackup(
         sslrootcert=server.ca_file or "/nonexistent/dbi-no-ca.crt",
         connect_timeout=postgres.CONNECT_TIMEOUT_SECONDS,
         application_name="dbi-backup",
+        **postgres.AUTH,
     )
+
+
+def _pg_basebackup(
+    ctx: Context, server: postgres.Server, password: str, target: Path, *, label: str
+) -> None:
+    """Run pg_basebackup into ``target``, heartbeating; raise what it said on failure."""
     command = [
         pg_basebackup(ctx),
         f"--pgdata={target}",
@@ -183,7 +190,7 @@ def _pg_basebackup(
         "--checkpoint=fast",
         "--no-password",
         f"--label={label}",
-        f"--dbname={conninfo}",
+        f"--dbname={conninfo(server)}",
         *([f"--max-rate={ctx.config.backup_max_rate}"] if ctx.config.backup_max_rate else []),
     ]
     # The child's whole environment: the password and nothing of the worker's.

@@ -2,14 +2,19 @@
 
 Observes the admin credential (in the orchestrator's namespace,
 ``activities.admin_credential``), the app credentials Secret and the cloud-init Secret
-(in the instance's), and a legacy ``<name>-admin`` Secret there. An app or cloud-init
-Secret that is not the instance's stops the step (``activities.ownership``).
+(in the instance's). An app or cloud-init Secret that is not the instance's stops the
+step (``activities.ownership``).
 
-A missing admin credential is recovered, never regenerated blindly: moved from a
-legacy ``<name>-admin`` Secret (then that one is deleted), or taken from the deleted
-instance the DBInstance adopts; made new only for an instance whose data disk does not
-exist yet; otherwise (the credential lost) made new with a reset token, which the boot
-data carries so that the guest sets it at its next boot (the admin step restarts it).
+A missing admin credential is recovered, never regenerated blindly: taken from the
+deleted instance the DBInstance adopts (``dbi.dev/adopt``); made new only for an
+instance whose data disk does not exist yet; otherwise (the credential lost) made new
+with a reset token, which the boot data carries so that the guest sets it at its next
+boot (the admin step restarts it). The adopt annotation is a tenant's claim, never
+proof: a credential is taken over only when dbi wrote it for an instance of the same
+namespace and name (its labels, in dbi's namespace) and this instance's data claim is
+bound to the volume dbi marked with that instance's UID (the volume's ``claimRef``);
+otherwise the step is Terminal (``AdoptionRefused``), naming the UID, and nothing is
+touched.
 The cloud-init Secret carries only the admin password's SCRAM verifier, and the
 instance's TLS server certificate and key, signed by the namespace's CA (created here
 when the namespace has none: ``activities.trust``), issued anew when missing, not for
@@ -41,7 +46,7 @@ from activities import admin_credential, manifests, ownership, restore, secrets,
 from activities.admin_credential import Credential
 from activities.kube import Instance, spares_reads
 from activities.step import Anatomy, Context
-from dbi import bootstrap, scram, tls
+from dbi import bootstrap, names, scram, tls
 from dbi.pipeline import CREDENTIALS as SPEC
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
@@ -50,8 +55,8 @@ class Reason(StrEnum):
     READY = "SecretsReady"
     CREATED = "SecretsWritten"
     OWNERS_SYNCED = "OwnerReferencesSynced"
-    ADMIN_MOVED = "AdminCredentialMoved"
     ADMIN_ADOPTED = "AdminCredentialAdopted"
+    ADOPTION_REFUSED = "AdoptionRefused"
     ADMIN_RESET = "AdminCredentialReset"
     CA_CREATED = "CACreated"
     CERTIFICATE_ISSUED = "CertificateIssued"
@@ -61,8 +66,6 @@ class Reason(StrEnum):
 
 class Action(StrEnum):
     WRITE = "write"  # what is incomplete: the app Secret, the cloud-init Secret, a new admin
-    MOVE_ADMIN = "move-admin"  # a legacy <name>-admin Secret into the admin credential
-    DROP_LEGACY = "drop-legacy"  # the legacy Secret, once moved
     ADOPT_ADMIN = "adopt-admin"  # the adopted instance's admin credential
     RESET_ADMIN = "reset-admin"  # a lost credential: a new one, set in the guest at boot
     CREATE_CA = "create-ca"  # the namespace's CA, which signs its instances' certificates
@@ -77,10 +80,12 @@ class Observation:
     # The cloud-init Secret is kept under deletionPolicy Retain: its owner reference
     # follows the policy.
     kept_follow_policy: bool = True
-    legacy_admin: bool = False  # the instance's own <name>-admin Secret, with a password
     # The admin credential of the deleted instance this one adopts (dbi.dev/adopt) is
-    # still there: it is the one the adopted data knows, it replaces any other.
+    # still there and may be taken: it is the one the adopted data knows, it replaces
+    # any other.
     adoptable_admin: bool = False
+    # The UID dbi.dev/adopt names when its credential is there but may not be taken.
+    adoption_refused: str | None = None
     data_disk_exists: bool = False  # the instance's own data claim
     ca_exists: bool = True  # the namespace's CA
     # The boot data's server certificate is the CA's, for the Service's names, with its
@@ -90,14 +95,6 @@ class Observation:
     restore_delivered: bool = True
     restore_invalid: str | None = None  # why spec.restore's backup cannot be restored
     reads: Reads | None = None  # what was read, for the action (None in pure tests)
-
-
-_ADMIN_RECOVERY = (
-    ("legacy_admin", Action.MOVE_ADMIN, Reason.ADMIN_MOVED,
-     "The admin credential moved out of the instance's namespace, into dbi's."),
-    ("data_disk_exists", Action.RESET_ADMIN, Reason.ADMIN_RESET,
-     "The admin credential was lost: a new one is set in the guest at its next boot."),
-)  # fmt: skip
 
 
 # Once the admin credential is settled: what is missing, in order, and what makes it.
@@ -123,16 +120,14 @@ def decide(obs: Observation) -> Decision[Action]:
             SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=AT_ONCE), action
         )
 
+    if obs.adoption_refused is not None:
+        return Decision(SPEC.result(Outcome.TERMINAL, Reason.ADOPTION_REFUSED, refusal(obs)))
     if obs.adoptable_admin:
         message = "The adopted instance's admin credential was taken over."
         return pending(Reason.ADMIN_ADOPTED, message, Action.ADOPT_ADMIN)
-    if not obs.admin_complete:
-        for fact, action, reason, message in _ADMIN_RECOVERY:
-            if getattr(obs, fact):
-                return pending(reason, message, action)
-    elif obs.legacy_admin:
-        message = "The admin credential moved out of the instance's namespace, into dbi's."
-        return pending(Reason.ADMIN_MOVED, message, Action.DROP_LEGACY)
+    if not obs.admin_complete and obs.data_disk_exists:
+        message = "The admin credential was lost: a new one is set in the guest at its next boot."
+        return pending(Reason.ADMIN_RESET, message, Action.RESET_ADMIN)
     if obs.restore_invalid is not None:
         message = obs.restore_invalid[:512]
         return Decision(SPEC.result(Outcome.TERMINAL, Reason.RESTORE_INVALID, message))
@@ -149,18 +144,29 @@ def decide(obs: Observation) -> Decision[Action]:
     )
 
 
+def refusal(obs: Observation) -> str:
+    """What a refused dbi.dev/adopt says (pure)."""
+    return (
+        f"{names.ADOPT_ANNOTATION} names {obs.adoption_refused}, which this instance may not "
+        "adopt: dbi takes over only the admin credential of a deleted instance of this "
+        "namespace and name whose data disk this instance holds. Nothing was taken over; "
+        "remove the annotation."
+    )
+
+
 @dataclass(frozen=True)
 class Reads:
     admin: Credential
     app: secrets.Read
     cloudinit: secrets.Read
-    legacy: secrets.Read  # <name>-admin in the instance's namespace
     ca: tls.KeyPair | None  # the namespace's CA
 
     app_name: str
     cloudinit_name: str
     # The backup the boot data must name (spec.restore), once located; None: none.
     restore: bootstrap.Restore | None = None
+    # The adopted instance's admin credential, when this instance may take it over.
+    adopted: Credential | None = None
 
     def children(self) -> list[ownership.Child]:
         """The Secrets under the instance's child names (the ownership check)."""
@@ -171,17 +177,16 @@ class Reads:
 
 
 def read_all(ctx: Context, instance: Instance) -> Reads:
-    """Read the Secrets; an idle pass (``activities.kube.spares_reads``) leaves out the
-    legacy Secret, takes the CA this process read in the last minute and the cloud-init
-    Secret it read in the last hour (``secrets.read_boot``): none changes but by a hand
-    or a pass, and any action runs the pass again with all three read."""
+    """Read the Secrets; an idle pass (``activities.kube.spares_reads``) takes the CA
+    this process read in the last minute and the cloud-init Secret it read in the last
+    hour (``secrets.read_boot``): neither changes but by a hand or a pass, and any
+    action runs the pass again with both read."""
     kube, ns = ctx.kube, instance.namespace
     spared = spares_reads()
     return Reads(
         admin=admin_credential.read(kube, ctx.config.namespace, instance.uid),
         app=secrets.read(kube, ns, secrets.app_name(instance)),
         cloudinit=secrets.read_boot(kube, instance),
-        legacy=secrets.NONE if spared else secrets.read(kube, ns, secrets.admin_name(instance)),
         ca=(trust.recent_ca if spared else trust.read_ca)(kube, ctx.config.namespace, ns),
         app_name=secrets.app_name(instance),
         cloudinit_name=secrets.cloudinit_name(instance),
@@ -194,21 +199,18 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     is missing."""
     reads = read_all(ctx, instance)
     source, invalid = _restore(ctx, instance, reads)
-    reads = replace(reads, restore=source)
+    adopted, refused = _adoption(ctx, instance)
+    reads = replace(reads, restore=source, adopted=adopted)
     admin, app = reads.admin, reads.app
-    legacy = ownership.Child("Secret", secrets.admin_name(instance), reads.legacy.meta)
     missing = not admin.password
-    adopted = instance.adopts
     return Observation(
         secret_name=secrets.app_name(instance),
         admin_complete=not missing,
         app_complete=bool(app.password) and app_matches(instance, app),
         cloudinit_matches=not missing and userdata_matches(reads.cloudinit, admin),
         kept_follow_policy=ownership.follows_policy(reads.children()[1], instance),
-        legacy_admin=bool(reads.legacy.password)
-        and ownership.classify(legacy, instance.uid) is ownership.Claim.OURS,
-        adoptable_admin=adopted is not None
-        and bool(admin_credential.read(ctx.kube, ctx.config.namespace, adopted).password),
+        adoptable_admin=adopted is not None,
+        adoption_refused=refused,
         data_disk_exists=missing and _own_data_claim(ctx, instance),
         ca_exists=reads.ca is not None,
         certificate_current=certificate_current(instance, reads),
@@ -216,6 +218,35 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         restore_invalid=invalid,
         reads=reads,
     )
+
+
+def _adoption(ctx: Context, instance: Instance) -> tuple[Credential | None, str | None]:
+    """The admin credential of the deleted instance dbi.dev/adopt names, when this
+    instance may take it over; else the UID it may not adopt; (None, None): nothing to
+    take (no annotation, or no credential of that UID, or one taken over already).
+
+    What a tenant writes is a claim; the proof is what only dbi writes: the credential's
+    labels, in dbi's namespace, name this instance's namespace and name (so its instance
+    is deleted: the name is this one's now), and this instance's data claim is bound
+    (the volume's ``claimRef``) to the volume dbi marked with that UID."""
+    old = instance.adopts
+    if old is None or old == instance.uid:
+        return None, None
+    found = admin_credential.read(ctx.kube, ctx.config.namespace, old)
+    if not found.password:
+        return None, None
+    if found.of(instance.namespace, instance.name) and _holds_volume_of(ctx, instance, old):
+        return found, None
+    return None, old
+
+
+def _holds_volume_of(ctx: Context, instance: Instance, uid: str) -> bool:
+    """Whether the instance's data claim is bound to a volume dbi marked as ``uid``'s."""
+    claim = ctx.kube.pvc(instance.namespace, manifests.data_claim_name(instance))
+    volume = ownership.volume_of(ctx.kube, claim)
+    meta = volume.metadata if volume is not None else None
+    annotations = (meta.annotations if meta is not None else None) or {}
+    return annotations.get(names.INSTANCE_UID_ANNOTATION) == uid
 
 
 def _restore(
@@ -282,12 +313,9 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
     """Perform the decided action (one write of the admin credential at most)."""
     kube, home, reads = ctx.kube, ctx.config.namespace, obs.reads
     assert reads is not None
-    if action is Action.MOVE_ADMIN:
-        admin_credential.create(kube, home, instance, reads.legacy.password)
-    elif action is Action.DROP_LEGACY:
-        kube.delete("Secret", instance.namespace, secrets.admin_name(instance))
-    elif action is Action.ADOPT_ADMIN:
-        admin_credential.take_over(kube, home, instance, str(instance.adopts))
+    if action is Action.ADOPT_ADMIN:
+        assert reads.adopted is not None
+        admin_credential.take_over(kube, home, instance, str(instance.adopts), reads.adopted)
     elif action is Action.RESET_ADMIN:
         admin_credential.create(kube, home, instance, secrets.new_password(), reset=True)
     elif action is Action.CREATE_CA:

@@ -16,6 +16,7 @@ from temporalio import activity
 
 from activities import admin_credential, postgres, trust
 from activities.kube import KUBEVIRT, Instance
+from activities.postgres import Login
 from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import HEALTH as SPEC
@@ -32,17 +33,18 @@ class Reason(StrEnum):
     BOOTING = "Booting"
     IN_RECOVERY = "InRecovery"
     ADMIN_REFUSED = "AdminPasswordRefused"
+    AUTH_INSECURE = postgres.INSECURE_REASON
     VERSION_MISMATCH = "VersionMismatch"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     stopped: bool
     address: str | None = None
     reachable: bool = False
     version: str | None = None
     in_recovery: bool = False
-    admin_refused: bool = False
+    login: Login = Login.OK  # how the admin's login went, when it failed
     # The endpoint clients use: the instance's Service (access.service_host).
     service_host: str | None = None
     spec_version: int | None = None  # the major spec.version asks for
@@ -54,13 +56,23 @@ def major(version: str | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
+# A login that failed on the server's answer: neither waiting nor retrying helps.
+_LOGIN_FAILED = {
+    Login.REFUSED: (
+        Reason.ADMIN_REFUSED,
+        "PostgreSQL refuses dbi's admin password; the admin step recovers it.",
+    ),
+    Login.INSECURE: (Reason.AUTH_INSECURE, postgres.INSECURE_MESSAGE),
+}
+
+
 def _unhealthy(obs: Observation) -> tuple[Outcome, Reason, str] | None:
     """Why a running instance is not healthy (pure); None when it is."""
     if obs.address is None:
         return Outcome.PENDING, Reason.NO_ADDRESS, "The VM has no address yet."
-    if obs.admin_refused:
-        message = "PostgreSQL refuses dbi's admin password; the admin step recovers it."
-        return Outcome.TERMINAL, Reason.ADMIN_REFUSED, message
+    if obs.login in _LOGIN_FAILED:
+        reason, message = _LOGIN_FAILED[obs.login]
+        return Outcome.TERMINAL, reason, message
     if not obs.reachable:
         return Outcome.PENDING, Reason.BOOTING, "PostgreSQL does not answer yet."
     if obs.in_recovery:
@@ -101,8 +113,18 @@ def decide(obs: Observation) -> Decision[None]:
     )
 
 
-def probe(server: postgres.Server, password: str) -> tuple[bool, str | None, bool, bool]:
-    """Return (reachable, server version, in recovery, admin refused) as the admin sees it."""
+@dataclass(frozen=True)
+class Probe:
+    """What logging in as the admin showed."""
+
+    reachable: bool
+    version: str | None = None
+    in_recovery: bool = False
+    login: Login = Login.OK
+
+
+def probe(server: postgres.Server, password: str) -> Probe:
+    """Log in as the admin: the server's version and recovery state, or why not."""
     try:
         with postgres.connect(server, password=password) as conn:
             conn.execute("SELECT 1")
@@ -110,12 +132,10 @@ def probe(server: postgres.Server, password: str) -> tuple[bool, str | None, boo
                 "SELECT current_setting('server_version'), pg_is_in_recovery()"
             ).fetchone()
     except psycopg.OperationalError as e:
-        # The server answered and said no (libpq reports it in the message, no sqlstate).
-        refused = "password authentication failed" in str(e)
         activity.logger.info("health probe of %s failed: %s", server.address, type(e).__name__)
-        return False, None, False, refused
+        return Probe(reachable=False, login=postgres.login_failure(e))
     assert row is not None
-    return True, str(row[0]), bool(row[1]), False
+    return Probe(reachable=True, version=str(row[0]), in_recovery=bool(row[1]))
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
@@ -130,14 +150,14 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         return Observation(stopped=False)
     admin = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)
     server = trust.server(ctx.kube, ctx.config.namespace, instance, address)
-    reachable, version, recovery, refused = probe(server, admin.password)
+    seen = probe(server, admin.password)
     return Observation(
         stopped=False,
         address=address,
-        reachable=reachable,
-        version=version,
-        in_recovery=recovery,
-        admin_refused=refused,
+        reachable=seen.reachable,
+        version=seen.version,
+        in_recovery=seen.in_recovery,
+        login=seen.login,
         service_host=names.service_host(instance.namespace, instance.name),
         spec_version=int(instance.model.spec.version),
     )

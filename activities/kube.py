@@ -163,8 +163,8 @@ def rests_on_views() -> None:
 
 def spares_reads() -> bool:
     """Whether this block is an idle pass's, which may leave out a read whose only news
-    would be a change a missed wake brings (the credentials step's legacy admin Secret;
-    the CA, taken from this process's recent read). When it is, the block's decisions
+    would be a change a missed wake brings (the credentials step's CA, taken from this
+    process's recent read). When it is, the block's decisions
     rest on what was left out as on a read from the views: a step that would act raises
     ``Stale``, and the pass runs again with every read made."""
     block = _SHARED.get()

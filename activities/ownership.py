@@ -28,7 +28,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from activities.kube import Instance, Kube, Manifest
+from kubernetes import client as k8s
+
+from activities.kube import Instance, Kube, Manifest, or_none
 from dbi import names
 from dbi.pipeline import StepSpec
 from dbi.steps import AT_ONCE, Decision, Outcome
@@ -175,6 +177,27 @@ def adopt(kube: Kube, instance: Instance, child: Child) -> None:
         {"op": "replace", "path": path, "value": instance.uid},
     ]
     kube.patch(child.kind, instance.namespace, child.name, body)
+
+
+def volume_of(
+    kube: Kube, claim: k8s.V1PersistentVolumeClaim | None
+) -> k8s.V1PersistentVolume | None:
+    """Return the PersistentVolume ``claim`` is bound to: the one its ``spec.volumeName``
+    names, if that volume's ``claimRef`` names the claim back (namespace, name and UID).
+
+    A claim's ``volumeName`` is written by whoever writes the claim (a tenant, too); a
+    volume's ``claimRef`` only by the binder or a cluster administrator. A claim naming a
+    volume that is not bound to it gets nothing: dbi never reads, marks or relies on
+    another claim's volume on its say-so."""
+    meta = claim.metadata if claim is not None else None
+    wanted = claim.spec.volume_name if claim is not None and claim.spec else None
+    if meta is None or not wanted:
+        return None
+    volume = or_none(lambda: kube.core.read_persistent_volume(wanted))
+    ref = volume.spec.claim_ref if volume is not None and volume.spec is not None else None
+    if ref is None or (ref.namespace, ref.name, ref.uid) != (meta.namespace, meta.name, meta.uid):
+        return None
+    return volume
 
 
 def follows_policy(child: Child, instance: Instance) -> bool:

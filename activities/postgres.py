@@ -3,7 +3,9 @@
 Every connection is ``sslmode=verify-full``: libpq connects to the VM's address
 (``hostaddr``) and checks the server's certificate against the namespace's CA for
 the Service's name (``host``), so dbi's admin password, even as SCRAM, goes to no
-one but the instance (``activities.trust``).
+one but the instance (``activities.trust``). A guest is a tenant's machine and holds
+its own certificate, so libpq also requires SCRAM-SHA-256 with channel binding
+(``AUTH``): a server that asks for the password in clear or as MD5 gets nothing.
 
 SQL identifiers go through ``psycopg.sql.Identifier`` and values through parameters
 or ``sql.Literal``; nothing from a spec is put into SQL text.
@@ -36,6 +38,9 @@ from dbi.config import ADMIN_USER
 
 PORT = 5432
 CONNECT_TIMEOUT_SECONDS = 3
+# How dbi authenticates to an instance, whatever its pg_hba.conf asks: SCRAM-SHA-256
+# bound to the TLS channel, or nothing (libpq refuses before sending anything).
+AUTH = {"require_auth": "scram-sha-256", "channel_binding": "require"}
 # No statement of dbi's waits long on a lock or runs long: a user's transaction holding
 # the app role, say, makes the step fail (and retry) instead of hanging it.
 SESSION_OPTIONS = "-c statement_timeout=10000 -c lock_timeout=5000"
@@ -60,6 +65,29 @@ class Login(StrEnum):
     OK = "ok"
     REFUSED = "refused"  # the server answered: wrong password
     UNREACHABLE = "unreachable"  # no answer (booting, down, refusing connections)
+    # The server asked for the password otherwise than SCRAM bound to the channel (in
+    # clear, as MD5): libpq sent nothing (``AUTH``).
+    INSECURE = "insecure"
+
+
+# What a step says of a server that asked for a password insecurely (Login.INSECURE).
+INSECURE_REASON = "InsecureAuthentication"
+INSECURE_MESSAGE = (
+    "PostgreSQL asked for dbi's admin password in clear or as MD5; dbi sends it only as "
+    "SCRAM-SHA-256 bound to TLS, so it sent nothing. The guest's pg_hba.conf is not dbi's: "
+    "a restart (dbi resize NAME --force) writes it again."
+)
+
+
+def login_failure(error: psycopg.OperationalError) -> Login:
+    """What a failed connection says about the login (libpq reports it in the message,
+    with no sqlstate): refused, asked for insecurely, or no answer."""
+    said = str(error)
+    if "password authentication failed" in said:
+        return Login.REFUSED
+    if "authentication method requirement" in said or "channel binding" in said:
+        return Login.INSECURE
+    return Login.UNREACHABLE
 
 
 @dataclass(frozen=True)
@@ -264,6 +292,8 @@ def _open(server: Server, *, password: str, user: str, dbname: str) -> psycopg.C
         keepalives_interval=5,
         keepalives_count=3,
         tcp_user_timeout=TCP_USER_TIMEOUT_MS,
+        require_auth=AUTH["require_auth"],
+        channel_binding=AUTH["channel_binding"],
     )
 
 
@@ -275,8 +305,7 @@ def login(server: Server, *, password: str, user: str = ADMIN_USER) -> Login:
         with connect(server, user=user, password=password):
             return Login.OK
     except psycopg.OperationalError as e:
-        # The server answered and said no (libpq reports it in the message, no sqlstate).
-        return Login.REFUSED if "password authentication failed" in str(e) else Login.UNREACHABLE
+        return login_failure(e)
 
 
 def authenticates(server: Server, *, user: str, password: str, dbname: str) -> bool:

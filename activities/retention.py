@@ -24,7 +24,7 @@ from enum import StrEnum
 from kubernetes import client as k8s
 
 from activities import manifests, ownership
-from activities.kube import Instance, or_none
+from activities.kube import Instance
 from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import RETENTION as SPEC
@@ -118,7 +118,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     name = manifests.data_claim_name(instance)
     claim = ctx.kube.pvc(instance.namespace, name)
     child = ownership.Child("PersistentVolumeClaim", name, ownership.meta_of(claim, ctx.kube))
-    volume = bound_volume(ctx, claim)
+    volume = ownership.volume_of(ctx.kube, claim)
     meta = volume.metadata if volume is not None and volume.metadata is not None else None
     annotations = (meta.annotations if meta else None) or {}
     labels = (meta.labels if meta else None) or {}
@@ -181,14 +181,6 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
             },
         }
     kube.core.patch_persistent_volume(str(volume.metadata.name), body)
-
-
-def bound_volume(
-    ctx: Context, claim: k8s.V1PersistentVolumeClaim | None
-) -> k8s.V1PersistentVolume | None:
-    """Return the PersistentVolume ``claim`` is bound to, if it is bound."""
-    bound = claim.spec.volume_name if claim is not None and claim.spec else None
-    return or_none(lambda: ctx.kube.core.read_persistent_volume(bound)) if bound else None
 
 
 def protect_volume(ctx: Context, instance: Instance) -> bool:

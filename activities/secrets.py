@@ -21,10 +21,6 @@ from dbi import bootstrap
 ROTATION_ANNOTATION = "dbi.dev/rotation-id"
 
 
-def admin_name(instance: Instance) -> str:
-    return f"{instance.name}-admin"
-
-
 def app_name(instance: Instance) -> str:
     """The credentials Secret apps read: spec.credentials.secretName, else
     <name>-credentials."""
@@ -36,9 +32,9 @@ def cloudinit_name(instance: Instance) -> str:
 
 
 def kept(instance: Instance, name: str) -> bool:
-    """Whether deletionPolicy Retain keeps the Secret: the VM boots from cloud-init and
-    is managed as the admin, so both stay with it."""
-    return name in (admin_name(instance), cloudinit_name(instance))
+    """Whether deletionPolicy Retain keeps the Secret: the VM boots from cloud-init, so
+    that one stays with it (dbi keeps the admin credential in its own namespace)."""
+    return name == cloudinit_name(instance)
 
 
 def new_password() -> str:
@@ -48,7 +44,8 @@ def new_password() -> str:
 
 @dataclass(frozen=True)
 class Read:
-    """A Secret as read: its UID (None when missing), data and annotations."""
+    """A Secret as read: its UID (None when missing), data and annotations. Its repr
+    shows the UID and the data's keys, nothing else."""
 
     uid: str | None
     data: dict[str, str]
@@ -59,6 +56,11 @@ class Read:
     @property
     def password(self) -> str:
         return self.data.get("password", "")
+
+    def __repr__(self) -> str:
+        # Not the data, nor the annotations and metadata, where a client-side
+        # `kubectl apply` leaves the whole Secret (last-applied-configuration).
+        return f"Read(uid={self.uid!r}, keys={sorted(self.data)!r})"
 
     def uid_only(self) -> Read:
         """This read without its resourceVersion (``apply``)."""

@@ -1,8 +1,7 @@
 """teardown_vm (VMReleased): the VM and its disk go, or stay released, as deletionPolicy says.
 
-Observes the instance's own VM, data claim, root disk claims, cloud-init, credentials
-and (legacy)
-``<name>-admin`` Secrets, its admin credential (in dbi's namespace) and its volume;
+Observes the instance's own VM, data claim, root disk claims, cloud-init and credentials
+Secrets, its admin credential (in dbi's namespace) and its volume;
 objects that are not the instance's are neither observed nor touched
 (``activities.ownership``), and the garbage collector is not leaned on, whatever
 cascade the deletion asked for.
@@ -74,7 +73,6 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
             "PersistentVolumeClaim", claim_name, ownership.meta_of(kube.pvc(ns, claim_name), kube)
         ),
         secret(secrets.cloudinit_name(instance)),
-        secret(secrets.admin_name(instance)),
     ]
     roots = kube.pvcs(
         ns, {names.INSTANCE_LABEL: instance.name, manifests.DISK_LABEL: manifests.ROOT}

@@ -59,8 +59,9 @@ class Restore(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     backup: str = Field(description="The DBBackup's name, for the guest's log.")
-    base_url: str = Field(description="base.tar.gz: the data directory.")
-    wal_url: str = Field(description="pg_wal.tar.gz: the WAL that makes it consistent.")
+    # Presigned URLs grant a read of the backup: never in a repr.
+    base_url: str = Field(description="base.tar.gz: the data directory.", repr=False)
+    wal_url: str = Field(description="pg_wal.tar.gz: the WAL that makes it consistent.", repr=False)
 
 
 class Upgrade(BaseModel):

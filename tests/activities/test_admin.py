@@ -72,6 +72,14 @@ A = admin.Action
             replace(UP, reset=True), Outcome.PENDING, "AdminResetDone", A.CLEAR_RESET,
             id="reset-took",
         ),
+        pytest.param(
+            replace(UP, login=Login.INSECURE), Outcome.TERMINAL, "InsecureAuthentication",
+            None, id="a-guest-asking-for-the-password-in-clear-is-not-reset",
+        ),
+        pytest.param(
+            replace(REFUSED, next_login=Login.INSECURE), Outcome.TERMINAL,
+            "InsecureAuthentication", None, id="nor-rotated-when-it-asks-so-for-next",
+        ),
     ],
 )  # fmt: skip
 def test_admin(

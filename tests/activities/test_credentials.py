@@ -18,11 +18,11 @@ from kubernetes import client as k8s
 from prometheus_client import REGISTRY, generate_latest
 
 from activities import access, credentials, secrets, trust
-from activities.admin_credential import name_for
+from activities.admin_credential import Credential, name_for
 from activities.kube import Instance, Kube
 from activities.rotation import RotateCredentials
 from activities.step import Context
-from dbi import bootstrap, names
+from dbi import bootstrap, names, tls
 from dbi.config import ADMIN_USER, Config
 from dbi.messages import RotationRequest, RotationResult, Wake
 from dbi.steps import Outcome
@@ -493,22 +493,22 @@ C = credentials.Action
             id="cloud-init-owner-reference-differs-from-deletion-policy",
         ),
         pytest.param(
-            replace(CREDS, admin_complete=False, legacy_admin=True, data_disk_exists=True),
-            "AdminCredentialMoved",
-            C.MOVE_ADMIN,
-            id="legacy-admin-secret-moves-out-of-the-tenants-namespace",
-        ),
-        pytest.param(
-            replace(CREDS, legacy_admin=True),
-            "AdminCredentialMoved",
-            C.DROP_LEGACY,
-            id="moved-legacy-admin-secret-is-deleted",
-        ),
-        pytest.param(
             replace(CREDS, adoptable_admin=True),
             "AdminCredentialAdopted",
             C.ADOPT_ADMIN,
             id="adopted-instances-credential-is-taken-over",
+        ),
+        pytest.param(
+            replace(CREDS, adoption_refused="0d1e"),
+            "AdoptionRefused",
+            None,
+            id="a-credential-the-instance-may-not-adopt-stalls-it",
+        ),
+        pytest.param(
+            replace(CREDS, adoption_refused="0d1e", admin_complete=False, data_disk_exists=True),
+            "AdoptionRefused",
+            None,
+            id="a-refused-adoption-resets-nothing-either",
         ),
         pytest.param(
             replace(CREDS, admin_complete=False, data_disk_exists=True),
@@ -532,15 +532,18 @@ C = credentials.Action
 )
 def test_credentials(obs: credentials.Observation, reason: str, action: credentials.Action) -> None:
     """Satisfied only when every credential is complete; a missing admin credential is
-    moved, adopted or reset when data exists, and made anew only for a new instance."""
+    adopted or reset when data exists, and made anew only for a new instance; an adoption
+    dbi may not carry out stalls the instance, naming the UID."""
     name = "db-credentials"
     decided = credentials.decide(replace(obs, secret_name=name))
     decision, act = decided.result, decided.action
     assert (decision.reason, act) == (reason, action)
     if decision.outcome is Outcome.SATISFIED:
         assert decision.facts.credentials_secret_name == name
-    elif reason == "RestoreSourceInvalid":  # a spec change is needed, no action helps
+    elif reason in ("RestoreSourceInvalid", "AdoptionRefused"):  # no action helps
         assert decision.outcome is Outcome.TERMINAL
+        if obs.adoption_refused is not None:
+            assert obs.adoption_refused in decision.message
     else:
         assert decision.outcome is Outcome.PENDING
 
@@ -576,3 +579,33 @@ def test_a_password_a_user_made_unusable_reads_as_missing(value: bytes) -> None:
     read = secrets.read(kube, "shop", "db-credentials")
     assert read.password == ""
     assert read.data["username"] == "app"
+
+
+def test_no_repr_shows_a_password_a_key_or_a_signed_url() -> None:
+    """What the credentials step reads and observes prints its UIDs and keys' names, never
+    a password, a private key, a Secret's last-applied copy or a presigned URL: a repr
+    reaches logs and exception messages."""
+    password, applied = "pw-" + "x" * 20, "last-applied-" + "y" * 20
+    url = "https://store.example/base.tar.gz?X-Amz-Signature=" + "z" * 20
+    ca = tls.new_ca("shop")
+    app = secrets.Read(
+        uid="a",
+        data={"password": password, "username": "app"},
+        annotations={"kubectl.kubernetes.io/last-applied-configuration": applied},
+        meta={"annotations": {"kubectl.kubernetes.io/last-applied-configuration": applied}},
+    )
+    admin = Credential(uid="c", data={"password": password, "next": password}, annotations={})
+    reads = credentials.Reads(
+        admin=admin,
+        app=app,
+        cloudinit=secrets.NONE,
+        ca=ca,
+        app_name="db-credentials",
+        cloudinit_name="db-cloudinit",
+        restore=bootstrap.Restore(backup="db-1", base_url=url, wal_url=url),
+        adopted=admin,
+    )
+    shown = repr(replace(CREDS, reads=reads))
+    for secret in (password, applied, url, ca.key_pem.splitlines()[1]):
+        assert secret not in shown
+    assert "db-1" in shown and "'password'" in shown  # what it is, not what it holds

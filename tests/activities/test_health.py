@@ -2,72 +2,66 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from activities import health
+from activities.postgres import Login
 from dbi.steps import Outcome
+
+ADDRESS = "127.10.0.2"
+UP = health.Observation(stopped=False, address=ADDRESS, reachable=True, version="18.6")
 
 
 @pytest.mark.parametrize(
     ("obs", "outcome", "reason"),
     [
         pytest.param(
-            health.Observation(
-                False, "127.10.0.2", True, "18.6", False, service_host="db.shop.svc"
-            ),
+            replace(UP, service_host="db.shop.svc"),
             Outcome.SATISFIED,
             "Healthy",
             id="healthy",
         ),
+        pytest.param(health.Observation(stopped=True), Outcome.SATISFIED, "Stopped", id="stopped"),
         pytest.param(
-            health.Observation(True, None, False, None, False),
-            Outcome.SATISFIED,
-            "Stopped",
-            id="stopped",
+            health.Observation(stopped=False), Outcome.PENDING, "NoAddress", id="no-address"
         ),
         pytest.param(
-            health.Observation(False, None, False, None, False),
-            Outcome.PENDING,
-            "NoAddress",
-            id="no-address",
-        ),
-        pytest.param(
-            health.Observation(False, "127.10.0.2", False, None, False),
+            health.Observation(stopped=False, address=ADDRESS, login=Login.UNREACHABLE),
             Outcome.PENDING,
             "Booting",
             id="booting",
         ),
         pytest.param(
-            health.Observation(False, "127.10.0.2", True, "18.6", True),
+            replace(UP, in_recovery=True),
             Outcome.PENDING,
             "InRecovery",
             id="recovery",
         ),
         pytest.param(
-            health.Observation(
-                False,
-                "127.10.0.2",
-                True,
-                "18.6",
-                False,
-                service_host="db.shop.svc",
-                spec_version=18,
-            ),
+            replace(UP, service_host="db.shop.svc", spec_version=18),
             Outcome.SATISFIED,
             "Healthy",
             id="the-major-spec-version-asks-for",
         ),
         pytest.param(
-            health.Observation(False, "127.10.0.2", True, "16.15", False, spec_version=17),
+            replace(UP, version="16.15", spec_version=17),
             Outcome.TERMINAL,
             "VersionMismatch",
             id="another-major-than-spec-version",
         ),
         pytest.param(
-            health.Observation(False, "127.10.0.2", False, None, False, admin_refused=True),
+            health.Observation(stopped=False, address=ADDRESS, login=Login.REFUSED),
             Outcome.TERMINAL,
             "AdminPasswordRefused",
             id="admin-refused",
+        ),
+        pytest.param(
+            health.Observation(stopped=False, address=ADDRESS, login=Login.INSECURE),
+            Outcome.TERMINAL,
+            "InsecureAuthentication",
+            id="a-guest-asking-for-the-password-in-clear-gets-nothing-and-stalls",
         ),
     ],
 )
@@ -94,7 +88,7 @@ def test_the_major_of_a_server_version(version: str | None, major: int | None) -
 
 
 def test_a_mismatch_names_both_versions_and_publishes_the_one_running() -> None:
-    obs = health.Observation(False, "127.10.0.2", True, "16.15", False, spec_version=17)
+    obs = replace(UP, version="16.15", spec_version=17)
     decision = health.decide(obs).result
     assert "PostgreSQL 16.15 runs, but spec.version is 17" in decision.message
     assert decision.facts.postgres_version == "16.15"

@@ -244,4 +244,4 @@ def test_the_health_probe_of_a_server_that_stops_answering_says_unreachable(
     unreachable (the step is Pending, `Booting`, and looks again) instead of hanging."""
     monkeypatch.setattr(postgres, "ANSWER_DEADLINE_SECONDS", 2.0)
     found = frozen_mid_session(booted, lambda: health.probe(booted.server, booted.password))
-    assert found == (False, None, False, False)
+    assert found == health.Probe(reachable=False, login=postgres.Login.UNREACHABLE)

@@ -260,50 +260,40 @@ def secrets_read(counted: Counted, since: int) -> list[str]:
     return [p.rsplit("/", 1)[-1] for m, p in counted.sent[since:] if "/secrets/" in p]
 
 
-def test_an_idle_pass_leaves_the_legacy_secret_unread_and_takes_the_recent_ca(
-    counted: Counted, kube_api: Any, namespace: str
-) -> None:
-    """A fresh pass reads the legacy `<name>-admin` Secret and the namespace's CA; an
-    idle one a moment later reads neither (the CA this process read under a minute ago
-    stands), and still finds everything in place."""
+def test_an_idle_pass_takes_the_recent_ca(counted: Counted, kube_api: Any, namespace: str) -> None:
+    """A fresh pass reads the namespace's CA; an idle one a moment later does not (the CA
+    this process read under a minute ago stands), and still finds everything in place."""
     uid = create_instance(kube_api, namespace)
     settle_credentials(counted, namespace, uid)
     ca = trust.ca_name(namespace)
     before = len(counted.sent)
     assert credentials_pass(counted, namespace, uid, idle=False).outcome is Outcome.SATISFIED
-    assert {"db-admin", ca} <= set(secrets_read(counted, before))
+    assert ca in secrets_read(counted, before)
     before = len(counted.sent)
     result = credentials_pass(counted, namespace, uid, idle=True)
     assert (result.outcome, result.reason) == (Outcome.SATISFIED, credentials.Reason.READY)
-    assert not {"db-admin", ca} & set(secrets_read(counted, before)), counted.sent[before:]
+    assert ca not in secrets_read(counted, before), counted.sent[before:]
 
 
-def test_an_idle_pass_that_would_act_without_the_legacy_secret_moves_it_instead(
+def test_an_idle_pass_that_would_act_on_the_recent_ca_runs_again_with_it_read(
     local_stack: Any, kube_api: Any, namespace: str, dbinstance_crd: str
 ) -> None:
-    """The admin credential gone and a legacy `<name>-admin` Secret holding the password
-    (an instance from before): an idle pass, which does not read the legacy Secret, would
-    make a new password; it runs again with every read made, and moves the old one over.
-    No views at all here: the spared read alone must send the pass back."""
+    """The admin credential gone: an idle pass, which takes the CA from this process's
+    recent read, would write a new one; it runs again with every read made (the CA read
+    from the server) before it writes. No views at all here: the spared read alone must
+    send the pass back."""
     counted = Counted(local_stack, None)
     uid = create_instance(kube_api, namespace)
     settle_credentials(counted, namespace, uid)
     core = k8s.CoreV1Api(kube_api)
     home = admin_credential.name_for(uid)
-    kept = core.read_namespaced_secret(home, namespace).data or {}
+    before_password = core.read_namespaced_secret(home, namespace).data or {}
     core.delete_namespaced_secret(home, namespace)
-    legacy = k8s.V1Secret(
-        metadata=k8s.V1ObjectMeta(
-            name="db-admin", labels=LABEL, annotations={names.INSTANCE_UID_ANNOTATION: uid}
-        ),
-        data=kept,
-    )
-    core.create_namespaced_secret(namespace, legacy)
+    before = len(counted.sent)
     assert credentials_pass(counted, namespace, uid, idle=True).outcome is Outcome.SATISFIED
-    moved = core.read_namespaced_secret(home, namespace).data == kept
-    assert moved, "the admin credential is not the legacy Secret's (a new password)"
-    left = {(s.metadata and s.metadata.name) for s in core.list_namespaced_secret(namespace).items}
-    assert "db-admin" not in left
+    assert trust.ca_name(namespace) in secrets_read(counted, before), counted.sent[before:]
+    written = core.read_namespaced_secret(home, namespace).data or {}
+    assert written.get("password") and written != before_password
 
 
 def test_an_idle_pass_takes_the_boot_data_this_worker_read_and_reads_the_passwords(
