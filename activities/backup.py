@@ -10,7 +10,10 @@
   there whole or not at all). An Event on the instance says it.
 - ``prune_backups`` deletes what ``spec.backup.retention`` no longer keeps: the store's
   files first, then the object, so a crash between the two leaves an object whose next
-  prune finishes the job, never files nothing points at.
+  prune finishes the job, never files nothing points at. Retention counts the backups
+  whose status (written by dbi alone) names the instance's UID: a new instance of a
+  deleted one's name never prunes the old one's backups, its final backup and the one it
+  was restored from included.
 """
 
 from __future__ import annotations
@@ -48,7 +51,8 @@ class BeginBackup(Activity):
         if instance.model.spec.power_state is PowerState.STOPPED and not final:
             # Stopped as asked: nothing to record (a schedule would pile up failures).
             return Begun(reason=Reason.STOPPED, message="The instance is stopped as asked.")
-        refused = _record(self.ctx.kube, request, backup, activity.info().workflow_id or "")
+        workflow_id = activity.info().workflow_id or ""
+        refused = _record(self.ctx.kube, request, backup, workflow_id, instance.uid)
         if refused is not None:
             return refused
         begun = Begun(backup=backup, uid=instance.uid)
@@ -68,9 +72,11 @@ class BeginBackup(Activity):
         return begun
 
 
-def _record(kube: Kube, request: BackupRequest, backup: str, workflow_id: str) -> Begun | None:
-    """Create the DBBackup (Running) unless this workflow did already; a Begun that says
-    why not when it cannot be recorded."""
+def _record(
+    kube: Kube, request: BackupRequest, backup: str, workflow_id: str, uid: str
+) -> Begun | None:
+    """Create the DBBackup (Running, of the instance with ``uid``) unless this workflow
+    did already; a Begun that says why not when it cannot be recorded."""
     found = kube.get_custom(*API, request.namespace, names.BACKUP_PLURAL, backup)
     if found is None:
         try:
@@ -83,7 +89,7 @@ def _record(kube: Kube, request: BackupRequest, backup: str, workflow_id: str) -
     if found["metadata"].get("annotations", {}).get(WORKFLOW_ANNOTATION) != workflow_id:
         return Begun(reason=NAME_TAKEN, message=f"Another backup is named {backup}.")
     if not found.get("status", {}).get("phase"):
-        _write(kube, request.namespace, backup, running(workflow_id))
+        _write(kube, request.namespace, backup, running(workflow_id, uid))
     return None
 
 
@@ -135,12 +141,13 @@ def _conditions(phase: BackupPhase, reason: str, message: str) -> list[dict[str,
     ]
 
 
-def running(workflow_id: str) -> dict[str, Any]:
+def running(workflow_id: str, uid: str) -> dict[str, Any]:
     message = "pg_basebackup is copying the instance to the backup store."
     return {
         "phase": BackupPhase.RUNNING.value,
         "startedAt": _now(),
         "workflowId": workflow_id,
+        "instanceUID": uid,
         "observedGeneration": 1,
         "conditions": _conditions(BackupPhase.RUNNING, "Running", message),
     }
@@ -208,11 +215,16 @@ def _discard(ctx: Context, finish: Finish) -> None:
 
 
 def held(kube: Kube, instance: Instance) -> list[Held]:
-    """The instance's DBBackups, as retention sees them."""
+    """The instance's DBBackups, as retention sees them: those whose status names its
+    UID (a label or a name is anyone's to write)."""
     items = kube.list_custom(
         *API, instance.namespace, names.BACKUP_PLURAL, f"{names.INSTANCE_LABEL}={instance.name}"
     )
-    return [_held(item) for item in items if item.get("spec", {}).get("instance") == instance.name]
+    return [
+        _held(item)
+        for item in items
+        if (item.get("status") or {}).get("instanceUID") == instance.uid
+    ]
 
 
 def _held(item: dict[str, Any]) -> Held:

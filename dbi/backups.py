@@ -89,6 +89,13 @@ class DBBackupStatus(_Model):
     workflow_id: str | None = Field(
         default=None, max_length=512, description="The Temporal workflow that took it."
     )
+    instance_uid: str | None = Field(
+        default=None,
+        alias="instanceUID",
+        max_length=64,
+        description="The UID of the instance it is of: retention keeps and deletes the "
+        "backups of that instance alone, never of another of the same name.",
+    )
     conditions: list[Condition] = Field(
         default_factory=list,
         description="Ready (Completed), Reconciling (Running) and Stalled (Failed), for kstatus.",
@@ -140,9 +147,10 @@ class StoreLocation:
         return cls(StoreKind.S3, bucket, f"{prefix}/" if prefix else "")
 
     def url(self) -> str:
-        """The location as people write it (no credentials: it holds none)."""
+        """The location as people write it (no credentials: it holds none), ending in
+        ``/``, so that a key appended names a place under it."""
         if self.kind is StoreKind.FILE:
-            return f"file://{self.prefix}"
+            return f"file://{self.prefix}/"
         return f"s3://{self.bucket}/{self.prefix}"
 
 

@@ -95,6 +95,21 @@ def test_a_store_location_reads_as_written(
 
 
 @pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("s3://backups", "s3://backups/"),
+        ("s3://backups/team-a/pg", "s3://backups/team-a/pg/"),
+        ("file:///var/lib/dbi/backups", "file:///var/lib/dbi/backups/"),
+    ],
+)
+def test_a_store_location_ends_where_its_keys_begin(url: str, shown: str) -> None:
+    """A backup's location (status.location) is the store's URL with its key appended:
+    the store's URL ends in `/`, a directory's too."""
+    location = StoreLocation.parse(url)
+    assert location.url() == shown
+
+
+@pytest.mark.parametrize(
     ("url", "message"),
     [
         ("https://s3.example/backups", "must be s3://<bucket>"),
