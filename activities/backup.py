@@ -6,8 +6,10 @@
   object's name comes from the workflow (``dbi.backups.backup_name``), so a retry
   finds the object it made, and another workflow's object of that name is left alone.
 - ``finish_backup`` writes how it ended: Completed with what the store holds, or Failed
-  with a reason, after deleting whatever a failed attempt left in the store (a backup is
-  there whole or not at all). An Event on the instance says it.
+  with a reason; then, for a failed one, deletes whatever its attempts left in the store
+  (a backup is there whole or not at all), as far as the store lets it: a store that
+  cannot be reached leaves the files to retention, which deletes a failed backup's
+  files before its object. An Event on the instance says how it ended.
 - ``prune_backups`` deletes what ``spec.backup.retention`` no longer keeps: the store's
   files first, then the object, so a crash between the two leaves an object whose next
   prune finishes the job, never files nothing points at. Retention counts the backups
@@ -25,12 +27,11 @@ from kubernetes import client as k8s
 from temporalio import activity
 
 from activities import admin, backupstore
-from activities.basebackup import Reason
 from activities.events import emit
 from activities.kube import Instance, Kube, namespace_terminating
 from activities.step import Activity, Context
 from dbi import backups, names, pipeline
-from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Held, StoreRef, Trigger
+from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Held, Reason, StoreRef, Trigger
 from dbi.spec import PowerState
 from dbi.status import Event
 
@@ -160,12 +161,11 @@ def _write(kube: Kube, namespace: str, backup: str, status: dict[str, Any]) -> N
 class FinishBackup(Activity):
     @activity.defn(name=pipeline.FINISH_BACKUP)
     def run(self, finish: Finish) -> None:
-        """Write how the backup ended; a failed one's files leave the store first."""
+        """Write how the backup ended; a failed one's files then leave the store."""
         kube = self.ctx.kube
         taken = finish.taken
         if taken is None:
-            _discard(self.ctx, finish)
-            reason = finish.reason or "BackupFailed"
+            reason = finish.reason or Reason.FAILED
             message = finish.message or "The backup failed; the worker's log says why."
             status: dict[str, Any] = {
                 "phase": BackupPhase.FAILED.value,
@@ -174,7 +174,7 @@ class FinishBackup(Activity):
                 "conditions": _conditions(BackupPhase.FAILED, reason, message),
             }
             event = Event(
-                type="Warning", reason="BackupFailed", message=f"{finish.backup}: {message}"
+                type="Warning", reason=Reason.FAILED, message=f"{finish.backup}: {message}"
             )
         else:
             message = (
@@ -196,20 +196,24 @@ class FinishBackup(Activity):
         instance = kube.instance(finish.namespace, finish.name)
         if instance is not None:
             emit(kube, instance, event, datetime.now(UTC))
+        if taken is None:
+            _discard(self.ctx, finish, instance)
 
 
-def _discard(ctx: Context, finish: Finish) -> None:
-    instance = ctx.kube.instance(finish.namespace, finish.name)
+def _discard(ctx: Context, finish: Finish, instance: Instance | None) -> None:
+    """Delete what a failed backup's attempts wrote, as far as the store allows."""
     try:
         store = (
             backupstore.for_instance(ctx.kube, ctx.config, instance)
             if instance is not None
             else backupstore.open_store(ctx.config)
         )
-    except ValueError:
-        return  # no store: nothing was written to one
-    prefix = backups.store_prefix(finish.namespace, finish.name, finish.backup)
-    removed = store.delete(prefix)
+        prefix = backups.store_prefix(finish.namespace, finish.name, finish.backup)
+        removed = store.delete(prefix)
+    except (ValueError, OSError, backupstore.StoreFailed) as e:
+        # No store, or one that cannot be reached: retention deletes the files later.
+        activity.logger.warning("files of failed backup %s kept: %s", finish.backup, e)
+        return
     if removed:
         activity.logger.info("removed %d files of failed backup %s", removed, finish.backup)
 

@@ -5,31 +5,41 @@ MinIO, Ceph RGW, Longhorn's and most clusters' object stores) and a directory (a
 mounted in the worker; the local stack's default). A backup's files are written first
 and its manifest (``MANIFEST``) last: a backup without a manifest is incomplete, and
 nothing reads it as a backup. Keys are relative to the store's location.
+
+A tenant's bucket (``spec.backup.target``) is reached only at addresses
+``activities.endpoints`` allows, and what its server answers never leaves the worker's
+log: a failed request raises ``StoreFailed``, whose message is dbi's own words and the
+HTTP status at most (a tenant reads it in a DBBackup's status).
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
+import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import urllib3
 from minio import Minio
 from minio.credentials.providers import EnvAWSProvider, StaticProvider
-from minio.error import S3Error
+from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
 
+from activities import endpoints
 from activities.kube import Instance, Kube
 from dbi import environment
 from dbi.backups import StoreKind, StoreLocation, StoreRef
-from dbi.config import Config
+from dbi.config import Config, Network
 from dbi.spec import BackupTarget
 
+log = logging.getLogger("dbi.backupstore")
 # The keys of a tenant's store Secret (spec.backup.target.s3.credentialsSecret).
 KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 # The file a backup's manifest is written to, last.
@@ -39,6 +49,36 @@ MANIFEST = "dbi-backup.json"
 URL_LIFETIME = timedelta(days=7)
 # Objects above this size are uploaded in parts of this size (S3 allows 10,000 parts).
 PART_BYTES = 64 * 2**20
+
+
+class StoreFailed(Exception):
+    """A request to the store failed. The message is safe to show a tenant: dbi's words
+    and the HTTP status, never the store's answer (that goes to the log)."""
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused  # the endpoint's address may not be reached: no retry helps
+
+
+def _failed(error: Exception) -> StoreFailed:
+    """What a failed S3 request says to a tenant (and the whole of it to the log)."""
+    log.warning("backup store request failed: %r", error)
+    if isinstance(error, endpoints.EndpointRefused):
+        return StoreFailed(str(error), refused=True)
+    status = _status(error)
+    said = f" (HTTP {status})" if status is not None else ""
+    return StoreFailed(f"the backup store did not complete the request{said}")
+
+
+def _status(error: Exception) -> int | None:
+    """The HTTP status a failed S3 request got, if it got one."""
+    if isinstance(error, S3Error) and error.response is not None:
+        return int(error.response.status)
+    if isinstance(error, ServerError):
+        return error.status_code
+    if isinstance(error, InvalidResponseError):
+        return int(error._code)  # its only record of the status
+    return None
 
 
 class Store(Protocol):
@@ -97,6 +137,10 @@ def for_ref(kube: Kube, config: Config, namespace: str, ref: StoreRef | None) ->
     orchestrator's when None. ValueError saying why it cannot be opened."""
     if ref is None:
         return open_store(config)
+    if ref.endpoint is not None and (
+        refused := endpoints.refusal(ref.endpoint, config.allowed_networks)
+    ):
+        raise ValueError(refused)
     field = "spec.backup.target.s3.credentialsSecret"
     secret = kube.secret(namespace, ref.credentials_secret)
     data = (secret.data or {}) if secret is not None else {}
@@ -105,7 +149,12 @@ def for_ref(kube: Kube, config: Config, namespace: str, ref: StoreRef | None) ->
         raise ValueError(
             f"{field}: Secret {namespace}/{ref.credentials_secret} must hold {' and '.join(KEYS)}"
         )
-    return S3Store(StoreLocation.parse(ref.url), endpoint=ref.endpoint, keys=(keys[0], keys[1]))
+    return S3Store(
+        StoreLocation.parse(ref.url),
+        endpoint=ref.endpoint,
+        keys=(keys[0], keys[1]),
+        networks=config.allowed_networks,
+    )
 
 
 def open_store(config: Config) -> Store:
@@ -175,7 +224,8 @@ class DirectoryStore:
 
 class S3Store:
     """An S3-compatible bucket, with the access key from ``AWS_ACCESS_KEY_ID`` and
-    ``AWS_SECRET_ACCESS_KEY`` (never in the location or a log line)."""
+    ``AWS_SECRET_ACCESS_KEY`` (never in the location or a log line). Each request that
+    fails raises ``StoreFailed`` (a missing key reads as absent)."""
 
     def __init__(
         self,
@@ -183,8 +233,11 @@ class S3Store:
         *,
         endpoint: str | None,
         keys: tuple[str, str] | None = None,
+        networks: tuple[Network, ...] | None = None,
     ) -> None:
-        """``keys``: the access key and secret key; None: the worker's AWS_* variables."""
+        """``keys``: the access key and secret key; None: the worker's AWS_* variables.
+        ``networks``: a tenant's bucket, reached only at public addresses or in these
+        networks (``activities.endpoints``); None: the operator's own store."""
         self.location = location
         env_keys = environment.AWS_ACCESS_KEY_ID.get() and environment.AWS_SECRET_ACCESS_KEY.get()
         if keys is None and not env_keys:
@@ -195,69 +248,91 @@ class S3Store:
         url = urlsplit(endpoint or "https://s3.amazonaws.com")
         if url.scheme not in {"http", "https"} or not url.netloc:
             raise ValueError(f"DBI_BACKUP_S3_ENDPOINT must be an http(s) URL: {endpoint!r}")
+        options: dict[str, Any] = {
+            "timeout": urllib3.Timeout(connect=5, read=60),
+            "retries": urllib3.Retry(total=3, backoff_factor=0.5),
+        }
         self.client = Minio(
             url.netloc,
             credentials=credentials,
             secure=url.scheme == "https",
             region=environment.AWS_REGION.value(),
-            http_client=urllib3.PoolManager(
-                timeout=urllib3.Timeout(connect=5, read=60),
-                retries=urllib3.Retry(total=3, backoff_factor=0.5),
-            ),
+            http_client=urllib3.PoolManager(**options)
+            if networks is None
+            else endpoints.pool(networks, **options),
         )
 
     def _key(self, key: str) -> str:
         return self.location.prefix + key
 
     def upload(self, key: str, path: Path) -> None:
-        self.client.fput_object(
-            self.location.bucket, self._key(key), str(path), part_size=PART_BYTES
-        )
+        with _requests():
+            self.client.fput_object(
+                self.location.bucket, self._key(key), str(path), part_size=PART_BYTES
+            )
 
     def _absent(self, key: str) -> bool:
         """Whether ``key`` is absent: a HEAD first, whose 404 every S3 server reports the
         same way (a GET's error body differs between servers)."""
-        try:
-            self.client.stat_object(self.location.bucket, self._key(key))
-        except S3Error as e:
-            if e.code in {"NoSuchKey", "ResourceNotFound"}:
-                return True
-            raise
+        with _requests():
+            try:
+                self.client.stat_object(self.location.bucket, self._key(key))
+            except S3Error as e:
+                if e.code in {"NoSuchKey", "ResourceNotFound"}:
+                    return True
+                raise
         return False
 
     def download(self, key: str, path: Path) -> None:
         if self._absent(key):
             raise FileNotFoundError(key)
-        self.client.fget_object(self.location.bucket, self._key(key), str(path))
+        with _requests():
+            self.client.fget_object(self.location.bucket, self._key(key), str(path))
 
     def read(self, key: str) -> bytes | None:
         if self._absent(key):
             return None
-        response = self.client.get_object(self.location.bucket, self._key(key))
-        try:
-            return response.read()
-        finally:
-            response.close()
-            response.release_conn()
+        with _requests():
+            response = self.client.get_object(self.location.bucket, self._key(key))
+            try:
+                return response.read()
+            finally:
+                response.close()
+                response.release_conn()
 
     def write(self, key: str, data: bytes) -> None:
-        self.client.put_object(self.location.bucket, self._key(key), io.BytesIO(data), len(data))
+        with _requests():
+            self.client.put_object(
+                self.location.bucket, self._key(key), io.BytesIO(data), len(data)
+            )
 
     def keys(self, prefix: str) -> list[str]:
-        found = self.client.list_objects(
-            self.location.bucket, prefix=self._key(prefix), recursive=True
-        )
-        start = len(self.location.prefix)
-        return sorted((o.object_name or "")[start:] for o in found if o.object_name)
+        with _requests():
+            found = self.client.list_objects(
+                self.location.bucket, prefix=self._key(prefix), recursive=True
+            )
+            start = len(self.location.prefix)
+            return sorted((o.object_name or "")[start:] for o in found if o.object_name)
 
     def delete(self, prefix: str) -> int:
         found = self.keys(prefix)
-        for key in found:
-            self.client.remove_object(self.location.bucket, self._key(key))
+        with _requests():
+            for key in found:
+                self.client.remove_object(self.location.bucket, self._key(key))
         return len(found)
 
     def url(self, key: str) -> str:
         """A presigned GET URL, valid for URL_LIFETIME: the guest needs no key of its own."""
-        return self.client.presigned_get_object(
-            self.location.bucket, self._key(key), expires=URL_LIFETIME
-        )
+        with _requests():
+            return self.client.presigned_get_object(
+                self.location.bucket, self._key(key), expires=URL_LIFETIME
+            )
+
+
+@contextlib.contextmanager
+def _requests() -> Iterator[None]:
+    """Turn what a failed request raised into ``StoreFailed`` (its detail to the log)."""
+    try:
+        yield
+    except (MinioException, urllib3.exceptions.HTTPError, OSError, ValueError) as e:
+        raise _failed(e) from None

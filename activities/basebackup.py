@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FuturesTimeout
-from enum import StrEnum
 from pathlib import Path
 
 from psycopg.conninfo import make_conninfo
@@ -33,24 +32,13 @@ from activities import admin, admin_credential, backupstore, postgres, trust
 from activities.kube import Instance
 from activities.step import Activity, Context
 from dbi import backups, pipeline
-from dbi.backups import Taken, WalRange
+from dbi.backups import Reason, Taken, WalRange
 from dbi.config import ADMIN_USER
 
 HEARTBEAT_SECONDS = 2.0
 # What pg_basebackup says when the server's pg_hba.conf has no replication entry: an
 # instance that booted before backups existed (its next boot writes the entry).
 _NO_REPLICATION_ENTRY = "no pg_hba.conf entry for replication connection"
-
-
-class Reason(StrEnum):
-    """Why a backup cannot be taken; the DBBackup's status.reason when it failed."""
-
-    INSTANCE_GONE = "InstanceGone"
-    STOPPED = "InstanceStopped"  # powerState Stopped: skipped, nothing recorded
-    NOT_RUNNING = "InstanceNotRunning"
-    NO_STORE = "NoBackupStore"
-    NO_PG_BASEBACKUP = "NoPgBasebackup"
-    REPLICATION_REFUSED = "ReplicationRefused"
 
 
 class TakeBackup(Activity):
@@ -66,11 +54,19 @@ class TakeBackup(Activity):
 
 
 def take(ctx: Context, instance: Instance, backup: str) -> Taken:
-    """Take ``backup`` of ``instance`` into the store; idempotent on the manifest."""
+    """Take ``backup`` of ``instance`` into the store; idempotent on the manifest. A
+    failed request to the store is ``BackupStoreFailed``, in dbi's words only."""
     try:
         store = backupstore.for_instance(ctx.kube, ctx.config, instance)
     except ValueError as e:
         raise ApplicationError(str(e), type=Reason.NO_STORE, non_retryable=True) from None
+    try:
+        return _take(ctx, instance, store, backup)
+    except backupstore.StoreFailed as e:
+        raise ApplicationError(str(e), type=Reason.STORE_FAILED, non_retryable=e.refused) from None
+
+
+def _take(ctx: Context, instance: Instance, store: backupstore.Store, backup: str) -> Taken:
     prefix = backups.store_prefix(instance.namespace, instance.name, backup)
     done = store.read(prefix + backupstore.MANIFEST)
     if done is not None:
@@ -216,7 +212,10 @@ def _pg_basebackup(
                 type=Reason.REPLICATION_REFUSED,
                 non_retryable=True,
             )
-        raise RuntimeError(f"pg_basebackup exited {proc.returncode}: {last}")
+        raise ApplicationError(
+            f"pg_basebackup exited {proc.returncode}: {last}"[:512],
+            type=Reason.PG_BASEBACKUP_FAILED,
+        )
 
 
 def _written(target: Path) -> int:

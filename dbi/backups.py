@@ -26,6 +26,22 @@ class BackupPhase(StrEnum):
     FAILED = "Failed"
 
 
+class Reason(StrEnum):
+    """Why a backup was not taken: the DBBackup's status.reason when it failed. A
+    failure of one of these types carries dbi's own words, which the DBBackup shows;
+    any other error shows only that the backup failed (``workflows.backup``)."""
+
+    INSTANCE_GONE = "InstanceGone"
+    STOPPED = "InstanceStopped"  # powerState Stopped: skipped, nothing recorded
+    NOT_RUNNING = "InstanceNotRunning"
+    NO_STORE = "NoBackupStore"
+    NO_PG_BASEBACKUP = "NoPgBasebackup"
+    REPLICATION_REFUSED = "ReplicationRefused"
+    STORE_FAILED = "BackupStoreFailed"  # a request to the store failed (its words stay out)
+    PG_BASEBACKUP_FAILED = "PgBasebackupFailed"
+    FAILED = "BackupFailed"  # any other error: its detail is in the worker's log
+
+
 class Trigger(StrEnum):
     SCHEDULE = "Schedule"  # the instance's Temporal Schedule (spec.backup.schedule)
     MANUAL = "Manual"  # `dbi backup NAME`

@@ -11,12 +11,15 @@
   (default ``2160h``, 90 days); it is renewed with a third of it left.
 - ``DBI_BACKUP_STORE``, ``DBI_BACKUP_S3_ENDPOINT``, ``DBI_PG_BIN_DIR``: where backups
   go and the ``pg_basebackup`` that takes them (docs/configuration.md).
+- ``DBI_BACKUP_ALLOWED_NETWORKS``: the networks beyond public addresses a tenant's
+  backup endpoint may reach.
 - ``DBI_CONNECT_HOSTADDR``: ``1`` adds the Service's ClusterIP to the credentials
   Secret's uri as ``hostaddr`` (the local stack, whose host has no cluster DNS).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 from dataclasses import dataclass, field
@@ -26,6 +29,7 @@ from dbi.backups import StoreLocation
 from dbi.spec import SUPPORTED_VERSIONS, duration_seconds
 
 ADMIN_USER = "dbi_admin"
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 def _default_images() -> dict[int, str]:
@@ -55,6 +59,8 @@ class Config:
     pg_bin_dir: str | None = None
     # pg_basebackup's --max-rate (such as 64M); None: no cap.
     backup_max_rate: str | None = None
+    # Networks a tenant's backup endpoint may reach besides public addresses.
+    allowed_networks: tuple[Network, ...] = ()
 
     @classmethod
     def from_env(cls) -> Config:
@@ -96,7 +102,18 @@ class Config:
             s3_endpoint=environment.BACKUP_S3_ENDPOINT.get(),
             pg_bin_dir=environment.PG_BIN_DIR.get(),
             backup_max_rate=_max_rate(),
+            allowed_networks=_networks(),
         )
+
+
+def _networks() -> tuple[Network, ...]:
+    raw = environment.BACKUP_ALLOWED_NETWORKS.get() or ""
+    try:
+        return tuple(ipaddress.ip_network(n.strip()) for n in raw.split(",") if n.strip())
+    except ValueError as e:
+        raise ValueError(
+            f"DBI_BACKUP_ALLOWED_NETWORKS must be comma-separated CIDRs such as 10.43.0.0/16: {e}"
+        ) from None
 
 
 def _max_rate() -> str | None:

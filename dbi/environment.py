@@ -171,6 +171,16 @@ BACKUP_S3_ENDPOINT = _var(
     "only on a trusted network); unset: AWS S3 (`https://s3.amazonaws.com`).",
     WORKER,
 )
+BACKUP_ALLOWED_NETWORKS = _var(
+    "DBI_BACKUP_ALLOWED_NETWORKS",
+    None,
+    "Comma-separated networks (CIDRs, such as `10.43.0.0/16`) that a tenant's backup "
+    "endpoint (`spec.backup.target.s3.endpoint`) may reach although they are private, "
+    "loopback, link-local or otherwise not public: an in-cluster object store's, say. "
+    "Unset: the worker connects to a tenant's endpoint only at a public address "
+    "(docs/security.md).",
+    WORKER,
+)
 AWS_ACCESS_KEY_ID = _var(
     "AWS_ACCESS_KEY_ID", None, "Access key of the S3 backup store (from a Secret).", WORKER
 )

@@ -16,6 +16,9 @@ _backups = tempfile.mkdtemp(prefix="dbi-backups-")
 atexit.register(shutil.rmtree, _backups, ignore_errors=True)
 os.environ.setdefault("DBI_BACKUP_STORE", f"file://{_backups}")
 os.environ.setdefault("DBI_PG_BIN_DIR", str(postgresql.bin_dir()))
+# Tenants' buckets in the tests are the local S3 server's, on loopback; the hostile-tenant
+# suite's worker allows no such network (tests/security/tenancy.py).
+os.environ.setdefault("DBI_BACKUP_ALLOWED_NETWORKS", "127.0.0.0/8")
 
 pytest_plugins = [
     "tests.stack",

@@ -11,6 +11,7 @@ runs the worker and the watcher as its ServiceAccounts.
 from __future__ import annotations
 
 import re
+import secrets
 import shlex
 import subprocess
 import tomllib
@@ -178,8 +179,10 @@ def deployment_env(docs: list[Any], deployment_name: str, name: str) -> str:
 
 @dataclass
 class Scoped:
-    """deploy/namespaced installed for real: dbi's namespace (``home``), the two it serves."""
+    """deploy/namespaced installed for real: dbi's namespace (``home``), the two it serves,
+    each named with ``token``."""
 
+    token: str
     home: str
     served: list[str]
     logs: list[Path]
@@ -195,13 +198,16 @@ def scoped_install(
     repo_root: Path,
     log_dir: Path,
     *,
-    token: str,
-    served: list[str],
+    tenants: tuple[str, str],
+    worker_env: dict[str, str] | None = None,
 ) -> Iterator[Scoped]:
     """Install deploy/namespaced with dbi's namespace ``dbi-scoped-<token>`` serving
-    ``served`` (two namespaces, created here), and run the worker and the watcher as its
-    ServiceAccounts, on a task queue of their own; remove all of it at the end."""
+    ``<tenant>-<token>`` for both ``tenants`` (namespaces created here), and run the worker
+    and the watcher as its ServiceAccounts, on a task queue of their own (the worker with
+    ``worker_env`` too); remove all of it at the end."""
+    token = secrets.token_hex(3)
     home = f"dbi-scoped-{token}"
+    served = [f"{tenant}-{token}" for tenant in tenants]
     for namespace in (home, *served):
         kubectl("create", "namespace", namespace)
     docs = overlay(
@@ -238,6 +244,7 @@ def scoped_install(
                 environment.WATCH_NAMESPACES.name: deployment_env(
                     docs, "dbi-worker", environment.WATCH_NAMESPACES.name
                 ),
+                **(worker_env or {}),
             },
             "watcher": {
                 environment.KUBECONFIG.name: str(kubeconfigs["watcher"]),
@@ -254,7 +261,7 @@ def scoped_install(
     )
     orchestrator.start(install_api=False)
     try:
-        yield Scoped(home, served, [log_dir / "worker.log", log_dir / "watcher.log"])
+        yield Scoped(token, home, served, [log_dir / "worker.log", log_dir / "watcher.log"])
     finally:
         orchestrator.stop()
         kubectl("delete", "namespace", "--wait=false", home, *served)

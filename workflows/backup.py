@@ -28,10 +28,13 @@ with workflow.unsafe.imports_passed_through():
         BackupResult,
         Begun,
         Finish,
+        Reason,
         Taken,
         backup_name,
     )
 
+# The failures whose message is dbi's own words (a DBBackup shows it).
+_WORDED = frozenset(Reason)
 SHORT = timedelta(seconds=30)
 SHORT_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attempts=10)
 # pg_basebackup heartbeats every 2 s; a worker silent for this long is gone, and the
@@ -102,14 +105,14 @@ class DBBackupWorkflow:
                 summary=f"take: pg_basebackup of {request.name} to the store",
             )
         except ActivityError as e:
-            # A refusal the activity named (non-retryable) is the reason; anything else
-            # (three failed attempts, a lost worker) is BackupFailed, with what it said.
+            # What the activity said in its own words (an ApplicationError: dbi's, never
+            # a store's answer) is the message, its type the reason when it named one;
+            # anything else (a lost worker, an error dbi did not name) says only that
+            # it failed: the DBBackup's status is the tenant's to read.
             cause = e.cause
-            reason, said = "BackupFailed", str(cause or e)
-            if isinstance(cause, ApplicationError):
-                said = cause.message
-                if cause.non_retryable and cause.type:
-                    reason = cause.type
-            message = said or "pg_basebackup failed; the worker's log says why."
+            reason, said = Reason.FAILED.value, ""
+            if isinstance(cause, ApplicationError) and cause.type in _WORDED:
+                reason, said = cause.type, cause.message
+            message = said or "The backup failed; the worker's log says why."
             return finish.model_copy(update={"reason": reason, "message": message[:1024]})
         return finish.model_copy(update={"taken": taken})

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,21 +50,19 @@ def scoped(
     repo_root: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Served]:
-    token = secrets.token_hex(3)
-    other = f"scoped-c-{token}"
-    kubectl("create", "namespace", other)
-    try:
-        with scoped_install(
-            kubectl,
-            local_stack,
-            repo_root,
-            tmp_path_factory.mktemp("scoped"),
-            token=token,
-            served=[f"scoped-a-{token}", f"scoped-b-{token}"],
-        ) as installed:
+    with scoped_install(
+        kubectl,
+        local_stack,
+        repo_root,
+        tmp_path_factory.mktemp("scoped"),
+        tenants=("scoped-a", "scoped-b"),
+    ) as installed:
+        other = f"scoped-c-{installed.token}"
+        kubectl("create", "namespace", other)
+        try:
             yield Served(installed, other)
-    finally:
-        kubectl("delete", "namespace", "--wait=false", other)
+        finally:
+            kubectl("delete", "namespace", "--wait=false", other)
 
 
 def test_the_overlay_watches_two_namespaces_and_binds_no_tenant_role_cluster_wide(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import secrets
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from dbi import names
+from dbi import environment, names
 from devstack.stack import StackInfo
 from tests.deployment import Scoped, scoped_install, service_account_kubeconfig
 from tests.polling import eventually
@@ -139,13 +138,18 @@ def tenancy(
     repo_root: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Tenancy]:
-    token = secrets.token_hex(3)
     log_dir = tmp_path_factory.mktemp("tenancy")
-    served = [f"tenant-mallory-{token}", f"tenant-victim-{token}"]
+    # As deploy/ ships it: a tenant's backup endpoint reaches public addresses only.
+    worker_env = {environment.BACKUP_ALLOWED_NETWORKS.name: ""}
     with scoped_install(
-        kubectl, local_stack, repo_root, log_dir, token=token, served=served
+        kubectl,
+        local_stack,
+        repo_root,
+        log_dir,
+        tenants=("tenant-mallory", "tenant-victim"),
+        worker_env=worker_env,
     ) as installed:
-        mallory = served[0]
+        mallory = installed.served[0]
         kubectl("create", "serviceaccount", ATTACKER, "-n", mallory)
         kubectl(
             "create",

@@ -22,6 +22,7 @@ from dbi.backups import (
     BackupResult,
     Begun,
     Finish,
+    Reason,
     Taken,
     Trigger,
     WalRange,
@@ -105,34 +106,59 @@ async def test_a_backup_is_recorded_taken_finished_then_pruned(
 
 def refused(attempt: int) -> Taken:
     raise ApplicationError(
-        "pg_hba.conf predates backups", type="ReplicationRefused", non_retryable=True
+        "pg_hba.conf predates backups", type=Reason.REPLICATION_REFUSED, non_retryable=True
     )
 
 
 def flaky(attempt: int) -> Taken:
-    raise RuntimeError(f"pg_basebackup exited 1 (attempt {attempt})")
+    raise ApplicationError(
+        f"pg_basebackup exited 1 (attempt {attempt})", type=Reason.PG_BASEBACKUP_FAILED
+    )
+
+
+def unnamed(attempt: int) -> Taken:
+    raise RuntimeError(f"non-XML response from server; Body: internal-secret-{attempt}")
 
 
 @pytest.mark.parametrize(
-    ("take", "reason", "said"),
+    ("take", "attempts", "reason", "said"),
     [
-        pytest.param(refused, "ReplicationRefused", "pg_hba.conf predates backups", id="refused"),
         pytest.param(
-            flaky, "BackupFailed", "pg_basebackup exited 1 (attempt 3)", id="three-failures"
+            refused, 1, "ReplicationRefused", "pg_hba.conf predates backups", id="refused"
+        ),
+        pytest.param(
+            flaky,
+            3,
+            "PgBasebackupFailed",
+            "pg_basebackup exited 1 (attempt 3)",
+            id="three-failures-in-dbis-words",
+        ),
+        pytest.param(
+            unnamed,
+            3,
+            "BackupFailed",
+            "the worker's log says why",
+            id="an-error-dbi-did-not-word-says-nothing-of-itself",
         ),
     ],
 )
 async def test_a_backup_that_fails_is_finished_failed_with_its_reason_and_not_pruned(
-    time_env: WorkflowEnvironment, take: Callable[[int], Taken], reason: str, said: str
+    time_env: WorkflowEnvironment,
+    take: Callable[[int], Taken],
+    attempts: int,
+    reason: str,
+    said: str,
 ) -> None:
     """A non-retryable refusal fails at once, another error after three attempts; either
-    way the DBBackup is finished Failed with the reason, and retention does not run."""
+    way the DBBackup is finished Failed with the reason, and retention does not run. Its
+    message is what dbi said, never what an error it did not word carried (a store's
+    answer, which the tenant reads in the DBBackup)."""
     script = Script(take=take)
     result = await run(time_env, script)
-    assert script.calls == ["begin", *["take"] * script.calls.count("take"), "finish"]
-    assert script.calls.count("take") == (1 if take is refused else 3)
+    assert script.calls == ["begin", *["take"] * attempts, "finish"]
     [finish] = script.finished
     assert finish.taken is None and finish.reason == reason and said in (finish.message or "")
+    assert "internal-secret" not in (finish.message or "")
     assert result.phase is BackupPhase.FAILED and result.reason == reason
 
 
