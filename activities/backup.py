@@ -5,6 +5,9 @@
   recorded, but for its final backup, which the teardown waits for); the
   object's name comes from the workflow (``dbi.backups.backup_name``), so a retry
   finds the object it made, and another workflow's object of that name is left alone.
+  It first takes the instance's backup lease (``activities.backup_lease``): while
+  another backup of the instance runs, nothing is recorded and the answer says which
+  runs (``BackupRunning``, also as an Event).
 - ``finish_backup`` writes how it ended: Completed with what the store holds, or Failed
   with a reason; then, for a failed one, deletes whatever its attempts left in the store
   (a backup is there whole or not at all), as far as the store lets it: a store that
@@ -26,7 +29,7 @@ from typing import Any
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities import admin, backupstore
+from activities import admin, backup_lease, backupstore
 from activities.events import emit
 from activities.kube import Instance, Kube, namespace_terminating
 from activities.step import Activity, Context
@@ -52,11 +55,30 @@ class BeginBackup(Activity):
         if instance.model.spec.power_state is PowerState.STOPPED and not final:
             # Stopped as asked: nothing to record (a schedule would pile up failures).
             return Begun(reason=Reason.STOPPED, message="The instance is stopped as asked.")
-        workflow_id = activity.info().workflow_id or ""
-        refused = _record(self.ctx.kube, request, backup, workflow_id, instance.uid)
+        refused = self._hold(request, instance, backup, final=final)
         if refused is not None:
             return refused
-        begun = Begun(backup=backup, uid=instance.uid)
+        return self._takeable(Begun(backup=backup, uid=instance.uid), instance, final=final)
+
+    def _hold(
+        self, request: BackupRequest, instance: Instance, backup: str, *, final: bool
+    ) -> Begun | None:
+        """Take the instance's backup lease (not for the final backup) and record the
+        DBBackup; a Begun that says why not when either cannot be had."""
+        workflow_id = activity.info().workflow_id or ""
+        kube, home = self.ctx.kube, self.ctx.config.namespace
+        if not final:
+            me = backup_lease.Holder(workflow_id, backup)
+            holder = backup_lease.acquire(kube, home, instance.uid, me, running=self._running)
+            if holder is not None:
+                return _busy(kube, instance, holder)
+        refused = _record(kube, request, backup, workflow_id, instance.uid)
+        if refused is not None and not final:
+            backup_lease.release(kube, home, instance.uid, workflow_id)
+        return refused
+
+    def _takeable(self, begun: Begun, instance: Instance, *, final: bool) -> Begun:
+        """``begun``, with the reason it cannot be taken now if so (no store, not running)."""
         try:
             backupstore.for_instance(self.ctx.kube, self.ctx.config, instance)
         except ValueError as e:
@@ -71,6 +93,25 @@ class BeginBackup(Activity):
                 )
             return begun.model_copy(update={"reason": Reason.NOT_RUNNING, "message": message})
         return begun
+
+    def _running(self, workflow_id: str) -> bool:
+        """Whether the backup workflow ``workflow_id`` still runs (without Temporal
+        access, a holder is taken to run)."""
+        if self.ctx.schedules is None:
+            return True
+        found = self.ctx.schedules.run(workflow_id)
+        return found is not None and found.running
+
+
+def _busy(kube: Kube, instance: Instance, holder: backup_lease.Holder) -> Begun:
+    """The answer to a backup asked for while another of the instance runs."""
+    message = (
+        f"Backup {holder.backup or holder.workflow_id} of this instance is running; this "
+        "one was not taken. Ask again once it has ended."
+    )
+    event = Event(type="Normal", reason=Reason.RUNNING, message=message)
+    emit(kube, instance, event, datetime.now(UTC))
+    return Begun(reason=Reason.RUNNING, message=message)
 
 
 def _record(
@@ -193,6 +234,9 @@ class FinishBackup(Activity):
                 type="Normal", reason="BackupCompleted", message=f"{finish.backup}: {message}"
             )
         _write(kube, finish.namespace, finish.backup, {**status, "finishedAt": _now()})
+        if finish.uid is not None:
+            home, workflow_id = self.ctx.config.namespace, activity.info().workflow_id or ""
+            backup_lease.release(kube, home, finish.uid, workflow_id)
         instance = kube.instance(finish.namespace, finish.name)
         if instance is not None:
             emit(kube, instance, event, datetime.now(UTC))

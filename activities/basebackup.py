@@ -5,9 +5,18 @@ consistent by itself) runs in the worker against the instance's PostgreSQL over 
 same verified TLS as dbi's other connections, as dbi's admin role (PGPASSWORD in the
 child's environment only, never an argument). Its files go to a private temporary
 directory, then to the store; the manifest (``backupstore.MANIFEST``) goes last, so a
-backup in the store is complete or is no backup. The activity heartbeats the bytes
-written; a worker lost halfway makes Temporal run it again from the start into the same
-place, overwriting what the lost attempt left.
+backup in the store is complete or is no backup. Each attempt uploads under a key of
+its own (``<backup>/<attempt>/``) and the manifest names the files of the attempt that
+wrote it, whose writing first removes what earlier attempts left: a lost worker's
+pg_basebackup, still uploading, never mixes its files into another attempt's backup.
+
+It runs on the long task queue (``dbi.pipeline.LONG``), never in a step's slot. Its
+scratch space is bounded (``DBI_BACKUP_SCRATCH_LIMIT``: a backup that needs more ends,
+``BackupScratchFull``, before the worker's disk fills), its connection has TCP
+keepalives and a user timeout (a vanished network ends it), and a pg_basebackup that
+writes nothing for ``STALL_SECONDS`` is stopped (``BackupStalled``, retried): the
+heartbeat says how much was written, and the activity does not heartbeat a stall for
+hours.
 """
 
 from __future__ import annotations
@@ -36,6 +45,9 @@ from dbi.backups import Reason, Taken, WalRange
 from dbi.config import ADMIN_USER
 
 HEARTBEAT_SECONDS = 2.0
+# A pg_basebackup that wrote nothing for this long (its server hung, its network lost
+# without a reset) is stopped; its fast checkpoint, before the first byte, is within it.
+STALL_SECONDS = 300.0
 # What pg_basebackup says when the server's pg_hba.conf has no replication entry: an
 # instance that booted before backups existed (its next boot writes the entry).
 _NO_REPLICATION_ENTRY = "no pg_hba.conf entry for replication connection"
@@ -83,24 +95,40 @@ def _take(ctx: Context, instance: Instance, store: backupstore.Store, backup: st
     with postgres.connect(server, password=password) as conn:
         row = conn.execute("SELECT current_setting('server_version')").fetchone()
     version = str(row[0]).split(" ")[0] if row else ""
+    attempt = f"{activity.info().attempt}/"
     with _scratch(backup) as tmp:
         target = tmp / "files"
         _pg_basebackup(ctx, server, password, target, label=backup)
         files = sorted(p.name for p in target.iterdir() if p.is_file())
         for i, name in enumerate(files):
             what = f"uploading {name} ({i + 1}/{len(files)})"
-            _heartbeating(what, functools.partial(store.upload, prefix + name, target / name))
+            key = prefix + attempt + name
+            _heartbeating(what, functools.partial(store.upload, key, target / name))
         taken = Taken(
             backup=backup,
             size_bytes=sum((target / name).stat().st_size for name in files),
             postgres_version=version,
             wal=wal_range(json.loads((target / "backup_manifest").read_text())),
             location=store.location.url() + prefix,
-            files=files,
+            files=[attempt + name for name in files],
             store=backupstore.ref_of(backupstore.target_of(instance)),
         )
-    store.write(prefix + backupstore.MANIFEST, taken.model_dump_json(indent=2).encode())
+    complete(store, prefix, taken)
     return taken
+
+
+def complete(store: backupstore.Store, prefix: str, taken: Taken) -> None:
+    """Make ``taken`` the backup at ``prefix``: remove what other attempts uploaded
+    there, then write its manifest (last: a backup with a manifest is whole)."""
+    kept = {prefix + key for key in taken.files}
+    attempts = {
+        key[len(prefix) :].split("/", 1)[0]
+        for key in store.keys(prefix)
+        if key not in kept and "/" in key[len(prefix) :]
+    }
+    for other in sorted(attempts):
+        store.delete(f"{prefix}{other}/")
+    store.write(prefix + backupstore.MANIFEST, taken.model_dump_json(indent=2).encode())
 
 
 def _heartbeating(what: str, work: Callable[[], None]) -> None:
@@ -169,6 +197,11 @@ def conninfo(server: postgres.Server) -> str:
         sslrootcert=server.ca_file or "/nonexistent/dbi-no-ca.crt",
         connect_timeout=postgres.CONNECT_TIMEOUT_SECONDS,
         application_name="dbi-backup",
+        keepalives=1,
+        keepalives_idle=10,
+        keepalives_interval=5,
+        keepalives_count=3,
+        tcp_user_timeout=postgres.TCP_USER_TIMEOUT_MS,
         **postgres.AUTH,
     )
 
@@ -194,11 +227,9 @@ def _pg_basebackup(
     with tempfile.TemporaryFile() as said:
         proc = subprocess.Popen(command, stdout=said, stderr=said, env=env)
         try:
-            while proc.poll() is None:
-                activity.heartbeat(f"pg_basebackup: {_written(target) // 2**20} MiB written")
-                time.sleep(HEARTBEAT_SECONDS)
+            _watch(proc, target, limit=ctx.config.backup_scratch_bytes)
         finally:
-            if proc.poll() is None:  # cancelled, or the worker is stopping
+            if proc.poll() is None:  # stopped by _watch, cancelled, or the worker stops
                 proc.kill()
                 proc.wait()
         said.seek(0)
@@ -216,6 +247,34 @@ def _pg_basebackup(
             f"pg_basebackup exited {proc.returncode}: {last}"[:512],
             type=Reason.PG_BASEBACKUP_FAILED,
         )
+
+
+def _watch(proc: subprocess.Popen[bytes], target: Path, *, limit: int) -> None:
+    """Heartbeat what pg_basebackup wrote until it exits; raise (it is then killed) when
+    it writes more than ``limit`` bytes or nothing for ``STALL_SECONDS``."""
+    written, progressed = 0, time.monotonic()
+    while True:
+        exited = proc.poll() is not None
+        now_written = _written(target)
+        if now_written > written:
+            written, progressed = now_written, time.monotonic()
+        if written > limit:
+            raise ApplicationError(
+                f"The backup needs more than the worker's scratch limit of {limit // 2**20} "
+                "MiB (DBI_BACKUP_SCRATCH_LIMIT); the operator can raise it.",
+                type=Reason.SCRATCH_FULL,
+                non_retryable=True,
+            )
+        if exited:
+            return
+        idle = time.monotonic() - progressed
+        if idle > STALL_SECONDS:
+            raise ApplicationError(
+                f"pg_basebackup received nothing for {idle:.0f} s; stopped, to be retried.",
+                type=Reason.STALLED,
+            )
+        activity.heartbeat(f"pg_basebackup: {written // 2**20} MiB written")
+        time.sleep(HEARTBEAT_SECONDS)
 
 
 def _written(target: Path) -> int:

@@ -15,7 +15,7 @@ from activities.health import major
 from activities.kube import Instance
 from activities.step import Context
 from dbi import backups, bootstrap, names
-from dbi.backups import BackupPhase, StoreRef
+from dbi.backups import BackupPhase, StoreRef, Taken
 
 FIELD = "spec.restore.from.backup"
 
@@ -45,13 +45,15 @@ def source(ctx: Context, instance: Instance) -> tuple[bootstrap.Restore | None, 
     except ValueError as e:
         return None, f"{FIELD}: DBBackup {name}'s store cannot be read ({e})."
     prefix = backups.store_prefix(ns, found.get("spec", {}).get("instance", ""), name)
-    if store.read(prefix + backupstore.MANIFEST) is None:
+    manifest = store.read(prefix + backupstore.MANIFEST)
+    try:
+        taken = Taken.model_validate_json(manifest or b"")
+        base, wal = taken.key("base.tar.gz"), taken.key("pg_wal.tar.gz")
+    except (ValueError, KeyError):
         return None, f"{FIELD}: DBBackup {name}'s files are not in the store."
     return (
         bootstrap.Restore(
-            backup=name,
-            base_url=store.url(prefix + "base.tar.gz"),
-            wal_url=store.url(prefix + "pg_wal.tar.gz"),
+            backup=name, base_url=store.url(prefix + base), wal_url=store.url(prefix + wal)
         ),
         None,
     )

@@ -40,6 +40,9 @@ class Reason(StrEnum):
     STORE_FAILED = "BackupStoreFailed"  # a request to the store failed (its words stay out)
     PG_BASEBACKUP_FAILED = "PgBasebackupFailed"
     FAILED = "BackupFailed"  # any other error: its detail is in the worker's log
+    RUNNING = "BackupRunning"  # another backup of the instance runs: not taken
+    SCRATCH_FULL = "BackupScratchFull"  # more than DBI_BACKUP_SCRATCH_LIMIT to stage
+    STALLED = "BackupStalled"  # pg_basebackup wrote nothing for a while: retried
 
 
 class Trigger(StrEnum):
@@ -232,7 +235,9 @@ class Begun(_Model):
 
 
 class Taken(_Model):
-    """What a base backup wrote to the store (also its manifest there, ``MANIFEST``)."""
+    """What a base backup wrote to the store (also its manifest there, ``MANIFEST``):
+    ``files`` are keys under the backup's prefix (its attempt's, such as
+    ``2/base.tar.gz``)."""
 
     backup: str
     size_bytes: int
@@ -241,6 +246,13 @@ class Taken(_Model):
     location: str
     files: list[str]
     store: StoreRef | None = None  # None: the orchestrator's store
+
+    def key(self, name: str) -> str:
+        """The key, under the backup's prefix, of its file ``name`` (``base.tar.gz``)."""
+        for key in self.files:
+            if key.rsplit("/", 1)[-1] == name:
+                return key
+        raise KeyError(f"the backup holds no {name}")
 
 
 class Finish(_Model):
@@ -252,6 +264,7 @@ class Finish(_Model):
     taken: Taken | None = None
     reason: str | None = None
     message: str | None = None
+    uid: str | None = None  # the instance's, whose backup lease to give back
 
 
 class BackupResult(_Model):

@@ -12,7 +12,7 @@
 - ``DBI_BACKUP_STORE``, ``DBI_BACKUP_S3_ENDPOINT``, ``DBI_PG_BIN_DIR``: where backups
   go and the ``pg_basebackup`` that takes them (docs/configuration.md).
 - ``DBI_BACKUP_ALLOWED_NETWORKS``: the networks beyond public addresses a tenant's
-  backup endpoint may reach.
+  backup endpoint may reach; ``DBI_BACKUP_SCRATCH_LIMIT``: what one backup may stage.
 - ``DBI_CONNECT_HOSTADDR``: ``1`` adds the Service's ClusterIP to the credentials
   Secret's uri as ``hostaddr`` (the local stack, whose host has no cluster DNS).
 """
@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from dbi import environment
 from dbi.backups import StoreLocation
+from dbi.quantity import parse_quantity
 from dbi.spec import SUPPORTED_VERSIONS, duration_seconds
 
 ADMIN_USER = "dbi_admin"
@@ -38,6 +39,7 @@ def _default_images() -> dict[int, str]:
 
 DEFAULT_ADMIN_ROTATION_SECONDS = 30 * 86400.0
 DEFAULT_TLS_CERT_SECONDS = 90 * 86400.0
+DEFAULT_SCRATCH_BYTES = 16 * 2**30
 # A certificate shorter-lived than this would be renewed before a pass could use it.
 MIN_TLS_CERT_SECONDS = 30.0
 
@@ -61,6 +63,8 @@ class Config:
     backup_max_rate: str | None = None
     # Networks a tenant's backup endpoint may reach besides public addresses.
     allowed_networks: tuple[Network, ...] = ()
+    # How much one backup may stage in the worker's scratch directory, bytes.
+    backup_scratch_bytes: int = DEFAULT_SCRATCH_BYTES
 
     @classmethod
     def from_env(cls) -> Config:
@@ -103,7 +107,21 @@ class Config:
             pg_bin_dir=environment.PG_BIN_DIR.get(),
             backup_max_rate=_max_rate(),
             allowed_networks=_networks(),
+            backup_scratch_bytes=_scratch_bytes(),
         )
+
+
+def _scratch_bytes() -> int:
+    raw = environment.BACKUP_SCRATCH_LIMIT.value()
+    try:
+        found = int(parse_quantity(raw))
+    except ValueError:
+        found = 0
+    if found < 2**20:
+        raise ValueError(
+            f"DBI_BACKUP_SCRATCH_LIMIT must be a quantity of at least 1Mi, such as 16Gi: {raw!r}"
+        )
+    return found
 
 
 def _networks() -> tuple[Network, ...]:

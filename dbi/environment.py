@@ -203,6 +203,25 @@ PG_BIN_DIR = _var(
     "found on PATH. The local stack sets it to its PostgreSQL build.",
     WORKER,
 )
+BACKUP_SCRATCH_LIMIT = _var(
+    "DBI_BACKUP_SCRATCH_LIMIT",
+    "16Gi",
+    "How much one backup may stage in the worker's scratch directory (its compressed "
+    "tarballs, a Kubernetes quantity, at least `1Mi`) before it goes to the store; a "
+    "backup that needs more fails (`BackupScratchFull`) instead of filling the worker's "
+    "disk. Size the worker's scratch volume for `DBI_LONG_ACTIVITIES` of them (deploy/ "
+    "gives `/tmp` 34Gi for 2).",
+    WORKER,
+)
+LONG_ACTIVITIES = _var(
+    "DBI_LONG_ACTIVITIES",
+    "2",
+    "How many long activities (a backup, a phase of a major upgrade) one worker runs at "
+    "once, on the task queue `<DBI_TASK_QUEUE>-long` in threads of their own, apart from "
+    "the steps' 32: more wait on that queue, and no number of them holds up a step. Each "
+    "backup stages up to `DBI_BACKUP_SCRATCH_LIMIT` in the worker's scratch directory.",
+    WORKER,
+)
 EXPORTER_PORT = _var(
     "DBI_EXPORTER_PORT", "9187", "Port of the PostgreSQL exporter inside the VM.", WORKER
 )

@@ -16,6 +16,13 @@ SHORT_NAME = "dbi"
 
 TASK_QUEUE = "dbi"
 
+
+def long_task_queue(task_queue: str) -> str:
+    """The task queue of the long activities (``dbi.pipeline.LONG``) of the workflows on
+    ``task_queue``: ``<task queue>-long``."""
+    return f"{task_queue}-long"
+
+
 # The workflow's signals, updates and query (the temporal CLI and `dbi` use them).
 WAKE = "wake"
 RETRY = "retry"

@@ -152,6 +152,10 @@ RUN_UPGRADE = "run_upgrade"
 VERIFY_UPGRADE = "verify_upgrade"
 ROLLBACK_UPGRADE = "rollback_upgrade"
 FINISH_UPGRADE = "finish_upgrade"
+# What runs for minutes to hours (a base backup, a guest's pg_upgrade, ANALYZE): on a
+# task queue of its own (``names.long_task_queue``), with slots of its own, so that no
+# number of them holds up any instance's steps.
+LONG = frozenset({TAKE_BACKUP, RUN_UPGRADE, VERIFY_UPGRADE, ROLLBACK_UPGRADE})
 # The activities that serve the updates of the same names.
 ROTATE_CREDENTIALS = names.ROTATE_CREDENTIALS
 ROTATE_ADMIN_CREDENTIALS = names.ROTATE_ADMIN_CREDENTIALS

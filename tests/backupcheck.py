@@ -18,7 +18,8 @@ from pathlib import Path
 
 import psycopg
 
-from activities.backupstore import Store
+from activities.backupstore import MANIFEST, Store
+from dbi.backups import Taken
 from devstack import postgresql
 from devstack.vmstandin.guest import make_traversable
 from tests import polling
@@ -29,8 +30,11 @@ def restored(store: Store, prefix: str, *, major: int = 18) -> Iterator[str]:
     """Yield the conninfo of a scratch PostgreSQL started on the backup at ``prefix``."""
     with tempfile.TemporaryDirectory(prefix="dbi-restore-") as tmp:
         pgdata, socket_dir = Path(tmp) / "data", Path(tmp) / "socket"
+        manifest = store.read(prefix + MANIFEST)
+        assert manifest is not None, f"no backup at {prefix}"
+        taken = Taken.model_validate_json(manifest)
         for name in ("base.tar.gz", "pg_wal.tar.gz"):
-            store.download(prefix + name, Path(tmp) / name)
+            store.download(prefix + taken.key(name), Path(tmp) / name)
         with tarfile.open(Path(tmp) / "base.tar.gz") as tar:
             tar.extractall(pgdata, filter="data")
         with tarfile.open(Path(tmp) / "pg_wal.tar.gz") as tar:

@@ -26,4 +26,5 @@ pytest_plugins = [
     "tests.deployment",
     "tests.journeys.product",
     "tests.security.tenancy",
+    "tests.guests",
 ]

@@ -52,6 +52,8 @@ WORKER_ALLOWED = [
     ("get", "virtualmachineimages.harvesterhci.io", "dbi-images"),
     *[(v, "secrets", NS) for v in ("get", "patch", "delete")],
     *[(v, "secrets", SYSTEM_NAMESPACE) for v in ("get", "create", "patch", "delete")],
+    *[(v, "leases.coordination.k8s.io", SYSTEM_NAMESPACE) for v in ("get", "create", "update")],
+    ("delete", "leases.coordination.k8s.io", SYSTEM_NAMESPACE),
     *[(v, "persistentvolumes", NS) for v in ("get", "patch")],
     *[
         (v, r, NS)
@@ -77,7 +79,8 @@ WORKER_DENIED = [
     ("get", "pods", NS),
     ("list", "pods", NS),
     ("patch", "events", NS),
-    ("create", "leases.coordination.k8s.io", SYSTEM_NAMESPACE),
+    *[(v, "leases.coordination.k8s.io", NS) for v in ("get", "create", "update")],
+    ("list", "leases.coordination.k8s.io", SYSTEM_NAMESPACE),
     ("delete", "namespaces", NS),
     ("get", "nodes", NS),
     ("create", "clusterrolebindings.rbac.authorization.k8s.io", NS),

@@ -62,7 +62,9 @@ class DBBackupWorkflow:
         )
         if begun.backup is None:  # the instance is gone, or the name is another's
             return BackupResult(backup=None, phase=None, reason=begun.reason, message=begun.message)
-        finish = Finish(namespace=request.namespace, name=request.name, backup=begun.backup)
+        finish = Finish(
+            namespace=request.namespace, name=request.name, backup=begun.backup, uid=begun.uid
+        )
         if begun.reason is None:
             finish = await self._take(begun, request, finish)
         else:
@@ -99,6 +101,7 @@ class DBBackupWorkflow:
                 pipeline.TAKE_BACKUP,
                 args=[begun, request],
                 result_type=Taken,
+                task_queue=names.long_task_queue(workflow.info().task_queue),
                 start_to_close_timeout=TAKE_TIMEOUT,
                 heartbeat_timeout=TAKE_HEARTBEAT,
                 retry_policy=TAKE_RETRY,

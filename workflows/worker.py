@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from functools import partial
 from typing import Any
 
+from temporalio import activity
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -37,7 +38,7 @@ from activities.schedules import Schedules
 from activities.step import Context
 from activities.telemetry import StepTelemetry
 from activities.views import Spared, Views
-from dbi import connect, environment, names, telemetry
+from dbi import connect, environment, names, pipeline, telemetry
 from dbi.config import Config
 from dbi.health import Health, connect_temporal
 from dbi.messages import Wake
@@ -51,6 +52,7 @@ log = logging.getLogger("dbi.worker")
 SHUTDOWN_DEFAULT = environment.SHUTDOWN_SECONDS.default or "45"
 CACHED_DEFAULT = int(environment.CACHED_WORKFLOWS.default or "1000")
 STICKY_DEFAULT = timedelta(seconds=float(environment.STICKY_SECONDS.default or "60"))
+LONG_DEFAULT = int(environment.LONG_ACTIVITIES.default or "2")
 # Another worker that polled for workflow tasks this recently takes a hand-off's passes
 # (a poll waits for a task up to a minute before the next begins).
 OTHERS_POLLED_WITHIN = timedelta(minutes=2)
@@ -69,6 +71,39 @@ class Tuning:
     cached_workflows: int = CACHED_DEFAULT
     sandboxed: bool = False
     sticky: timedelta = STICKY_DEFAULT
+    long_activities: int = LONG_DEFAULT
+
+
+class Workers:
+    """The process's two Temporal workers, run together (``async with``): the workflows
+    and the steps on the task queue, and the long activities (``dbi.pipeline.LONG``:
+    backups, the phases of an upgrade) on its long task queue, with slots and threads
+    of their own (``DBI_LONG_ACTIVITIES``), so that long work never holds a step's."""
+
+    def __init__(self, main: Worker, long: Worker, executor: ThreadPoolExecutor | None) -> None:
+        self.main, self.long, self._executor = main, long, executor
+
+    async def __aenter__(self) -> Workers:
+        await self.main.__aenter__()
+        try:
+            await self.long.__aenter__()
+        except BaseException:
+            await self.main.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.long.__aexit__(None, None, None)
+        finally:
+            await self.main.__aexit__(None, None, None)
+            if self._executor is not None:
+                self._executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    # The SDK's own reading of an activity's name (it has no public accessor).
+    return str(activity._Definition.must_from_callable(fn).name)
 
 
 def build_worker(
@@ -78,18 +113,21 @@ def build_worker(
     task_queue: str = names.TASK_QUEUE,
     executor: ThreadPoolExecutor | None = None,
     tuning: Tuning = Tuning(),
-) -> Worker:
-    """Return a worker for the DBInstance workflow and the given activities.
+) -> Workers:
+    """Return the workers for the workflows and the given activities: the long ones
+    (``dbi.pipeline.LONG``) on ``names.long_task_queue(task_queue)``.
 
     The step activities are synchronous (the Kubernetes client and psycopg block), so
-    they run in ``executor``; stub activities in tests are async and need none.
+    they run in ``executor``, and the long ones in a pool of their own; stub activities
+    in tests are async and need neither.
     """
-    return Worker(
+    long = [fn for fn in activities if _name(fn) in pipeline.LONG]
+    main = Worker(
         client,
         workflow_runner=workflow_runner(sandboxed=tuning.sandboxed),
         task_queue=task_queue,
         workflows=[DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow],
-        activities=list(activities),
+        activities=[fn for fn in activities if fn not in long],
         activity_executor=executor,
         max_concurrent_activities=ACTIVITY_THREADS,
         interceptors=[StepTelemetry()],
@@ -97,6 +135,31 @@ def build_worker(
         max_cached_workflows=tuning.cached_workflows,
         sticky_queue_schedule_to_start_timeout=tuning.sticky,
     )
+    threads = tuning.long_activities
+    long_executor = (
+        ThreadPoolExecutor(max_workers=threads, thread_name_prefix="long")
+        if executor is not None
+        else None
+    )
+    return Workers(
+        main,
+        Worker(
+            client,
+            task_queue=names.long_task_queue(task_queue),
+            activities=long or [_idle],
+            activity_executor=long_executor,
+            max_concurrent_activities=threads,
+            interceptors=[StepTelemetry()],
+            graceful_shutdown_timeout=tuning.graceful_shutdown,
+        ),
+        long_executor,
+    )
+
+
+@activity.defn(name="dbi_no_long_activities")
+async def _idle() -> None:
+    """What a worker given no long activity (a test's stubs) hosts on the long queue: a
+    Temporal worker must host something."""
 
 
 ACTIVITY_THREADS = 32
@@ -226,6 +289,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     grace = environment.SHUTDOWN_SECONDS.seconds() or float(SHUTDOWN_DEFAULT)
     cached = environment.CACHED_WORKFLOWS.integer(low=1) or CACHED_DEFAULT
     sticky = environment.STICKY_SECONDS.seconds() or STICKY_DEFAULT.total_seconds()
+    long = environment.LONG_ACTIVITIES.integer(low=1, high=64) or LONG_DEFAULT
     views = start_views(cached)
     # An idle pass takes the backup step's describe of its schedule from the last hour.
     spared = Spared(cached, at_least=views.served)
@@ -237,7 +301,12 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
         step_activities(schedules=schedules, hosted=hosted, views=views, rechecks=rechecks),
         task_queue=task_queue,
         executor=executor,
-        tuning=Tuning(timedelta(seconds=grace), cached, sticky=timedelta(seconds=sticky)),
+        tuning=Tuning(
+            timedelta(seconds=grace),
+            cached,
+            sticky=timedelta(seconds=sticky),
+            long_activities=long,
+        ),
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

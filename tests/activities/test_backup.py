@@ -92,9 +92,10 @@ async def test_dbi_backup_takes_a_backup_that_restores_the_rows_it_held(
     ready = next(c for c in status["conditions"] if c["type"] == "Ready")
     assert ready["status"] == "True"
     prefix = backups.store_prefix(namespace, "db", result["backup"])
-    assert store().keys(prefix) == sorted(
-        prefix + f for f in ("backup_manifest", "base.tar.gz", "dbi-backup.json", "pg_wal.tar.gz")
-    )
+    assert store().keys(prefix) == [
+        prefix + f
+        for f in ("1/backup_manifest", "1/base.tar.gz", "1/pg_wal.tar.gz", "dbi-backup.json")
+    ]
     with (
         restored(store(), prefix) as conninfo,
         psycopg.connect(conninfo.replace("dbname=postgres", "dbname=app")) as conn,

@@ -9,62 +9,26 @@ from __future__ import annotations
 
 import secrets
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import cast
 
 import psycopg
 import pytest
-from pydantic import SecretStr
 
-from activities import health, postgres, trust
+from activities import health, postgres
 from activities.kube import Instance, Kube
 from activities.postgres import drop_sessions, shared_sessions
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
-from dbi import bootstrap, names, pipeline, scram, tls
+from dbi import bootstrap, pipeline, scram
 from dbi.config import Config
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
-from devstack.vmstandin.guest import Guest
-from devstack.vmstandin.kubevirt import Size
 from tests.activities.test_step import _Reads
+from tests.guests import Booted
 from tests.polling import eventually
 
-ADDRESS = f"127.66.{secrets.randbelow(200) + 1}.{secrets.randbelow(200) + 1}"
 INPUT = StepInput(namespace="team-a", name="db", uid="uid-1")
-
-
-@dataclass
-class Booted:
-    server: postgres.Server
-    password: str = field(repr=False)
-    guest: Guest | None = None
-
-
-@pytest.fixture(scope="module")
-def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
-    """A guest's PostgreSQL with a certificate for ``db`` in ``team-a`` and dbi's admin."""
-    tmp = tmp_path_factory.mktemp("guest")
-    ca = tls.new_ca("team-a")
-    pair = tls.issue(ca, tls.service_names("team-a", "db"))
-    password = secrets.token_urlsafe(24)
-    doc = bootstrap.Bootstrap(
-        admin_verifier=scram.verifier(password),
-        server_cert=pair.cert_pem,
-        server_key=SecretStr(pair.key_pem),
-    )
-    guest = Guest(disk=tmp / "disk", address=ADDRESS, log_path=tmp / "postgres.log")
-    guest.initialize(doc)
-    guest.configure_tls(doc)
-    guest.boot(Size(1, 1, 1, 1, 512 << 20, 512 << 20))
-    try:
-        eventually(guest.ready, what="the guest's PostgreSQL accepting connections")
-        server = postgres.Server(
-            ADDRESS, names.service_host("team-a", "db"), trust.trust_file(ca.cert_pem)
-        )
-        yield Booted(server, password, guest)
-    finally:
-        guest.stop()
 
 
 def backend(server: postgres.Server, password: str) -> int:

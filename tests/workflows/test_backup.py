@@ -13,7 +13,6 @@ import pytest
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from dbi import pipeline
 from dbi.backups import (
@@ -29,6 +28,7 @@ from dbi.backups import (
 )
 from tests.workflows.conftest import _record
 from workflows.backup import DBBackupWorkflow
+from workflows.worker import Tuning, build_worker
 
 REQUEST = BackupRequest(namespace="team-a", name="orders", trigger=Trigger.SCHEDULE)
 TAKEN = Taken(
@@ -76,8 +76,9 @@ class Script:
 
 async def run(env: WorkflowEnvironment, script: Script) -> BackupResult:
     queue = f"backup-{uuid.uuid4()}"
-    async with Worker(
-        env.client, task_queue=queue, workflows=[DBBackupWorkflow], activities=script.activities()
+    # The production worker's split: the long activities on their own task queue.
+    async with build_worker(
+        env.client, script.activities(), task_queue=queue, tuning=Tuning(sandboxed=True)
     ):
         handle = await env.client.start_workflow(
             DBBackupWorkflow.run,

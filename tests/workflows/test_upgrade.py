@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from temporalio import activity
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from dbi import pipeline
 from dbi.upgrades import FINISH_FAILED, Plan, Ran, UpgradeRequest, UpgradeResult
 from tests.workflows.conftest import _record
 from workflows.upgrade import DBUpgradeWorkflow
+from workflows.worker import Tuning, build_worker
 
 REQUEST = UpgradeRequest(namespace="team-a", name="orders", uid="u1", from_major=16, to_major=17)
 PLAN = Plan(new_root="orders-root-17aaaa", old_root="orders-root-16bbbb", new_image="i/p-17")
@@ -67,8 +67,9 @@ class Script:
 
 async def upgrade(env: WorkflowEnvironment, script: Script) -> UpgradeResult:
     queue = f"upgrade-{uuid.uuid4()}"
-    async with Worker(
-        env.client, task_queue=queue, workflows=[DBUpgradeWorkflow], activities=script.activities()
+    # The production worker's split: the long activities on their own task queue.
+    async with build_worker(
+        env.client, script.activities(), task_queue=queue, tuning=Tuning(sandboxed=True)
     ):
         handle = await env.client.start_workflow(
             DBUpgradeWorkflow.run,

@@ -1,0 +1,54 @@
+"""A guest's PostgreSQL booted by the VM stand-in's guest code, outside any cluster: TLS
+with a certificate of a namespace CA, SCRAM, dbi's admin role; for tests of what talks
+to one (sessions, pg_basebackup). ``booted`` is a module-scoped fixture (a plugin of
+tests/conftest.py)."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import pytest
+from pydantic import SecretStr
+
+from activities import postgres, trust
+from dbi import bootstrap, names, scram, tls
+from devstack.vmstandin.guest import Guest
+from devstack.vmstandin.kubevirt import Size
+from tests.polling import eventually
+
+
+@dataclass
+class Booted:
+    server: postgres.Server
+    password: str = field(repr=False)
+    guest: Guest | None = None
+
+
+@pytest.fixture(scope="module")
+def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
+    """A guest's PostgreSQL with a certificate for ``db`` in ``team-a`` and dbi's admin,
+    on an address of its own."""
+    address = f"127.66.{secrets.randbelow(200) + 1}.{secrets.randbelow(200) + 1}"
+    tmp = tmp_path_factory.mktemp("guest")
+    ca = tls.new_ca("team-a")
+    pair = tls.issue(ca, tls.service_names("team-a", "db"))
+    password = secrets.token_urlsafe(24)
+    doc = bootstrap.Bootstrap(
+        admin_verifier=scram.verifier(password),
+        server_cert=pair.cert_pem,
+        server_key=SecretStr(pair.key_pem),
+    )
+    guest = Guest(disk=tmp / "disk", address=address, log_path=tmp / "postgres.log")
+    guest.initialize(doc)
+    guest.configure_tls(doc)
+    guest.boot(Size(1, 1, 1, 1, 512 << 20, 512 << 20))
+    try:
+        eventually(guest.ready, what="the guest's PostgreSQL accepting connections")
+        server = postgres.Server(
+            address, names.service_host("team-a", "db"), trust.trust_file(ca.cert_pem)
+        )
+        yield Booted(server, password, guest)
+    finally:
+        guest.stop()
