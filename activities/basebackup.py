@@ -28,16 +28,14 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FuturesTimeout
+from collections.abc import Iterator
 from pathlib import Path
 
 from psycopg.conninfo import make_conninfo
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import admin, admin_credential, backupstore, postgres, trust
+from activities import admin, admin_credential, backupstore, heartbeats, postgres, trust
 from activities.kube import Instance
 from activities.step import Activity, Context
 from dbi import backups, pipeline
@@ -103,7 +101,7 @@ def _take(ctx: Context, instance: Instance, store: backupstore.Store, backup: st
         for i, name in enumerate(files):
             what = f"uploading {name} ({i + 1}/{len(files)})"
             key = prefix + attempt + name
-            _heartbeating(what, functools.partial(store.upload, key, target / name))
+            heartbeats.working(what, functools.partial(store.upload, key, target / name))
         taken = Taken(
             backup=backup,
             size_bytes=sum((target / name).stat().st_size for name in files),
@@ -129,20 +127,6 @@ def complete(store: backupstore.Store, prefix: str, taken: Taken) -> None:
     for other in sorted(attempts):
         store.delete(f"{prefix}{other}/")
     store.write(prefix + backupstore.MANIFEST, taken.model_dump_json(indent=2).encode())
-
-
-def _heartbeating(what: str, work: Callable[[], None]) -> None:
-    """Do ``work`` (an upload, which may outlast the heartbeat timeout) in a thread,
-    heartbeating ``what`` until it is done; raise what it raised."""
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="backup-upload") as pool:
-        done = pool.submit(work)
-        while True:
-            activity.heartbeat(what)
-            try:
-                done.result(timeout=HEARTBEAT_SECONDS)
-                return
-            except FuturesTimeout:
-                continue
 
 
 @contextlib.contextmanager

@@ -16,13 +16,23 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import psycopg
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import admin, admin_credential, manifests, postgres, secrets, trust, vm
+from activities import (
+    admin,
+    admin_credential,
+    heartbeats,
+    manifests,
+    postgres,
+    secrets,
+    trust,
+    vm,
+)
 from activities.events import emit
 from activities.health import major
 from activities.kube import KUBEVIRT, Instance
@@ -36,6 +46,7 @@ from dbi.upgrades import Plan, Ran, UpgradeRequest
 LOOK_SECONDS = 2.0
 INSTANCE_GONE = "InstanceGone"
 NOT_RUNNING = "NotRunning"
+OLD_ROOT_GONE = "OldRootDiskGone"
 
 
 class Upgrades(Activity):
@@ -54,11 +65,29 @@ class Upgrades(Activity):
         observed = self.ctx.kube.get_custom(
             *KUBEVIRT, instance.namespace, "virtualmachines", instance.name
         )
-        plan = Plan(
-            new_root=manifests.root_claim_name(instance.name, image),
-            old_root=manifests.root_of(observed) or "",
-            new_image=image,
+        new_root = manifests.root_claim_name(instance.name, image)
+        roots = self.ctx.kube.pvcs(
+            instance.namespace,
+            {names.INSTANCE_LABEL: instance.name, manifests.DISK_LABEL: manifests.ROOT},
         )
+        old = old_root(
+            booted=manifests.root_of(observed),
+            new_root=new_root,
+            roots={
+                str(c.metadata.name): (c.metadata.annotations or {}).get(manifests.IMAGE_ANNOTATION)
+                for c in roots
+                if c.metadata is not None
+            },
+            old_image=self.ctx.config.images.get(request.from_major),
+        )
+        if old is None:
+            message = (
+                "The old major's root disk is gone, so an upgrade could not be rolled back; "
+                "nothing was started. Take a backup (dbi backup NAME) and restore it into a "
+                "new instance of the new major instead."
+            )
+            return Plan(reason=OLD_ROOT_GONE, message=message)
+        plan = Plan(new_root=new_root, old_root=old, new_image=image)
         if self.ctx.kube.pvc(instance.namespace, plan.new_root) is None:
             vm.create_root(self.ctx, instance, image)
         _event(
@@ -109,6 +138,14 @@ class Upgrades(Activity):
         # Where the boot ends: the new major (an upgrade), the old one (a rollback).
         goal = request.to_major if action == "run" else request.from_major
         while True:
+            failing = boot_failure(
+                self.ctx.kube.get_custom(
+                    *KUBEVIRT, instance.namespace, "virtualmachines", instance.name
+                ),
+                root,
+            )
+            if failing is not None:
+                return Ran(ok=False, phase="boot", output=failing)
             seen = self._report(instance, root)
             if seen is not None:
                 found, version = seen
@@ -192,12 +229,13 @@ class Upgrades(Activity):
                 said = f"PostgreSQL {version} answers, not {request.to_major}."
                 return Ran(ok=False, phase="verify", output=said, version=version)
             for database in databases:
-                activity.heartbeat(f"ANALYZE {database}")
                 with postgres.connect(
                     server, password=password, dbname=database, unbounded=True
                 ) as db:
                     db.execute("SET statement_timeout = 0")
-                    db.execute("ANALYZE")
+                    # As long as it takes: heartbeating meanwhile, or Temporal takes the
+                    # attempt for lost and starts another while this one still runs.
+                    heartbeats.working(f"ANALYZE {database}", partial(db.execute, "ANALYZE"))
         except psycopg.Error as e:
             said = f"The new server does not answer as it should ({type(e).__name__})."
             return Ran(ok=False, phase="verify", output=said)
@@ -254,6 +292,34 @@ class Upgrades(Activity):
             f"PostgreSQL {version} runs the data; the old data directory was removed.",
         )
         return version
+
+
+# What KubeVirt's printableStatus says of a VM that does not come up.
+NOT_BOOTING = frozenset({"CrashLoopBackOff", "ErrorUnschedulable", "ErrorPvcNotFound"})
+
+
+def boot_failure(vm: dict[str, Any] | None, root: str) -> str | None:
+    """Why the VM, pointed at ``root``, does not boot on it (its printableStatus says
+    so); None while it may (pure)."""
+    status = ((vm or {}).get("status") or {}).get("printableStatus")
+    if manifests.root_of(vm) != root or status not in NOT_BOOTING:
+        return None
+    return f"The VM does not boot on the root disk {root}: {status}."
+
+
+def old_root(
+    *, booted: str | None, new_root: str, roots: dict[str, str | None], old_image: str | None
+) -> str | None:
+    """The root disk the old data boots on (pure): the one the VM boots unless that is
+    already the new one (an earlier attempt switched it), else the instance's other
+    root disk, the old major's image's when there are several; None: none is left."""
+    if booted and booted != new_root:
+        return booted
+    others = sorted(name for name in roots if name != new_root)
+    if len(others) == 1:
+        return others[0]
+    of_old = [name for name in others if old_image is not None and roots[name] == old_image]
+    return of_old[0] if of_old else None
 
 
 def _server_version(conn: psycopg.Connection[Any]) -> str:

@@ -95,9 +95,15 @@ def _follow(obs: Observation, run: Upgrade, versions: str) -> Decision[Action]:
     result = run.result
     if result is not None and result.ok:
         return _pending(Reason.UPGRADING, f"The major upgrade from {versions} is finishing.")
-    said = result.message if result is not None else "Its workflow ended without a result."
+    said = result.message if result is not None else ""
     again = "annotate dbi.dev/reconcile-requested-at with a new value to try again."
-    if result is not None and result.reason == FINISH_FAILED:  # past the point of no return
+    if result is None:  # failed or terminated: nothing says where it stopped
+        message = (
+            f"The major upgrade's workflow {obs.workflow_id} ended without a result (it "
+            "failed or was terminated), so whether the old data runs is not known: its "
+            f"history in the Temporal UI shows where it stopped. Then {again}"
+        )
+    elif result.reason == FINISH_FAILED:  # past the point of no return
         message = f"The major upgrade could not finish: {again} {said}"
     else:
         message = (

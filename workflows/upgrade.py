@@ -31,8 +31,12 @@ SHORT_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attemp
 # the activity heartbeats every 2 s, and one silent for BOOT_HEARTBEAT lost its worker.
 BOOT_TIMEOUT = timedelta(hours=6)
 BOOT_HEARTBEAT = timedelta(seconds=30)
+# A boot the activity keeps failing to follow (not one it saw fail: that is a Ran) is
+# given up after these attempts, and the rollback runs.
 BOOT_RETRY = RetryPolicy(
-    initial_interval=timedelta(seconds=2), maximum_interval=timedelta(seconds=30)
+    initial_interval=timedelta(seconds=2),
+    maximum_interval=timedelta(seconds=30),
+    maximum_attempts=3,
 )
 VERIFY_TIMEOUT = timedelta(hours=2)
 
@@ -61,16 +65,19 @@ class DBUpgradeWorkflow:
             "run: restart on it; the guest runs pg_upgrade --check, then pg_upgrade",
         )
         if ran.ok:
-            ran = await workflow.execute_activity(
-                pipeline.VERIFY_UPGRADE,
-                args=[request, plan],
-                result_type=Ran,
-                task_queue=names.long_task_queue(workflow.info().task_queue),
-                start_to_close_timeout=VERIFY_TIMEOUT,
-                heartbeat_timeout=BOOT_HEARTBEAT,
-                retry_policy=SHORT_RETRY,
-                summary=f"verify: PostgreSQL {request.to_major} answers; ANALYZE",
-            )
+            try:
+                ran = await workflow.execute_activity(
+                    pipeline.VERIFY_UPGRADE,
+                    args=[request, plan],
+                    result_type=Ran,
+                    task_queue=names.long_task_queue(workflow.info().task_queue),
+                    start_to_close_timeout=VERIFY_TIMEOUT,
+                    heartbeat_timeout=BOOT_HEARTBEAT,
+                    retry_policy=SHORT_RETRY,
+                    summary=f"verify: PostgreSQL {request.to_major} answers; ANALYZE",
+                )
+            except ActivityError as e:  # still before the point of no return: roll back
+                ran = Ran(ok=False, phase="verify", output=str(e.cause or e)[:512])
         if not ran.ok:
             await self._boot(
                 pipeline.ROLLBACK_UPGRADE,
@@ -78,9 +85,11 @@ class DBUpgradeWorkflow:
                 plan,
                 "rollback: the old root disk and the old data boot again",
             )
-            reason = {"check": "UpgradeCheckFailed", "copy": "UpgradeFailed"}.get(
-                ran.phase, "UpgradeVerifyFailed"
-            )
+            reason = {
+                "check": "UpgradeCheckFailed",
+                "copy": "UpgradeFailed",
+                "boot": "UpgradeBootFailed",
+            }.get(ran.phase, "UpgradeVerifyFailed")
             said = f" {ran.output}" if ran.output else ""
             message = f"The upgrade to PostgreSQL {request.to_major} failed at {ran.phase}:{said}"
             return UpgradeResult(ok=False, reason=reason, message=message[:1024])
@@ -115,6 +124,6 @@ class DBUpgradeWorkflow:
                 retry_policy=BOOT_RETRY,
                 summary=summary,
             )
-        except ActivityError as e:  # the instance went away meanwhile
-            return Ran(ok=False, phase="gone", output=str(e.cause or e)[:512])
+        except ActivityError as e:  # it kept failing (or the instance went away)
+            return Ran(ok=False, phase="boot", output=str(e.cause or e)[:512])
         return ran

@@ -129,3 +129,13 @@ def test_an_upgrade_that_could_not_finish_does_not_claim_a_rollback() -> None:
     assert decided.result.reason == FINISH_FAILED
     assert "rolled back" not in decided.result.message
     assert "finishing failed." in decided.result.message
+
+
+def test_a_workflow_that_ended_without_a_result_is_not_said_to_have_rolled_back() -> None:
+    """A failed or terminated upgrade workflow has no result: the step does not claim
+    the old data runs, and says where to look and how to try again."""
+    decided = upgrade.decide(replace(DUE, run=Upgrade(running=False, result=None)))
+    assert decided.result.outcome is Outcome.TERMINAL
+    assert "rolled back" not in decided.result.message
+    assert "Temporal UI" in decided.result.message
+    assert "dbi.dev/reconcile-requested-at" in decided.result.message

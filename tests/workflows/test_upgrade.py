@@ -30,7 +30,9 @@ class Script:
 
     plan: Plan = PLAN
     run: Callable[[int], Ran] = lambda attempt: UPGRADED
-    verify: Ran = field(default_factory=lambda: Ran(ok=True, phase="verified", version="17.11"))
+    verify: Ran | Exception = field(
+        default_factory=lambda: Ran(ok=True, phase="verified", version="17.11")
+    )
     finishes: bool = True
     calls: list[str] = field(default_factory=list)
 
@@ -48,6 +50,8 @@ class Script:
         @activity.defn(name=pipeline.VERIFY_UPGRADE)
         async def verify(request: UpgradeRequest, plan: Plan) -> Ran:
             self.calls.append("verify")
+            if isinstance(self.verify, Exception):
+                raise self.verify
             return self.verify
 
         @activity.defn(name=pipeline.ROLLBACK_UPGRADE)
@@ -104,6 +108,9 @@ async def test_an_upgrade_begins_runs_verifies_then_finishes(
             ["begin", "run", "verify", "rollback"],
             id="verify",
         ),
+        pytest.param(
+            "boot", True, "UpgradeBootFailed", ["begin", "run", "rollback"], id="never-boots"
+        ),
     ],
 )
 async def test_a_failure_before_the_point_of_no_return_rolls_back(
@@ -152,3 +159,30 @@ async def test_a_finish_that_fails_is_not_rolled_back(time_env: WorkflowEnvironm
     assert script.calls.count("finish") > 1
     assert not result.ok and result.reason == FINISH_FAILED
     assert "old data is still there" in result.message
+
+
+async def test_a_run_that_keeps_failing_is_rolled_back_not_retried_for_ever(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A run whose every attempt fails (an image that never boots far enough to say
+    so) is given up after three attempts, and the old data boots again."""
+
+    def failing(attempt: int) -> Ran:
+        raise RuntimeError(f"no report yet (attempt {attempt})")
+
+    script = Script(run=failing)
+    result = await upgrade(time_env, script)
+    assert script.calls == ["begin", "run", "run", "run", "rollback"]
+    assert not result.ok and result.reason == "UpgradeBootFailed"
+
+
+async def test_a_verify_that_keeps_failing_is_rolled_back_and_the_workflow_ends(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """A verify that keeps raising (ANALYZE cut off, the server gone) rolls back before
+    the point of no return; the workflow completes with the reason, it does not fail
+    (a failed workflow leaves the step nothing to say)."""
+    script = Script(verify=RuntimeError("the session was cut"))
+    result = await upgrade(time_env, script)
+    assert script.calls[-1] == "rollback" and "finish" not in script.calls
+    assert not result.ok and result.reason == "UpgradeVerifyFailed"
