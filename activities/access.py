@@ -28,8 +28,8 @@ import psycopg
 from kubernetes import client as k8s
 from psycopg import sql
 
-from activities import admin_credential, manifests, ownership, postgres, secrets, trust
-from activities.kube import KUBEVIRT, Instance, Manifest
+from activities import addresses, admin_credential, manifests, ownership, postgres, secrets, trust
+from activities.kube import Instance, Manifest
 from activities.step import Anatomy, Context
 from dbi import names, scram
 from dbi.pipeline import ACCESS as SPEC
@@ -221,9 +221,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     if instance.model.spec.power_state is PowerState.STOPPED:
         return Observation(True, False, False, False, False, False, False)
     kube = ctx.kube
-    vmi = kube.get_custom(*KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name)
-    interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
-    host = interfaces[0].get("ipAddress") if interfaces else None
+    host = addresses.address_of(addresses.vmi_of(kube, instance))
     admin_password = admin_credential.read(kube, ctx.config.namespace, instance.uid).password
     app = secrets.read(kube, instance.namespace, secrets.app_name(instance))
     svc = ctx.kube.service(instance.namespace, instance.name)

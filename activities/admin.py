@@ -28,9 +28,9 @@ from enum import StrEnum
 
 from psycopg import sql
 
-from activities import admin_credential, postgres, secrets, trust
+from activities import addresses, admin_credential, postgres, secrets, trust
 from activities.admin_credential import Credential
-from activities.kube import KUBEVIRT, Instance, Manifest
+from activities.kube import KUBEVIRT, Instance
 from activities.postgres import Login
 from activities.step import Anatomy, Context, Verdict
 from dbi import scram
@@ -152,24 +152,13 @@ def rotation_due(credential: Credential, interval: float | None, now: datetime) 
     return interval is not None and last is not None and now - last >= timedelta(seconds=interval)
 
 
-def vmi_of(ctx: Context, instance: Instance) -> Manifest | None:
-    return ctx.kube.get_custom(
-        *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
-    )
-
-
-def address_of(vmi: Manifest | None) -> str | None:
-    interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
-    return interfaces[0].get("ipAddress") if interfaces else None
-
-
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     credential = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)
     spec = instance.model.spec
     if spec.power_state is PowerState.STOPPED:
         return Observation(stopped=True)
-    vmi = vmi_of(ctx, instance)
-    address = address_of(vmi)
+    vmi = addresses.vmi_of(ctx.kube, instance)
+    address = addresses.address_of(vmi)
     obs = Observation(
         stopped=False,
         address=address,

@@ -15,7 +15,8 @@
   files before its object. An Event on the instance says how it ended.
 - ``prune_backups`` deletes what ``spec.backup.retention`` no longer keeps: the store's
   files first, then the object, so a crash between the two leaves an object whose next
-  prune finishes the job, never files nothing points at. Retention counts the backups
+  prune finishes the job, never files nothing points at. A backup whose store cannot
+  be opened or reached stays for a later prune; the others go. Retention counts the backups
   whose status (written by dbi alone) names the instance's UID: a new instance of a
   deleted one's name never prunes the old one's backups, its final backup and the one it
   was restored from included.
@@ -29,9 +30,9 @@ from typing import Any
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities import admin, backup_lease, backupstore
+from activities import addresses, backup_lease, backupstore
 from activities.events import emit
-from activities.kube import Instance, Kube, namespace_terminating
+from activities.kube import JSON_PATCH, Instance, Kube, namespace_terminating
 from activities.step import Activity, Context
 from dbi import backups, names, pipeline
 from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Held, Reason, StoreRef, Trigger
@@ -84,7 +85,7 @@ class BeginBackup(Activity):
         except ValueError as e:
             message = f"No backup store: {e}."
             return begun.model_copy(update={"reason": Reason.NO_STORE, "message": message})
-        if admin.address_of(admin.vmi_of(self.ctx, instance)) is None:
+        if addresses.address_of(addresses.vmi_of(self.ctx.kube, instance)) is None:
             message = "The instance is not running; start it to back it up."
             if final:  # a deleted instance is not started again
                 message = (
@@ -144,6 +145,7 @@ def _create(kube: Kube, request: BackupRequest, backup: str, workflow_id: str) -
             "namespace": request.namespace,
             "labels": {names.INSTANCE_LABEL: request.name},
             "annotations": {WORKFLOW_ANNOTATION: workflow_id},
+            "finalizers": [names.BACKUP_FINALIZER],
         },
         "spec": {"instance": request.name, "trigger": request.trigger.value},
     }
@@ -299,10 +301,45 @@ class PruneBackups(Activity):
         retention = instance.model.spec.backup.retention
         found = {h.name: h for h in held(kube, instance)}
         doomed = backups.expired(list(found.values()), retention, datetime.now(UTC))
+        pruned = []
         for name in doomed:
             activity.heartbeat(name)
             ref = found[name].store
-            store = backupstore.for_ref(kube, self.ctx.config, instance.namespace, ref)
-            store.delete(backups.store_prefix(instance.namespace, instance.name, name))
+            try:
+                store = backupstore.for_ref(kube, self.ctx.config, instance.namespace, ref)
+                store.delete(backups.store_prefix(instance.namespace, instance.name, name))
+            except (ValueError, OSError, backupstore.StoreFailed) as e:
+                # Its store cannot be opened or reached now (its keys' Secret deleted, say):
+                # the backup stays, whole, for a later prune; the others still go.
+                activity.logger.warning("backup %s kept: its store failed: %s", name, e)
+                continue
+            let_go(kube, instance.namespace, name)
             kube.delete_custom(*API, instance.namespace, names.BACKUP_PLURAL, name)
-        return doomed
+            pruned.append(name)
+        return pruned
+
+
+def let_go(kube: Kube, namespace: str, backup: str) -> None:
+    """Take dbi's finalizer off a DBBackup whose files are gone (so it can go), naming
+    the finalizers read (a JSON patch test): a change meanwhile fails the patch."""
+    found = kube.get_custom(*API, namespace, names.BACKUP_PLURAL, backup)
+    held = list(((found or {}).get("metadata") or {}).get("finalizers") or [])
+    if names.BACKUP_FINALIZER not in held:
+        return
+    body = [
+        {"op": "test", "path": "/metadata/finalizers", "value": held},
+        {
+            "op": "replace",
+            "path": "/metadata/finalizers",
+            "value": [f for f in held if f != names.BACKUP_FINALIZER],
+        },
+    ]
+    try:
+        kube.objects.patch_namespaced_custom_object(
+            *API, namespace, names.BACKUP_PLURAL, backup, body, _content_type=JSON_PATCH
+        )
+    except k8s.ApiException as e:
+        # Gone, or changed since it was read (another worker let it go): the next
+        # look finds it as it is.
+        if e.status not in (404, 409, 422):
+            raise

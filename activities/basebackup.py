@@ -35,7 +35,7 @@ from psycopg.conninfo import make_conninfo
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import admin, admin_credential, backupstore, heartbeats, postgres, trust
+from activities import addresses, admin_credential, backupstore, heartbeats, postgres, trust
 from activities.kube import Instance
 from activities.step import Activity, Context
 from dbi import backups, pipeline
@@ -81,7 +81,7 @@ def _take(ctx: Context, instance: Instance, store: backupstore.Store, backup: st
     done = store.read(prefix + backupstore.MANIFEST)
     if done is not None:
         return Taken.model_validate_json(done)
-    address = admin.address_of(admin.vmi_of(ctx, instance))
+    address = addresses.address_of(addresses.vmi_of(ctx.kube, instance))
     if address is None:
         raise ApplicationError(
             "the instance is not running; start it to back it up",

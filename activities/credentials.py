@@ -42,7 +42,16 @@ from kubernetes import client as k8s
 from pydantic import SecretStr
 from temporalio import activity
 
-from activities import admin_credential, manifests, ownership, restore, secrets, trust
+from activities import (
+    addresses,
+    admin_credential,
+    manifests,
+    ownership,
+    postgres,
+    restore,
+    secrets,
+    trust,
+)
 from activities.admin_credential import Credential
 from activities.kube import Instance, spares_reads
 from activities.step import Anatomy, Context
@@ -61,6 +70,7 @@ class Reason(StrEnum):
     CA_CREATED = "CACreated"
     CERTIFICATE_ISSUED = "CertificateIssued"
     RESTORE_DELIVERED = "RestoreDelivered"
+    RESTORE_CLEARED = "RestoreCleared"
     RESTORE_INVALID = "RestoreSourceInvalid"
 
 
@@ -93,6 +103,8 @@ class Observation:
     certificate_current: bool = True
     # spec.restore: the boot data carries the backup to start from (or none is asked).
     restore_delivered: bool = True
+    # ... and no longer once the instance started from it (its URLs read the backup).
+    restore_cleared: bool = True
     restore_invalid: str | None = None  # why spec.restore's backup cannot be restored
     reads: Reads | None = None  # what was read, for the action (None in pure tests)
 
@@ -107,6 +119,8 @@ _WRITES = (
      "A server certificate was issued into the boot data; the tls step serves it."),
     (("restore_delivered",), Action.WRITE, Reason.RESTORE_DELIVERED,
      "The boot data names the backup spec.restore asks for; the first boot starts from it."),
+    (("restore_cleared",), Action.WRITE, Reason.RESTORE_CLEARED,
+     "The instance started from its backup; the boot data no longer says where it is."),
     (("kept_follow_policy",), Action.WRITE, Reason.OWNERS_SYNCED,
      "The cloud-init Secret's owner reference now follows deletionPolicy."),
 )  # fmt: skip
@@ -214,7 +228,8 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         data_disk_exists=missing and _own_data_claim(ctx, instance),
         ca_exists=reads.ca is not None,
         certificate_current=certificate_current(instance, reads),
-        restore_delivered=restore_delivered(reads),
+        restore_delivered=restore_delivered(reads) or reads.restore is None,
+        restore_cleared=reads.restore is not None or restore_delivered(reads),
         restore_invalid=invalid,
         reads=reads,
     )
@@ -259,10 +274,23 @@ def _restore(
         return None, None
     doc = secrets.boot_data(reads.cloudinit)
     if doc is not None and doc.restore is not None and doc.restore.backup == asked.from_.backup:
+        if _restored(ctx, instance, reads):
+            return None, None  # its URLs (a presigned read of the backup) leave the boot data
         return doc.restore, None
     if _own_data_claim(ctx, instance):
         return None, None  # the data exists: the first boot is past
     return restore.source(ctx, instance)
+
+
+def _restored(ctx: Context, instance: Instance, reads: Reads) -> bool:
+    """Whether the instance started from its backup: its PostgreSQL, on its own data
+    claim, lets dbi's admin in (the first boot unpacks the backup before it starts it).
+    Asked only while the boot data still names the backup."""
+    address = addresses.address_of(addresses.vmi_of(ctx.kube, instance))
+    if address is None or reads.ca is None or not _own_data_claim(ctx, instance):
+        return False
+    server = trust.reach(instance, address, reads.ca)
+    return postgres.login(server, password=reads.admin.password) is postgres.Login.OK
 
 
 def restore_delivered(reads: Reads) -> bool:

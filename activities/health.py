@@ -14,8 +14,8 @@ from enum import StrEnum
 import psycopg
 from temporalio import activity
 
-from activities import admin_credential, postgres, trust
-from activities.kube import KUBEVIRT, Instance
+from activities import addresses, admin_credential, postgres, trust
+from activities.kube import Instance
 from activities.postgres import Login
 from activities.step import Anatomy, Context
 from dbi import names
@@ -141,11 +141,7 @@ def probe(server: postgres.Server, password: str) -> Probe:
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     if instance.model.spec.power_state is PowerState.STOPPED:
         return Observation(stopped=True)
-    vmi = ctx.kube.get_custom(
-        *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
-    )
-    interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
-    address = interfaces[0].get("ipAddress") if interfaces else None
+    address = addresses.address_of(addresses.vmi_of(ctx.kube, instance))
     if not address:
         return Observation(stopped=False)
     admin = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)

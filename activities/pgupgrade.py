@@ -24,7 +24,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import (
-    admin,
+    addresses,
     admin_credential,
     heartbeats,
     manifests,
@@ -132,7 +132,7 @@ class Upgrades(Activity):
             ),
         )
         vm.boot_root(self.ctx, instance, root)
-        vmi = admin.vmi_of(self.ctx, instance)
+        vmi = addresses.vmi_of(self.ctx.kube, instance)
         if vmi is not None and manifests.claim_of(vmi.get("spec") or {}, manifests.ROOT) != root:
             self.ctx.kube.delete("VirtualMachineInstance", instance.namespace, instance.name)
         # Where the boot ends: the new major (an upgrade), the old one (a rollback).
@@ -165,8 +165,8 @@ class Upgrades(Activity):
     def _report(self, instance: Instance, root: str) -> tuple[dict[str, Any], str] | None:
         """The guest's report ({} if none) and the server's version, once a VMI booted
         from ``root`` answers."""
-        vmi = admin.vmi_of(self.ctx, instance)
-        address = admin.address_of(vmi)
+        vmi = addresses.vmi_of(self.ctx.kube, instance)
+        address = addresses.address_of(vmi)
         on_root = manifests.claim_of((vmi or {}).get("spec") or {}, manifests.ROOT) == root
         if address is None or not on_root:
             return None
@@ -212,7 +212,7 @@ class Upgrades(Activity):
         instance = self._instance(request)
         if instance is None:
             return Ran(ok=False, phase="verify", output="The instance is gone.")
-        address = admin.address_of(admin.vmi_of(self.ctx, instance))
+        address = addresses.address_of(addresses.vmi_of(self.ctx.kube, instance))
         if address is None:
             return Ran(ok=False, phase="verify", output="The VM has no address.")
         server, password = self._as_admin(instance, address)
@@ -249,7 +249,7 @@ class Upgrades(Activity):
         instance = self._instance(request)
         if instance is None:
             raise ApplicationError("The instance is gone.", type=INSTANCE_GONE, non_retryable=True)
-        address = admin.address_of(admin.vmi_of(self.ctx, instance))
+        address = addresses.address_of(addresses.vmi_of(self.ctx.kube, instance))
         if address is None:
             raise ApplicationError("The VM has no address yet.")
         server, password = self._as_admin(instance, address)

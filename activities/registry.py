@@ -38,6 +38,7 @@ from activities.instance import LoadInstance
 from activities.kube import Stale, shared_reads
 from activities.pgupgrade import Upgrades
 from activities.postgres import shared_sessions
+from activities.reaper import ReapBackups
 from activities.rechecks import awaits, recheck, settled
 from activities.rotation import RotateAdminCredentials, RotateCredentials
 from activities.status import WriteStatus
@@ -87,6 +88,7 @@ OTHERS = (
     TakeBackup,
     FinishBackup,
     PruneBackups,
+    ReapBackups,
 )
 
 

@@ -14,9 +14,9 @@ from psycopg import sql
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import access, admin, admin_credential, postgres, secrets, trust
+from activities import access, addresses, admin, admin_credential, postgres, secrets, trust
 from activities.access import connection
-from activities.kube import KUBEVIRT, Instance
+from activities.kube import Instance
 from activities.step import Activity, Context, load
 from dbi import pipeline, scram
 from dbi.messages import RotationRequest, RotationResult
@@ -38,17 +38,13 @@ class RotateCredentials(Activity):
             return RotationResult(
                 secret_name=name, resource_version=app.resource_version or "", rotated=False
             )
-        vmi = kube.get_custom(
-            *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
-        )
-        interfaces = (vmi or {}).get("status", {}).get("interfaces", [])
-        if not interfaces:
+        host = addresses.address_of(addresses.vmi_of(kube, instance))
+        if host is None:
             raise ApplicationError(
                 "the instance is not running; start it to rotate",
                 type="NotRunning",
                 non_retryable=True,
             )
-        host = interfaces[0]["ipAddress"]
         creds = instance.model.spec.credentials
         admin = admin_credential.read(kube, self.ctx.config.namespace, instance.uid)
         password = secrets.new_password()
@@ -103,7 +99,7 @@ def rotate_admin(ctx: Context, instance: Instance, request_id: str) -> bool:
     credential = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid)
     if credential.annotations.get(admin_credential.REQUEST) == request_id:
         return False
-    address = admin.address_of(admin.vmi_of(ctx, instance))
+    address = addresses.address_of(addresses.vmi_of(ctx.kube, instance))
     if address is None:
         raise ApplicationError(
             "the instance is not running; start it to rotate", type="NotRunning", non_retryable=True

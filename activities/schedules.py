@@ -33,6 +33,7 @@ from temporalio.client import (
     Schedule,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
+    ScheduleIntervalSpec,
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
@@ -100,6 +101,27 @@ class _Described:
 def never() -> bool:
     """A describe that takes no kept one."""
     return False
+
+
+REAP_EVERY = timedelta(minutes=1)
+
+
+async def ensure_reaper(client: Client, task_queue: str) -> None:
+    """Create the Schedule that starts DBBackupReaperWorkflow every minute
+    (``activities.reaper``), unless it exists; its note says what it is for."""
+    schedule_id = names.reaper_schedule_id(task_queue)
+    schedule = Schedule(
+        action=ScheduleActionStartWorkflow(
+            names.REAPER_WORKFLOW_TYPE,
+            id=schedule_id,
+            task_queue=task_queue,
+        ),
+        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=REAP_EVERY)]),
+        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+        state=ScheduleState(note="dbi: the files of deleted DBBackups leave the store"),
+    )
+    with contextlib.suppress(ScheduleAlreadyRunningError):
+        await client.create_schedule(schedule_id, schedule)
 
 
 class Schedules:

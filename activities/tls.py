@@ -28,7 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from activities import admin, admin_credential, postgres, secrets, trust
+from activities import addresses, admin_credential, postgres, secrets, trust
 from activities.kube import KUBEVIRT, Instance
 from activities.step import Anatomy, Context, Verdict
 from dbi import bootstrap, tls
@@ -144,8 +144,8 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     ca = trust.recent_ca(kube, home, instance.namespace)
     if pair is None or ca is None:
         return Observation(has_certificate=False)
-    vmi = admin.vmi_of(ctx, instance)
-    address = admin.address_of(vmi)
+    vmi = addresses.vmi_of(ctx.kube, instance)
+    address = addresses.address_of(vmi)
     restart_allowed = spec.resize_policy is ResizePolicy.RESTART or step_input.allow_restart
     obs = Observation(address=address, restart_allowed=restart_allowed, pair=pair)
     if address is None:

@@ -90,6 +90,17 @@ BACKUP_KIND = "DBBackup"
 BACKUP_PLURAL = "dbbackups"
 BACKUP_WORKFLOW_TYPE = "DBBackupWorkflow"
 _BACKUP_PREFIX = "dbbackup/"
+# On every DBBackup dbi records: its files leave the store before the object goes,
+# however it is deleted (by retention, by hand, with its namespace).
+BACKUP_FINALIZER = "dbi.dev/backup-files"
+# What gives a deleted DBBackup's files back: one workflow a minute, on a Schedule.
+REAPER_WORKFLOW_TYPE = "DBBackupReaperWorkflow"
+
+
+def reaper_schedule_id(task_queue: str) -> str:
+    """The id of the Schedule that reaps deleted DBBackups for the workers of
+    ``task_queue`` (one per install, where installs share a Temporal namespace)."""
+    return f"dbi-backup-reaper/{task_queue}"
 
 
 def schedule_id(namespace: str, name: str) -> str:

@@ -146,6 +146,7 @@ BEGIN_BACKUP = "begin_backup"
 TAKE_BACKUP = "take_backup"
 FINISH_BACKUP = "finish_backup"
 PRUNE_BACKUPS = "prune_backups"
+REAP_BACKUPS = "reap_backups"  # the files of DBBackups deleted by hand or with a namespace
 # The major upgrade workflow's activities (activities/pgupgrade.py).
 BEGIN_UPGRADE = "begin_upgrade"
 RUN_UPGRADE = "run_upgrade"

@@ -186,6 +186,7 @@ class Scoped:
     home: str
     served: list[str]
     logs: list[Path]
+    queue: str  # the task queue the worker polls
 
     def tails(self) -> str:
         return "\n".join(f"--- {log}\n{tail(log)}" for log in self.logs)
@@ -261,7 +262,8 @@ def scoped_install(
     )
     orchestrator.start(install_api=False)
     try:
-        yield Scoped(token, home, served, [log_dir / "worker.log", log_dir / "watcher.log"])
+        logs = [log_dir / "worker.log", log_dir / "watcher.log"]
+        yield Scoped(token, home, served, logs, queue)
     finally:
         orchestrator.stop()
         kubectl("delete", "namespace", "--wait=false", home, *served)

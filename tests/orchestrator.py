@@ -18,7 +18,7 @@ import pytest_asyncio
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowHandle
 
-from activities.schedules import Schedules
+from activities.schedules import Schedules, ensure_reaper
 from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput
@@ -138,6 +138,8 @@ async def orchestrator(
     """Run a worker with every real activity against the local stack, for the session."""
     queue = f"dbi-test-{uuid.uuid4().hex[:8]}"
     schedules = Schedules(temporal_client, asyncio.get_running_loop(), queue)
+    # As a worker process does: deleted DBBackups (a test's namespace deleted) let go.
+    await ensure_reaper(temporal_client, queue)
     with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS) as executor:
         worker = build_worker(
             temporal_client,
@@ -147,6 +149,7 @@ async def orchestrator(
         )
         async with worker:
             yield Orchestrator(temporal_client, queue, kubectl)
+    await temporal_client.get_schedule_handle(names.reaper_schedule_id(queue)).delete()
 
 
 @asynccontextmanager

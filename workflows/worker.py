@@ -34,7 +34,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities import registry
 from activities.kube import Kube
 from activities.rechecks import CONCURRENCY, Rechecks
-from activities.schedules import Schedules
+from activities.schedules import Schedules, ensure_reaper
 from activities.step import Context
 from activities.telemetry import StepTelemetry
 from activities.views import Spared, Views
@@ -44,6 +44,7 @@ from dbi.health import Health, connect_temporal
 from dbi.messages import Wake
 from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
+from workflows.reaper import DBBackupReaperWorkflow
 from workflows.upgrade import DBUpgradeWorkflow
 
 log = logging.getLogger("dbi.worker")
@@ -126,7 +127,7 @@ def build_worker(
         client,
         workflow_runner=workflow_runner(sandboxed=tuning.sandboxed),
         task_queue=task_queue,
-        workflows=[DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow],
+        workflows=[DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow, DBBackupReaperWorkflow],
         activities=[fn for fn in activities if fn not in long],
         activity_executor=executor,
         max_concurrent_activities=ACTIVITY_THREADS,
@@ -294,6 +295,10 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     # An idle pass takes the backup step's describe of its schedule from the last hour.
     spared = Spared(cached, at_least=views.served)
     schedules = Schedules(client, asyncio.get_running_loop(), task_queue, spared)
+    try:
+        await ensure_reaper(client, task_queue)
+    except Exception as e:  # backups' files then wait on their finalizer; the rest runs
+        log.warning("could not create the Schedule %s: %s", names.reaper_schedule_id(task_queue), e)
     rechecks = Rechecks(partial(wake, client))
     health.vitals["rechecks"] = rechecks.stuck  # settled instances wait on them
     worker = build_worker(

@@ -20,7 +20,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from activities import backupstore
 from activities.admin_credential import name_for
 from activities.backupstore import S3Store
-from dbi import backups, names, pipeline
+from dbi import backups, bootstrap, names, pipeline
 from dbi.backups import BackupPhase, BackupRequest, BackupResult, StoreLocation, Trigger
 from dbi.config import Config
 from devstack.stack import StackInfo
@@ -266,6 +266,14 @@ async def test_an_instance_restored_from_a_backup_holds_the_rows_it_held(
     copy_uid = orchestrator.get(namespace, "copy")["metadata"]["uid"]
     assert source != secret(kube_api, Config().namespace, name_for(copy_uid))["password"]
 
+    def boot_data_names_no_backup() -> bool:
+        userdata = secret(kube_api, namespace, "copy-cloudinit")["userdata"]
+        return bootstrap.from_userdata(userdata).restore is None
+
+    # Once started from it, the tenant-readable boot data no longer says where the
+    # backup is (a presigned URL of an S3 store reads it for days).
+    await orchestrator.until(boot_data_names_no_backup, what="the restore cleared")
+
 
 async def test_a_restore_from_a_backup_that_is_not_there_stalls_naming_the_field(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
@@ -418,3 +426,41 @@ async def test_a_target_without_its_secret_stalls_naming_it(
     status = orchestrator.get(namespace, "db")["status"]
     said = next(c for c in status["conditions"] if c["type"] == "BackupScheduled")["message"]
     assert f"spec.backup.target.s3.credentialsSecret: Secret {namespace}/nowhere" in said
+
+
+async def test_a_backup_whose_store_is_gone_stays_and_retention_goes_on(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
+    s3_endpoint: str,
+) -> None:
+    """A backup in the tenant's bucket, then its keys' Secret deleted and the backups moved
+    to the orchestrator's store, keeping one: the next backup completes and prunes
+    nothing it cannot reach (the old one stays, whole); with the Secret back, the next
+    prune deletes it. Retention never stops for good."""
+    core = k8s.CoreV1Api(kube_api)
+    keys = {"AWS_ACCESS_KEY_ID": "tenant", "AWS_SECRET_ACCESS_KEY": "tenant-secret"}
+    secret_body = k8s.V1Secret(metadata=k8s.V1ObjectMeta(name="s3-keys"), string_data=keys)
+    core.create_namespaced_secret(namespace, secret_body)
+    s3 = {"bucket": S3_BUCKET, "prefix": namespace, "endpoint": s3_endpoint}
+    target = {"target": {"s3": {**s3, "credentialsSecret": "s3-keys"}}}
+    keep_one = {"schedule": "0 3 * * *", "retention": {"count": 1}}
+    await create(orchestrator, namespace, {**SPEC, "backup": {**keep_one, **target}})
+    first = (await backed_up(orchestrator, local_stack, namespace))["backup"]
+
+    core.delete_namespaced_secret("s3-keys", namespace)
+    orchestrator.patch(namespace, "db", {"backup": {**keep_one, "target": None}})
+    await ready(orchestrator, namespace)
+    second = await backed_up(orchestrator, local_stack, namespace)
+    assert second["phase"] == "Completed" and second["pruned"] == []
+    assert {i["metadata"]["name"] for i in dbbackups(kube_api, namespace)} == {
+        first,
+        second["backup"],
+    }
+
+    core.create_namespaced_secret(namespace, secret_body)
+    third = await backed_up(orchestrator, local_stack, namespace)
+    assert sorted(third["pruned"]) == sorted([first, second["backup"]])
+    assert [i["metadata"]["name"] for i in dbbackups(kube_api, namespace)] == [third["backup"]]

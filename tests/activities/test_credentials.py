@@ -523,6 +523,12 @@ C = credentials.Action
             id="a-restore-is-written-into-the-boot-data",
         ),
         pytest.param(
+            replace(CREDS, restore_cleared=False),
+            "RestoreCleared",
+            C.WRITE,
+            id="a-restored-instance-no-longer-carries-where-its-backup-is",
+        ),
+        pytest.param(
             replace(CREDS, restore_delivered=False, restore_invalid="spec.restore.from.backup"),
             "RestoreSourceInvalid",
             None,

@@ -21,11 +21,15 @@ pytestmark = pytest.mark.stack
 BACKUP = {"schedule": "0 3 1 1 *", "retention": {"count": 2}, "onDelete": True}
 
 
-def completed(tenancy: Tenancy, namespace: str, count: int) -> dict[str, dict[str, Any]]:
-    """Wait until ``count`` DBBackups of the namespace are Completed; return them all."""
+def completed(
+    tenancy: Tenancy, namespace: str, count: int, instance: str = "db"
+) -> dict[str, dict[str, Any]]:
+    """Wait until ``count`` DBBackups of ``instance`` are Completed; return them all."""
 
     def done() -> dict[str, dict[str, Any]] | None:
-        found = tenancy.backups(namespace)
+        found = {
+            n: b for n, b in tenancy.backups(namespace).items() if b["spec"]["instance"] == instance
+        }
         phases = [b.get("status", {}).get("phase") for b in found.values()]
         return found if phases.count("Completed") >= count else None
 
@@ -90,3 +94,26 @@ async def test_a_new_instance_of_a_deleted_ones_name_prunes_only_its_own_backups
     assert set(old) <= set(left), "an old instance's backup was pruned"
     for name in old:
         assert files(left[name]).is_dir(), f"the files of {name} are gone"
+
+
+async def test_a_backup_deleted_by_hand_takes_its_files_with_it(
+    tenancy: Tenancy, temporal_client: Client
+) -> None:
+    """Mallory deletes a DBBackup with kubectl: it stays (dbi's finalizer) until the
+    reaper (its Schedule, triggered here rather than waited a minute for) deleted its
+    files from the store; then it goes. No file of it is left behind."""
+    ns = tenancy.mallory
+    tenancy.tenant("apply", "-n", ns, "-f", "-", stdin=instance("kept", backup=BACKUP))
+    tenancy.ready(ns, "kept")
+    annotation = f"{names.BACKUP_REQUESTED_AT}=to-delete"
+    tenancy.tenant("annotate", "dbinstance", "kept", "-n", ns, annotation)
+    [(name, backup)] = completed(tenancy, ns, 1, "kept").items()
+    assert names.BACKUP_FINALIZER in backup["metadata"]["finalizers"]
+    where = files(backup)
+    assert where.is_dir()
+
+    tenancy.tenant("delete", "dbbackup", name, "-n", ns, "--wait=false")
+    reaper = temporal_client.get_schedule_handle(names.reaper_schedule_id(tenancy.installed.queue))
+    await reaper.trigger()
+    tenancy.until(lambda: name not in tenancy.backups(ns), what="the DBBackup gone")
+    assert not where.exists(), "its files were left in the store"
