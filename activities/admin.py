@@ -33,7 +33,7 @@ from activities.admin_credential import Credential
 from activities.kube import KUBEVIRT, Instance
 from activities.postgres import Login
 from activities.step import Anatomy, Context, Verdict
-from dbi import scram
+from dbi import maintenance, scram
 from dbi.config import ADMIN_USER
 from dbi.pipeline import ADMIN as SPEC
 from dbi.spec import PowerState, ResizePolicy
@@ -54,6 +54,7 @@ class Reason(StrEnum):
     RESET_HELD = "AdminResetHeld"
     RESET_DONE = "AdminResetDone"
     RESET_FAILED = "AdminResetFailed"
+    MAINTENANCE_WINDOW = "MaintenanceWindow"
     INSECURE = postgres.INSECURE_REASON
 
 
@@ -78,6 +79,7 @@ class Observation:
     vmi_uid: str | None = None
     rotation_due: bool = False
     restart_allowed: bool = False
+    hold: maintenance.Hold | None = None  # spec.maintenance.window, closed now (not forced)
     credential: Credential | None = None  # as read, for the action (None in pure tests)
     server: postgres.Server | None = None  # how dbi reaches it, for the action
 
@@ -112,19 +114,27 @@ def _refused(obs: Observation) -> Verdict[Action]:
         message = "The admin password's reset waits for the boot data."
         return _pending(Reason.RESET_REQUESTED, message, None, 1.0)
     if obs.reset_vmi is None or obs.reset_vmi == obs.vmi_uid:
-        if obs.restart_allowed:
-            message = "The VM restarts to set the new admin password."
-            return _pending(Reason.RESET_RESTARTING, message, Action.RESTART, BOOT_CHECK_SECONDS)
-        message = (
-            "The admin password is reset at the next boot; resizePolicy is Deferred, so it "
-            "waits for `dbi resize NAME --force` (a force_resize update)."
-        )
-        return _pending(Reason.RESET_HELD, message, None, HELD_CHECK_SECONDS)
+        return _restart_for_reset(obs)
     message = (
         "The guest booted with the reset and still refuses the admin password; see "
         "docs/operations.md, break-glass recovery."
     )
     return Verdict(Outcome.TERMINAL, Reason.RESET_FAILED, message)
+
+
+def _restart_for_reset(obs: Observation) -> Verdict[Action]:
+    """The restart a pending reset needs: now, at the window, or when forced (pure)."""
+    if obs.restart_allowed and obs.hold is not None:
+        message = obs.hold.message("The restart to set the new admin password")
+        return _pending(Reason.MAINTENANCE_WINDOW, message[:512], None, obs.hold.seconds)
+    if obs.restart_allowed:
+        message = "The VM restarts to set the new admin password."
+        return _pending(Reason.RESET_RESTARTING, message, Action.RESTART, BOOT_CHECK_SECONDS)
+    message = (
+        "The admin password is reset at the next boot; resizePolicy is Deferred, so it "
+        "waits for `dbi resize NAME --force` (a force_resize update)."
+    )
+    return _pending(Reason.RESET_HELD, message, None, HELD_CHECK_SECONDS)
 
 
 def decide(obs: Observation) -> Decision[Action]:
@@ -167,6 +177,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         vmi_uid=(vmi or {}).get("metadata", {}).get("uid"),
         rotation_due=rotation_due(credential, ctx.config.admin_rotation_seconds, datetime.now(UTC)),
         restart_allowed=spec.resize_policy is ResizePolicy.RESTART or step_input.allow_restart,
+        hold=maintenance.hold_now(spec, forced=step_input.allow_restart),
         credential=credential,
     )
     if address is None:

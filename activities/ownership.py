@@ -9,7 +9,8 @@ child's name is, for an instance:
 - absent;
 - ours: its owner reference or its UID annotation names the instance;
 - left behind: a deleted DBInstance owns it, or it is being deleted; the garbage
-  collector (or whoever deletes it) takes it soon, so the step waits;
+  collector (or whoever deletes it) takes it soon, so the step waits (an owner that
+  exists, another instance, makes it foreign instead: ``live_owner``);
 - retained: kept by a deleted instance of the same name (its UID annotation names
   another instance, and nothing owns it); taken over only when the instance's
   ``dbi.dev/adopt`` annotation names that UID, so that reusing a name with a retained
@@ -114,11 +115,28 @@ def first_not_ours(children: list[Child], uid: str) -> tuple[Child, Claim] | Non
     return None
 
 
-def refusal(spec: StepSpec, instance: Instance, child: Child, claim: Claim) -> Decision[Child]:
+def refusal(
+    spec: StepSpec,
+    instance: Instance,
+    child: Child,
+    claim: Claim,
+    *,
+    live_owner: str | None = None,
+) -> Decision[Child]:
     """Return the step's decision for an object that is not the instance's: to adopt it
     (a retained object the ``dbi.dev/adopt`` annotation names: the action is the child),
-    or to stop (foreign, retained and not named) or wait (left behind) (pure)."""
+    or to stop (foreign, retained and not named, or owned by ``live_owner``, another
+    DBInstance that exists) or wait (left behind) (pure)."""
     what = f"{child.kind} {child.name}"
+    if live_owner is not None:
+        return Decision(
+            spec.result(
+                Outcome.TERMINAL,
+                Reason.FOREIGN,
+                f"{what} belongs to the DBInstance {live_owner}, which exists; dbi leaves it "
+                "untouched. Rename one of the two, or give one another Secret name.",
+            )
+        )
     if claim is Claim.LEFT_BEHIND:
         return Decision(
             spec.result(
@@ -159,11 +177,34 @@ def refusal(spec: StepSpec, instance: Instance, child: Child, claim: Claim) -> D
     )
 
 
-def refusal_of(spec: StepSpec, instance: Instance, children: list[Child]) -> Decision[Child] | None:
+def refusal_of(
+    kube: Kube, spec: StepSpec, instance: Instance, children: list[Child]
+) -> Decision[Child] | None:
     """Return the step's decision when one of ``children`` is not the instance's; None
-    when each is absent or the instance's (pure)."""
+    when each is absent or the instance's. An object a DBInstance owns reads as left
+    behind unless that DBInstance exists (one read, only then)."""
     found = first_not_ours(children, instance.uid)
-    return None if found is None else refusal(spec, instance, *found)
+    if found is None:
+        return None
+    child, claim = found
+    owner = live_owner(kube, instance.namespace, child) if claim is Claim.LEFT_BEHIND else None
+    return refusal(spec, instance, child, claim, live_owner=owner)
+
+
+def live_owner(kube: Kube, namespace: str, child: Child) -> str | None:
+    """The name of a DBInstance other than this one that owns ``child`` and exists (the
+    owner reference's name and UID), if one does."""
+    for ref in child.owners():
+        if (
+            ref.get("kind") != names.KIND
+            or child.meta is None
+            or child.meta.get("deletionTimestamp")
+        ):
+            continue
+        found = kube.instance(child.namespace or namespace, str(ref.get("name")))
+        if found is not None and found.uid == ref.get("uid"):
+            return found.name
+    return None
 
 
 def adopt(kube: Kube, instance: Instance, child: Child) -> None:

@@ -1,8 +1,9 @@
 """preflight (SpecValid): what the schema cannot check, and the finalizer.
 
 Observes the instance, the VirtualMachineImage it would boot and the data disk's
-capacity. Terminal when retrying cannot help (a version with no image, an image that
-does not exist, an image labelled ``dbi.dev/postgresql-version`` with another major
+capacity. Terminal when retrying cannot help (a version with no image, an image in a
+namespace whose images instances may not boot (another tenant's: never read), an image
+that does not exist, an image labelled ``dbi.dev/postgresql-version`` with another major
 than ``spec.version``, storage below what the disk already has); otherwise adds the
 finalizer (Pending), then is Satisfied. Idempotency key: the finalizer list; the patch
 names the list it read and its resourceVersion, so a concurrent change makes it fail
@@ -28,6 +29,7 @@ class Reason(StrEnum):
     FINALIZER_ADDED = "FinalizerAdded"
     UNSUPPORTED_VERSION = "UnsupportedVersion"
     IMAGE_NOT_FOUND = "ImageNotFound"
+    IMAGE_NOT_ALLOWED = "ImageNotAllowed"
     IMAGE_VERSION_MISMATCH = "ImageVersionMismatch"
     STORAGE_BELOW_CAPACITY = "StorageBelowCapacity"
 
@@ -40,6 +42,9 @@ class Action(StrEnum):
 class Observation:
     version: int
     image: str | None  # the image to boot, None when the version has none configured
+    # In a namespace whose images instances may boot (the operator's); None: it is not,
+    # and it was not looked at.
+    image_namespaces: frozenset[str] | None = None
     image_exists: bool
     image_version: str | None = None  # what the image's dbi.dev/postgresql-version says
     storage: Decimal
@@ -57,8 +62,9 @@ def image_for(instance: Instance, images: dict[int, str]) -> str | None:
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     image = image_for(instance, ctx.config.images)
+    allowed = ctx.config.image_namespaces
     found = None
-    if image is not None:
+    if image is not None and image.split("/", 1)[0] in allowed:
         namespace, name = image.split("/", 1)
         found = ctx.kube.get_custom(
             "harvesterhci.io", "v1beta1", namespace, "virtualmachineimages", name
@@ -70,6 +76,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     return Observation(
         version=instance.model.spec.version,
         image=image,
+        image_namespaces=allowed,
         image_exists=found is not None,
         image_version=labels.get(names.IMAGE_VERSION_LABEL),
         storage=parse_quantity(instance.model.spec.resources.storage),
@@ -78,35 +85,46 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     )
 
 
-def decide(obs: Observation) -> Decision[Action]:
-    """Return the outcome for an observation, and whether to add the finalizer (pure)."""
-
-    def terminal(reason: Reason, message: str) -> Decision[Action]:
-        return Decision(SPEC.result(Outcome.TERMINAL, reason, message))
-
+def _invalid(obs: Observation) -> tuple[Reason, str] | None:
+    """Why retrying the spec cannot help, if so (pure)."""
     if obs.image is None:
-        return terminal(
+        return (
             Reason.UNSUPPORTED_VERSION,
             f"spec.version {obs.version} has no image configured; set spec.image or use "
             "a supported version.",
         )
+    if obs.image_namespaces is not None and obs.image.split("/", 1)[0] not in obs.image_namespaces:
+        return (
+            Reason.IMAGE_NOT_ALLOWED,
+            f"spec.image: {obs.image} is not in a namespace whose images instances may "
+            f"boot ({', '.join(sorted(obs.image_namespaces))}; DBI_IMAGE_NAMESPACES adds "
+            "more).",
+        )
     if not obs.image_exists:
-        return terminal(
+        return (
             Reason.IMAGE_NOT_FOUND,
             f"spec.image: the VirtualMachineImage {obs.image} does not exist.",
         )
     if obs.image_version and obs.image_version.split(".")[0] != str(obs.version):
-        return terminal(
+        return (
             Reason.IMAGE_VERSION_MISMATCH,
             f"spec.image: the VirtualMachineImage {obs.image} holds PostgreSQL "
             f"{obs.image_version}, but spec.version is {obs.version}; an image of another "
             "major would not run this instance's data.",
         )
     if obs.disk_request is not None and obs.storage < obs.disk_request:
-        return terminal(
+        return (
             Reason.STORAGE_BELOW_CAPACITY,
             "spec.resources.storage is below the data disk's capacity; disks never shrink.",
         )
+    return None
+
+
+def decide(obs: Observation) -> Decision[Action]:
+    """Return the outcome for an observation, and whether to add the finalizer (pure)."""
+    invalid = _invalid(obs)
+    if invalid is not None:
+        return Decision(SPEC.result(Outcome.TERMINAL, *invalid))
     if not obs.has_finalizer:
         message = "The teardown finalizer was added."
         return Decision(

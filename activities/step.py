@@ -356,7 +356,7 @@ def _look(
         return Decision(unreadable(step.spec, instance.unreadable))
     observation = step.observe(ctx, instance, step_input)
     children = step.children(observation) if step.children is not None else []
-    refused = ownership.refusal_of(step.spec, instance, children)
+    refused = ownership.refusal_of(ctx.kube, step.spec, instance, children)
     if refused is not None:
         if refused.action is not None:
             if step_input.paused:

@@ -14,8 +14,9 @@ serves them (``dbi.bootstrap``). This step looks at what the server presents
   (Satisfied) until the admin step has recovered it;
 - no TLS, or a certificate dbi does not trust (expired, another CA, other names): the
   private key is not sent over an unverified connection; the VM restarts to boot
-  with its boot data when a restart is allowed (``resizePolicy: Restart`` or
-  ``force_resize``), else the step holds (RestartRequired). A guest that booted with
+  with its boot data when a restart is allowed (``resizePolicy: Restart`` within
+  ``spec.maintenance.window``, or ``force_resize``), else the step holds
+  (RestartRequired, or MaintenanceWindow until the window opens). A guest that booted with
   the certificate and still does not serve it is Terminal: its image cannot do TLS.
 
 A stopped instance is skipped. Idempotency key: the slot the server does not use (it
@@ -31,7 +32,7 @@ from enum import StrEnum
 from activities import addresses, admin_credential, postgres, secrets, trust
 from activities.kube import KUBEVIRT, Instance
 from activities.step import Anatomy, Context, Verdict
-from dbi import bootstrap, tls
+from dbi import bootstrap, maintenance, tls
 from dbi.pipeline import TLS as SPEC
 from dbi.spec import PowerState, ResizePolicy
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
@@ -50,6 +51,7 @@ class Reason(StrEnum):
     RENEWAL_WAITS = "RenewalWaitsForAdmin"
     RESTARTING = "Restarting"
     RESTART_REQUIRED = "RestartRequired"
+    MAINTENANCE_WINDOW = "MaintenanceWindow"
     NOT_SERVED = "GuestServesNoCertificate"
 
 
@@ -69,6 +71,7 @@ class Observation:
     booted_with_current: bool = False  # the VMI started after the certificate was issued
     admin_logs_in: bool = False  # looked at only when dbi would install
     restart_allowed: bool = False
+    hold: maintenance.Hold | None = None  # spec.maintenance.window, closed now (not forced)
     # For the action (None in pure tests).
     server: postgres.Server | None = None
     pair: tls.KeyPair | None = None
@@ -100,6 +103,11 @@ def _untrusted(obs: Observation) -> Verdict[Action]:
             "not support dbi's TLS boot data (docs/operations.md)."
         )
         return Verdict(Outcome.TERMINAL, Reason.NOT_SERVED, message)
+    if obs.restart_allowed and obs.hold is not None:
+        message = obs.hold.message("The restart to serve its certificate")
+        return Verdict(
+            Outcome.PENDING, Reason.MAINTENANCE_WINDOW, message[:512], after=obs.hold.seconds
+        )
     if obs.restart_allowed:
         message = "The VM restarts to serve its certificate (it served none dbi trusts)."
         return Verdict(
@@ -165,6 +173,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         serves_trusted=trusted,
         booted_with_current=booted_after_issue(created, pair.cert_pem),
         restart_allowed=restart_allowed,
+        hold=maintenance.hold_now(spec, forced=step_input.allow_restart),
         server=server,
         pair=pair,
     )

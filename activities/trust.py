@@ -2,7 +2,9 @@
 
 Each tenant namespace has one CA, in a Secret of the orchestrator's namespace
 (``dbi-ca-<namespace>``, keys ``tls.crt`` and ``tls.key``), where tenants cannot read
-its key; the credentials step creates it (``create_ca``: a create, so that two
+its key, recording the namespace's UID: a namespace deleted and created again under
+the same name (perhaps for another tenant) gets a CA of its own, never the old one;
+the credentials step creates it (``create_ca``: a create, so that two
 instances of a namespace racing to make it keep the first) and signs each instance's
 server certificate with it (``dbi.tls``). dbi's own connections to an instance
 verify the certificate against that CA for the Service's name while connecting to
@@ -35,10 +37,12 @@ from pathlib import Path
 from kubernetes import client as k8s
 
 from activities import postgres
-from activities.kube import Instance, Kube
+from activities.kube import Instance, Kube, or_none
 from dbi import names, tls
 
 CA_PREFIX = "dbi-ca-"
+# On a CA Secret: the UID of the namespace it was made for.
+NAMESPACE_UID_ANNOTATION = "dbi.dev/namespace-uid"
 _TRUST_DIR = Path(tempfile.gettempdir()) / f"dbi-trust-{os.getuid()}"
 _SSL_REQUEST = struct.pack("!ii", 8, 80877103)  # PostgreSQL's SSLRequest message
 
@@ -55,9 +59,13 @@ def ca_name(namespace: str) -> str:
 
 
 def read_ca(kube: Kube, home: str, namespace: str) -> tls.KeyPair | None:
-    """The CA of ``namespace``'s instances, or None when it has none (yet)."""
+    """The CA of ``namespace``'s instances, or None when it has none (yet), or has one
+    made for another namespace of that name (deleted and created again since: its UID
+    differs, and the new namespace's tenant gets a CA of its own)."""
     found = kube.secret(home, ca_name(namespace))
     data = (found.data or {}) if found is not None else {}
+    if data and not _of_this_namespace(kube, found, namespace):
+        data = {}
     if not data.get("tls.crt") or not data.get("tls.key"):
         with _recent_lock:
             _recent.pop((home, namespace), None)
@@ -82,23 +90,55 @@ def recent_ca(kube: Kube, home: str, namespace: str) -> tls.KeyPair | None:
     return read_ca(kube, home, namespace)
 
 
+def namespace_uid(kube: Kube, namespace: str) -> str | None:
+    """The UID of the namespace of that name now (None: there is none)."""
+    found = or_none(lambda: kube.core.read_namespace(namespace))
+    return found.metadata.uid if found is not None and found.metadata is not None else None
+
+
+def _of_this_namespace(kube: Kube, secret: k8s.V1Secret | None, namespace: str) -> bool:
+    """Whether a CA Secret was made for the namespace of that name that exists now (one
+    made before CAs recorded it is taken to be)."""
+    annotations = (secret.metadata.annotations if secret and secret.metadata else None) or {}
+    recorded = annotations.get(NAMESPACE_UID_ANNOTATION)
+    return recorded is None or recorded == namespace_uid(kube, namespace)
+
+
 def create_ca(kube: Kube, home: str, namespace: str) -> None:
-    """Create ``namespace``'s CA; one made meanwhile by another instance's step stays."""
+    """Create ``namespace``'s CA, recording the namespace's UID; one made meanwhile by
+    another instance's step stays, one made for a namespace of that name deleted since
+    is replaced (deleted naming its UID, then made anew)."""
+    uid = namespace_uid(kube, namespace)
     ca = tls.new_ca(namespace)
     body = k8s.V1Secret(
         metadata=k8s.V1ObjectMeta(
             name=ca_name(namespace),
             namespace=home,
             labels={"app.kubernetes.io/managed-by": "dbi", "dbi.dev/ca-for": namespace},
+            annotations={NAMESPACE_UID_ANNOTATION: uid} if uid else None,
         ),
         type="kubernetes.io/tls",
         string_data={"tls.crt": ca.cert_pem, "tls.key": ca.key_pem},
     )
-    try:
-        kube.core.create_namespaced_secret(home, body, field_manager=names.FIELD_MANAGER)
-    except k8s.ApiException as e:
-        if e.status != 409:
-            raise
+    for _ in range(2):
+        try:
+            kube.core.create_namespaced_secret(home, body, field_manager=names.FIELD_MANAGER)
+            return
+        except k8s.ApiException as e:
+            if e.status != 409:
+                raise
+        found = kube.secret(home, ca_name(namespace))
+        if found is None or _of_this_namespace(kube, found, namespace):
+            return  # another step made this namespace's meanwhile (or it just went)
+        _delete_stale(kube, home, namespace, found)
+
+
+def _delete_stale(kube: Kube, home: str, namespace: str, found: k8s.V1Secret) -> None:
+    """Delete the CA Secret ``found`` (made for a namespace of that name gone since),
+    naming its UID: only that one goes."""
+    uid = found.metadata.uid if found.metadata is not None else None
+    stale = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=uid))
+    or_none(lambda: kube.core.delete_namespaced_secret(ca_name(namespace), home, body=stale))
 
 
 def trust_file(ca_pem: str) -> str:

@@ -65,6 +65,15 @@ class Config:
     allowed_networks: tuple[Network, ...] = ()
     # How much one backup may stage in the worker's scratch directory, bytes.
     backup_scratch_bytes: int = DEFAULT_SCRATCH_BYTES
+    # Namespaces spec.image may name besides those of ``images`` (DBI_IMAGE_NAMESPACES).
+    more_image_namespaces: frozenset[str] = frozenset()
+
+    @property
+    def image_namespaces(self) -> frozenset[str]:
+        """The namespaces whose VirtualMachineImages an instance may boot: those the
+        configured images are in, and DBI_IMAGE_NAMESPACES."""
+        configured = {image.split("/", 1)[0] for image in self.images.values()}
+        return frozenset(configured) | self.more_image_namespaces
 
     @classmethod
     def from_env(cls) -> Config:
@@ -108,6 +117,7 @@ class Config:
             backup_max_rate=_max_rate(),
             allowed_networks=_networks(),
             backup_scratch_bytes=_scratch_bytes(),
+            more_image_namespaces=frozenset(environment.IMAGE_NAMESPACES.items() or ()),
         )
 
 

@@ -126,6 +126,14 @@ IMAGES = _var(
     "version's; changing it repaves those instances.",
     WORKER,
 )
+IMAGE_NAMESPACES = _var(
+    "DBI_IMAGE_NAMESPACES",
+    None,
+    "Comma-separated namespaces whose VirtualMachineImages `spec.image` may name, besides "
+    "those `DBI_IMAGES` names; an image elsewhere (another tenant's namespace, say) is "
+    "refused (`ImageNotAllowed`).",
+    WORKER,
+)
 NAMESPACE = _var(
     "DBI_NAMESPACE",
     "dbi-system",

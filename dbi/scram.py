@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import hmac
 
-from scramp import ScramMechanism
+from scramp import ScramException, ScramMechanism
 
 ITERATIONS = 4096  # PostgreSQL's scram_iterations default
 _MECHANISM = ScramMechanism("SCRAM-SHA-256")
@@ -28,13 +28,22 @@ def verifier(password: str, *, salt: bytes | None = None, iterations: int = ITER
     return f"SCRAM-SHA-256${iterations}:{salt_}${stored_}:{server_}"
 
 
+# The iteration counts a verifier dbi checks may have: dbi writes ITERATIONS; one a
+# tenant edited into the cloud-init Secret with a huge count would cost the worker
+# seconds of CPU on every pass, and one below PostgreSQL's minimum would not compute.
+MAX_ITERATIONS = 16 * ITERATIONS
+
+
 def verifies(password: str, stored_verifier: str) -> bool:
     """Tell whether ``stored_verifier`` is the verifier of ``password`` (its own salt and
-    iterations); a malformed verifier verifies nothing."""
+    iterations); a malformed verifier, or one with an iteration count outside
+    ``ITERATIONS`` to ``MAX_ITERATIONS``, verifies nothing (and costs nothing)."""
     try:
         head, _keys = stored_verifier.removeprefix("SCRAM-SHA-256$").split("$", 1)
         iterations, salt = head.split(":", 1)
+        if not ITERATIONS <= int(iterations) <= MAX_ITERATIONS:
+            return False
         expected = verifier(password, salt=base64.b64decode(salt), iterations=int(iterations))
-    except ValueError:
+    except (ValueError, ScramException):
         return False
     return hmac.compare_digest(expected.encode(), stored_verifier.encode())

@@ -61,6 +61,7 @@ WORKER_ALLOWED = [
         for v in ("get", "patch", "delete")
     ],
     ("list", "persistentvolumeclaims", NS),
+    ("get", f"namespaces/{NS}", NS),
     ("create", "events", NS),
     *[
         (v, "servicemonitors.monitoring.coreos.com", NS)

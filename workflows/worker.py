@@ -270,7 +270,7 @@ def start_views(cached_workflows: int, kubeconfig: str | None = None) -> Views:
     """Start the worker's views (``activities.views``): cluster-wide, or in the
     namespaces of DBI_WATCH_NAMESPACES, and the images' namespaces, over a client of
     their own (each watch holds a connection)."""
-    images = {image.split("/", 1)[0] for image in Config.from_env().images.values()}
+    images = Config.from_env().image_namespaces
     views = Views.of(environment.WATCH_NAMESPACES.items(), images, cached_workflows)
     views.start(connect.kubernetes(kubeconfig, connections=len(views.views) + 1))
     return views

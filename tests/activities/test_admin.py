@@ -11,12 +11,16 @@ import pytest
 from activities import admin
 from activities.admin_credential import ROTATED_AT, Credential
 from activities.postgres import Login
+from dbi import maintenance
 from dbi.steps import Outcome
 
 UP = admin.Observation(stopped=False, address="127.10.0.2", login=Login.OK, vmi_uid="vmi-1")
 REFUSED = replace(UP, login=Login.REFUSED)
 RESET = replace(REFUSED, reset=True, boot_data_ready=True)
 A = admin.Action
+HOLD = maintenance.Hold(
+    until=datetime(2026, 12, 6, 3, tzinfo=UTC), seconds=3600.0, window="daily at 03:00 UTC"
+)
 
 
 @pytest.mark.parametrize(
@@ -59,6 +63,10 @@ A = admin.Action
         ),
         pytest.param(
             RESET, Outcome.PENDING, "AdminResetHeld", None, id="reset-held-under-deferred",
+        ),
+        pytest.param(
+            replace(RESET, restart_allowed=True, hold=HOLD), Outcome.PENDING,
+            "MaintenanceWindow", None, id="reset-restart-waits-for-the-window",
         ),
         pytest.param(
             replace(RESET, restart_allowed=True, reset_vmi="vmi-1"), Outcome.PENDING,

@@ -137,6 +137,18 @@ def test_refusal(
         assert f"{names.ADOPT_ANNOTATION}={OLD}" in decision.message
 
 
+def test_an_object_another_live_instance_owns_is_foreign_naming_it() -> None:
+    """A child's name held by an object another DBInstance owns and that instance exists
+    (its spec.credentials.secretName is this one's Secret, say): never waited for as if
+    its owner were deleted; the step stops, naming the owner."""
+    child = ownership.Child("Secret", "db-credentials", meta(owners=[DBI_OWNER]))
+    decided = ownership.refusal(
+        pipeline.CREDENTIALS, instance(), child, ownership.Claim.LEFT_BEHIND, live_owner="x"
+    )
+    assert (decided.result.outcome, decided.result.reason) == (Outcome.TERMINAL, "ForeignObject")
+    assert "DBInstance x" in decided.result.message and decided.action is None
+
+
 @pytest.mark.parametrize(
     ("policy", "owners", "follows"),
     [
@@ -269,3 +281,25 @@ async def test_an_object_dbi_did_not_create_is_never_touched(
         orchestrator.kubectl, "delete", "dbinstance", "db", "-n", namespace, "--timeout=60s"
     )
     assert names.FIELD_MANAGER not in _writers(core, namespace, kind)
+
+
+async def test_a_secret_another_live_instance_owns_stalls_naming_it(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str
+) -> None:
+    """Instance x names db's Secret as its own (spec.credentials.secretName); db then
+    stalls with ForeignObject naming x, instead of waiting for x's Secret to go."""
+    orchestrator.apply(namespace, "x", {**SPEC, "credentials": {"secretName": "db-credentials"}})
+    await orchestrator.until(
+        lambda: (
+            orchestrator.condition(namespace, "x", "CredentialsReady") == ("True", "SecretsReady")
+        ),
+        what="x's credentials",
+    )
+    orchestrator.apply(namespace, "db", SPEC)
+    await orchestrator.until(
+        lambda: orchestrator.condition(namespace, "db", "Stalled") == ("True", "ForeignObject"),
+        what="db Stalled ForeignObject",
+    )
+    conditions = orchestrator.get(namespace, "db")["status"]["conditions"]
+    said = next(c["message"] for c in conditions if c["type"] == "CredentialsReady")
+    assert "DBInstance x" in said

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from decimal import Decimal
+from typing import Any, cast
 
 import pytest
 
 from activities import preflight
-from dbi.steps import Outcome
+from activities.kube import Instance
+from activities.step import Context
+from dbi.config import Config
+from dbi.models import DBInstance
+from dbi.steps import Outcome, StepInput
 
 GI = Decimal(2**30)
 
@@ -32,6 +37,23 @@ PRE = preflight.Observation(
             Outcome.PENDING,
             "FinalizerAdded",
             id="adds-finalizer",
+        ),
+        pytest.param(
+            replace(
+                PRE,
+                image="team-b/their-image",
+                image_namespaces=frozenset({"dbi-images"}),
+                image_exists=False,
+            ),
+            Outcome.TERMINAL,
+            "ImageNotAllowed",
+            id="another-tenants-image-is-refused-unread",
+        ),
+        pytest.param(
+            replace(PRE, image_namespaces=frozenset({"dbi-images"})),
+            Outcome.SATISFIED,
+            "SpecValid",
+            id="an-image-of-the-operators-namespaces",
         ),
         pytest.param(
             replace(PRE, image=None),
@@ -74,3 +96,34 @@ def test_preflight(obs: preflight.Observation, outcome: Outcome, reason: str) ->
     assert (decision.outcome, decision.reason) == (outcome, reason)
     if outcome is Outcome.TERMINAL:
         assert "spec." in decision.message
+
+
+def test_an_image_elsewhere_is_never_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """spec.image in a namespace the operator did not name: preflight does not even look
+    it up (whether another tenant's image exists is not for this tenant to learn)."""
+    read: list[tuple[str, ...]] = []
+
+    class Kube:
+        def get_custom(self, *args: str) -> None:
+            read.append(args)
+
+        def pvc(self, namespace: str, name: str) -> None:
+            return None
+
+    ctx = Context(kube=cast(Any, Kube()), config=Config())
+    model = DBInstance.model_validate(
+        {
+            "apiVersion": "dbi.dev/v1alpha1",
+            "kind": "DBInstance",
+            "metadata": {"name": "db", "namespace": "team-a"},
+            "spec": {
+                "version": 18,
+                "image": "team-b/postgres-18",
+                "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"},
+            },
+        }
+    )
+    instance = Instance(model=model, uid="u", generation=1, deleting=False, finalizers=())
+    obs = preflight.observe(ctx, instance, StepInput(namespace="team-a", name="db", uid="u"))
+    assert read == []
+    assert preflight.decide(obs).result.reason == "ImageNotAllowed"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import cast
 
 import pytest
@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 from activities import tls, trust
 from activities.kube import Kube
 from activities.trust import Serves
+from dbi import maintenance
 from dbi import tls as certs
 from dbi.steps import AT_ONCE, Outcome
 
@@ -22,6 +23,9 @@ SERVING = tls.Observation(address="127.10.0.2", served=Serves.CERTIFICATE, serve
 CURRENT = replace(SERVING, serves_current=True)
 UNTRUSTED = replace(SERVING, serves_trusted=False)
 A = tls.Action
+HOLD = maintenance.Hold(
+    until=datetime(2026, 12, 6, 3, tzinfo=UTC), seconds=3600.0, window="daily at 03:00 UTC"
+)
 
 
 @pytest.mark.parametrize(
@@ -61,6 +65,10 @@ A = tls.Action
         pytest.param(
             UNTRUSTED, Outcome.PENDING, "RestartRequired", None,
             id="deferred-holds-the-restart",
+        ),
+        pytest.param(
+            replace(UNTRUSTED, restart_allowed=True, hold=HOLD), Outcome.PENDING,
+            "MaintenanceWindow", None, id="a-closed-window-holds-the-restart-till-it-opens",
         ),
         pytest.param(
             replace(UNTRUSTED, booted_with_current=True, restart_allowed=True),

@@ -193,3 +193,32 @@ async def test_a_lost_ca_is_replaced_and_served_after_a_forced_restart(
     assert served_fingerprint(vm_address(kube_api, namespace)) == boot_data_fingerprint(
         kube_api, namespace
     )
+
+
+async def test_a_namespace_made_again_under_its_name_gets_a_ca_of_its_own(
+    orchestrator: Orchestrator, namespace: str, kube_api: Any
+) -> None:
+    """A namespace's CA records the namespace's UID: deleted and created again under the
+    same name (another tenant's, perhaps), the namespace's first instance gets a new CA,
+    so a client that trusted the old namespace's instances trusts none of the new one's."""
+    core = k8s.CoreV1Api(kube_api)
+    async with watching(orchestrator, kube_api, namespace):
+        await create(orchestrator, namespace)
+        old_ca = secret(kube_api, HOME, trust.ca_name(namespace))["tls.crt"]
+        await orchestrator.delete(namespace, "db")
+    await asyncio.to_thread(core.delete_namespace, namespace)
+
+    def gone() -> bool:
+        try:
+            core.read_namespace(namespace)
+        except k8s.ApiException as e:
+            return bool(e.status == 404)
+        return False
+
+    await orchestrator.until(gone, timeout=90, what="the namespace gone")
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=namespace)))
+    async with watching(orchestrator, kube_api, namespace):
+        await create(orchestrator, namespace)
+    new_ca = secret(kube_api, HOME, trust.ca_name(namespace))["tls.crt"]
+    assert new_ca != old_ca
+    assert secret(kube_api, namespace, "db-credentials")["ca.crt"] == new_ca
