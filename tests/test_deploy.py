@@ -139,6 +139,7 @@ def test_every_object_is_accepted_by_the_api_server_in_a_server_side_dry_run(
         "role.rbac.authorization.k8s.io/dbi-watcher-lease",
         "clusterrole.rbac.authorization.k8s.io/dbi-edit",
         "clusterrole.rbac.authorization.k8s.io/dbi-view",
+        "networkpolicy.networking.k8s.io/dbi-metrics-only",
         "deployment.apps/dbi-worker",
         "deployment.apps/dbi-watcher",
         "job.batch/dbi-temporal-setup",
