@@ -51,8 +51,9 @@ class Tenancy:
         return self.installed.served[1]
 
     def get(self, namespace: str, name: str, kind: str = "dbinstance") -> dict[str, Any]:
-        """An object as the admin reads it."""
-        out = self.admin("get", kind, name, "-n", namespace, "-o", "json").stdout
+        """An object as the admin reads it (``namespace`` empty: a cluster-scoped one)."""
+        where = ["-n", namespace] if namespace else []
+        out = self.admin("get", kind, name, *where, "-o", "json").stdout
         return dict(json.loads(out))
 
     def secret(self, namespace: str, name: str) -> dict[str, str] | None:

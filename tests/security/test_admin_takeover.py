@@ -1,8 +1,11 @@
-"""A tenant cannot take another instance's superuser, nor choose its own instance's:
-the adopt annotation and a Secret in the tenant's namespace are claims dbi checks
-against what only it wrote (docs/security.md)."""
+"""A tenant cannot take another instance's superuser or data, nor choose its own
+instance's superuser password: the adopt annotation, a Secret and a claim in the
+tenant's namespace are claims dbi checks against what only it, or the cluster, wrote
+(docs/security.md)."""
 
 from __future__ import annotations
+
+import json
 
 import psycopg
 import pytest
@@ -73,3 +76,51 @@ def test_a_secret_the_tenant_writes_never_becomes_the_admin_credential(
     with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
         psycopg.connect(conninfo(app), user=ADMIN_USER, password=chosen, connect_timeout=5)
     assert tenancy.secret(ns, "mine-admin") is not None  # hers: dbi did not touch it
+
+
+def test_a_claim_naming_another_tenants_volume_gets_nothing_of_it(
+    tenancy: Tenancy, orders: str
+) -> None:
+    """Mallory makes her instance's data claim herself, naming the victim's volume and
+    annotated as her instance's, under deletionPolicy Retain; the volume is not bound to
+    it (its claimRef names the victim's claim), so dbi never marks, relabels or
+    releases it: not while her instance runs, not when she deletes it."""
+    victims_claim = tenancy.get(tenancy.victim, "orders-data", "persistentvolumeclaim")
+    volume = victims_claim["spec"]["volumeName"]
+    before = tenancy.get("", volume, "persistentvolume")
+    ns = tenancy.mallory
+    paused = {names.PAUSED_ANNOTATION: "true"}
+    tenancy.tenant(
+        "apply",
+        "-n",
+        ns,
+        "-f",
+        "-",
+        stdin=instance("grab", annotations=paused, deletionPolicy="Retain"),
+    )
+    uid = tenancy.get(ns, "grab")["metadata"]["uid"]
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {
+            "name": "grab-data",
+            "labels": {names.INSTANCE_LABEL: "grab"},
+            "annotations": {names.INSTANCE_UID_ANNOTATION: uid},
+        },
+        "spec": {
+            "accessModes": ["ReadWriteOnce"],
+            "volumeName": volume,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
+    tenancy.tenant("apply", "-n", ns, "-f", "-", stdin=json.dumps(claim))
+    tenancy.tenant("annotate", "dbinstance", "grab", "-n", ns, f"{names.PAUSED_ANNOTATION}-")
+
+    def vm_made() -> bool:  # on her claim, which never binds: the VM never starts
+        return (tenancy.condition(ns, "grab", "VMProvisioned") or {}).get("status") == "True"
+
+    tenancy.until(vm_made, what="grab's VM made on her claim")
+    tenancy.tenant("delete", "dbinstance", "grab", "-n", ns, "--timeout=180s")
+    after = tenancy.get("", volume, "persistentvolume")
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["spec"]["claimRef"]["name"] == "orders-data"
