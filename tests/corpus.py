@@ -276,7 +276,7 @@ SPEC_VALUES: dict[str, list[tuple[Any, bool]]] = {
 NOT_READY: dict[tuple[str, Any], tuple[tuple[str, str], str]] = {
     ("resources.memory", "1Ti"): (("Ready", "Unschedulable"), "spec.resources.memory"),
     ("image", "dbi-images/postgres-99"): (("Stalled", "ImageNotFound"), "spec.image"),
-    ("image", "elsewhere/postgres-18"): (("Stalled", "ImageNotFound"), "spec.image"),
+    ("image", "elsewhere/postgres-18"): (("Stalled", "ImageNotAllowed"), "spec.image"),
 }
 
 # Accepted values whose convergence the corpus does not run: a Retain instance leaves

@@ -32,8 +32,9 @@ from watcher.watcher import Watcher
 pytestmark = pytest.mark.stack
 log = logging.getLogger(__name__)
 
-CONVERGE_SECONDS = 900.0
-TEARDOWN_SECONDS = 300.0
+# Both well under pytest's timeout, so a stuck case fails with the names of the stuck.
+CONVERGE_SECONDS = 300.0
+TEARDOWN_SECONDS = 180.0
 
 
 def _create(objects: k8s.CustomObjectsApi, namespace: str, body: Any, **kwargs: Any) -> Any:
