@@ -16,7 +16,7 @@ from temporalio import activity
 
 from activities import addresses, admin_credential, postgres, trust
 from activities.kube import Instance
-from activities.postgres import Login
+from activities.postgres import Login, major
 from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import HEALTH as SPEC
@@ -48,12 +48,6 @@ class Observation:
     # The endpoint clients use: the instance's Service (access.service_host).
     service_host: str | None = None
     spec_version: int | None = None  # the major spec.version asks for
-
-
-def major(version: str | None) -> int | None:
-    """The major of a ``server_version`` such as ``16.15`` or ``18.6 (Debian ...)``."""
-    head = (version or "").split(".")[0].split(" ")[0]
-    return int(head) if head.isdigit() else None
 
 
 # A login that failed on the server's answer: neither waiting nor retrying helps.

@@ -14,17 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from kubernetes import client as k8s
-
-from activities import manifests, ownership
-from activities.kube import Instance, Manifest
+from activities import manifests, ownership, scrape
+from activities.kube import Instance
 from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import MONITORING as SPEC
 from dbi.pipeline import TEARDOWN_MONITORING
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
-
-MONITORING = ("monitoring.coreos.com", "v1")
 
 
 class Reason(StrEnum):
@@ -38,34 +34,6 @@ class Reason(StrEnum):
 class Action(StrEnum):
     APPLY = "apply"
     REMOVE = "remove"
-
-
-def service_name(instance: Instance) -> str:
-    return f"{instance.name}-metrics"
-
-
-def service(instance: Instance, port: int) -> Manifest:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": instance.child_metadata(service_name(instance)),
-        "spec": {
-            "selector": {names.INSTANCE_LABEL: instance.name},
-            "ports": [{"name": "metrics", "port": port, "targetPort": port, "protocol": "TCP"}],
-        },
-    }
-
-
-def service_monitor(instance: Instance) -> Manifest:
-    return {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "ServiceMonitor",
-        "metadata": instance.child_metadata(service_name(instance)),
-        "spec": {
-            "selector": {"matchLabels": {names.INSTANCE_LABEL: instance.name}},
-            "endpoints": [{"port": "metrics", "interval": "30s"}],
-        },
-    }
 
 
 @dataclass(frozen=True)
@@ -106,16 +74,6 @@ def decide(obs: Observation) -> Decision[Action]:
     return satisfied(Reason.READY, "The metrics Service and ServiceMonitor exist.")
 
 
-def _monitor(ctx: Context, instance: Instance) -> tuple[bool, Manifest | None]:
-    """Return whether the cluster serves the ServiceMonitor API, and the object if any."""
-    groups = k8s.ApisApi(ctx.kube.api).get_api_versions().groups or []
-    if not any(g.name == MONITORING[0] for g in groups):
-        return False, None
-    return True, ctx.kube.get_custom(
-        *MONITORING, instance.namespace, "servicemonitors", service_name(instance)
-    )
-
-
 def delete_ours(ctx: Context, instance: Instance, obs: Observation) -> None:
     """Delete the metrics Service and ServiceMonitor that are the instance's; absent ones
     are fine, and one that is not the instance's is left alone."""
@@ -125,24 +83,19 @@ def delete_ours(ctx: Context, instance: Instance, obs: Observation) -> None:
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
-    svc = ctx.kube.service(instance.namespace, service_name(instance))
-    api, monitor = _monitor(ctx, instance)
+    found = scrape.read(ctx, instance)
+    svc, monitor = found.service, found.monitor
     port = ctx.config.exporter_port
     return Observation(
         enabled=instance.model.spec.monitoring.enabled,
         service_ok=svc is not None
-        and manifests.covers(service(instance, port)["spec"], svc.get("spec")),
+        and manifests.covers(scrape.service(instance, port)["spec"], svc.get("spec")),
         service_exists=svc is not None,
-        monitor_api=api,
+        monitor_api=found.monitor_api,
         monitor_ok=monitor is not None
-        and manifests.covers(service_monitor(instance)["spec"], monitor.get("spec")),
+        and manifests.covers(scrape.service_monitor(instance)["spec"], monitor.get("spec")),
         monitor_exists=monitor is not None,
-        children=(
-            ownership.Child("Service", service_name(instance), ownership.meta_of(svc, ctx.kube)),
-            ownership.Child(
-                "ServiceMonitor", service_name(instance), ownership.meta_of(monitor, ctx.kube)
-            ),
-        ),
+        children=found.children,
     )
 
 
@@ -151,7 +104,7 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         delete_ours(ctx, instance, obs)
         return
     kube = ctx.kube
-    svc = service(instance, ctx.config.exporter_port)
+    svc = scrape.service(instance, ctx.config.exporter_port)
     kube.core.patch_namespaced_service(
         svc["metadata"]["name"],
         instance.namespace,
@@ -161,7 +114,7 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         _content_type="application/apply-patch+yaml",
     )
     if obs.monitor_api:
-        kube.apply_custom(*MONITORING, "servicemonitors", service_monitor(instance))
+        kube.apply_custom(*scrape.MONITORING, "servicemonitors", scrape.service_monitor(instance))
 
 
 STEP = Anatomy(SPEC, observe, decide, act, lambda obs: list(obs.children))

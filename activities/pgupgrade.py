@@ -27,16 +27,16 @@ from activities import (
     addresses,
     admin_credential,
     heartbeats,
+    machine,
     manifests,
     postgres,
     secrets,
     trust,
-    vm,
 )
 from activities.events import emit
-from activities.health import major
 from activities.kube import KUBEVIRT, Instance
-from activities.preflight import image_for
+from activities.machine import image_for
+from activities.postgres import major
 from activities.step import Activity
 from dbi import bootstrap, names, pipeline
 from dbi.spec import PowerState
@@ -89,7 +89,7 @@ class Upgrades(Activity):
             return Plan(reason=OLD_ROOT_GONE, message=message)
         plan = Plan(new_root=new_root, old_root=old, new_image=image)
         if self.ctx.kube.pvc(instance.namespace, plan.new_root) is None:
-            vm.create_root(self.ctx, instance, image)
+            machine.create_root(self.ctx, instance, image)
         _event(
             self.ctx,
             instance,
@@ -131,7 +131,7 @@ class Upgrades(Activity):
                 action="rollback" if action == "rollback" else "run",
             ),
         )
-        vm.boot_root(self.ctx, instance, root)
+        machine.boot_root(self.ctx, instance, root)
         vmi = addresses.vmi_of(self.ctx.kube, instance)
         if vmi is not None and manifests.claim_of(vmi.get("spec") or {}, manifests.ROOT) != root:
             self.ctx.kube.delete("VirtualMachineInstance", instance.namespace, instance.name)

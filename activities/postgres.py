@@ -315,3 +315,9 @@ def authenticates(server: Server, *, user: str, password: str, dbname: str) -> b
             return True
     except psycopg.OperationalError:
         return False
+
+
+def major(version: str | None) -> int | None:
+    """The major of a ``server_version`` such as ``16.15`` or ``18.6 (Debian ...)``."""
+    head = (version or "").split(".")[0].split(" ")[0]
+    return int(head) if head.isdigit() else None

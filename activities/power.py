@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from activities.kube import KUBEVIRT, Instance, Manifest
+from activities.machine import desired_strategy
 from activities.step import Anatomy, Context
 from dbi.pipeline import POWER as SPEC
 from dbi.spec import PowerState
@@ -39,10 +40,6 @@ class Reason(StrEnum):
 
 class Action(StrEnum):
     SET_RUN_STRATEGY = "set-run-strategy"
-
-
-def desired_strategy(instance: Instance) -> str:
-    return "Halted" if instance.model.spec.power_state is PowerState.STOPPED else "Always"
 
 
 @dataclass(frozen=True)

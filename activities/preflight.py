@@ -17,6 +17,7 @@ from decimal import Decimal
 from enum import StrEnum
 
 from activities.kube import Instance
+from activities.machine import image_for
 from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import PREFLIGHT as SPEC
@@ -52,12 +53,6 @@ class Observation:
     # larger: a provisioner may round up, and the spec is not below what it asked.
     disk_request: Decimal | None
     has_finalizer: bool
-
-
-def image_for(instance: Instance, images: dict[int, str]) -> str | None:
-    """Return the VirtualMachineImage ``namespace/name`` the instance boots."""
-    spec = instance.model.spec
-    return spec.image or images.get(spec.version)
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:

@@ -1,7 +1,7 @@
 """repave (RootDiskCurrent): the VM boots a root disk made from the instance's image.
 
 The image is ``spec.image``, or the orchestrator's image for ``spec.version`` when it
-is unset (``preflight.image_for``). Each image gets its own root disk
+is unset (``machine.image_for``). Each image gets its own root disk
 (``<name>-root-<hash of the image>``, ``activities.manifests``); PostgreSQL's data
 lives on the data disk, which a repave never touches. When the image changes, one
 action per look, in this order:
@@ -30,9 +30,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from activities import manifests, ownership, vm
+from activities import machine, manifests, ownership
 from activities.kube import KUBEVIRT, Instance
-from activities.preflight import image_for
+from activities.machine import image_for
 from activities.step import Anatomy, Context
 from dbi import maintenance, names
 from dbi.pipeline import REPAVE as SPEC
@@ -213,9 +213,9 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:
     kube, ns = ctx.kube, instance.namespace
     if action in (Action.CREATE, Action.APPLY):
-        vm.create_root(ctx, instance, obs.image)
+        machine.create_root(ctx, instance, obs.image)
     elif action is Action.SWITCH:
-        vm.boot_root(ctx, instance, obs.root)
+        machine.boot_root(ctx, instance, obs.root)
     elif action is Action.RESTART:
         kube.delete("VirtualMachineInstance", ns, instance.name)
     else:

@@ -11,8 +11,8 @@ delete it).
 from __future__ import annotations
 
 from activities import backupstore
-from activities.health import major
 from activities.kube import Instance
+from activities.postgres import major
 from activities.step import Context
 from dbi import backups, bootstrap, names
 from dbi.backups import BackupPhase, StoreRef, Taken

@@ -23,14 +23,13 @@ from enum import StrEnum
 
 from kubernetes import client as k8s
 
-from activities import manifests, ownership
+from activities import manifests, ownership, volumes
 from activities.kube import Instance
 from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import RETENTION as SPEC
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
 
-RETAIN = "Retain"
 BIND_CHECK_SECONDS = 2.0
 
 
@@ -91,7 +90,7 @@ def _retained(obs: Observation) -> Decision[Action]:
     if obs.volume is None:
         message = "The data disk is not bound to a volume yet; its retention waits for it."
         return _pending(Reason.DISK_UNBOUND, message, None, BIND_CHECK_SECONDS)
-    if obs.reclaim_policy != RETAIN or not obs.volume_marked:
+    if obs.reclaim_policy != volumes.RETAIN or not obs.volume_marked:
         message = f"The volume {obs.volume} was set to reclaimPolicy Retain."
         return _pending(Reason.VOLUME_RETAINED, message, Action.RETAIN_VOLUME)
     return _satisfied(
@@ -115,30 +114,18 @@ def _deleted_with_instance(obs: Observation) -> Decision[Action]:
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     """Read the data claim and its volume, and reduce them to what the policy is checked
     against."""
-    name = manifests.data_claim_name(instance)
-    claim = ctx.kube.pvc(instance.namespace, name)
-    child = ownership.Child("PersistentVolumeClaim", name, ownership.meta_of(claim, ctx.kube))
-    volume = ownership.volume_of(ctx.kube, claim)
-    meta = volume.metadata if volume is not None and volume.metadata is not None else None
-    annotations = (meta.annotations if meta else None) or {}
-    labels = (meta.labels if meta else None) or {}
-    marked_ours = annotations.get(names.INSTANCE_UID_ANNOTATION) == instance.uid
-    spec = volume.spec if volume is not None else None
+    found = volumes.read(ctx, instance)
     return Observation(
         retain=instance.retains,
-        claim_exists=claim is not None,
-        claim_follows_policy=ownership.follows_policy(child, instance),
-        volume=meta.name if meta else None,
-        reclaim_policy=spec.persistent_volume_reclaim_policy if spec else None,
-        volume_marked=marked_ours
-        and labels.get(names.INSTANCE_LABEL) == instance.name
-        and names.RECLAIM_POLICY_ANNOTATION in annotations,
-        # Whichever instance recorded it: the volume is bound to this instance's claim (an
-        # adopted one, say), so its former policy is this instance's to give back.
-        policy_before=annotations.get(names.RECLAIM_POLICY_ANNOTATION),
-        claim=claim,
-        bound=volume,
-        children=(child,),
+        claim_exists=found.claim is not None,
+        claim_follows_policy=ownership.follows_policy(found.child, instance),
+        volume=found.name,
+        reclaim_policy=found.reclaim_policy,
+        volume_marked=found.marked,
+        policy_before=found.policy_before,
+        claim=found.claim,
+        bound=found.bound,
+        children=(found.child,),
     )
 
 
@@ -157,43 +144,17 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         return
     assert volume is not None and volume.metadata is not None and volume.spec is not None
     if action is Action.RETAIN_VOLUME:
-        before = (volume.metadata.annotations or {}).get(names.RECLAIM_POLICY_ANNOTATION)
-        body = {
-            "metadata": {
-                "labels": {names.INSTANCE_LABEL: instance.name},
-                "annotations": {
-                    names.INSTANCE_UID_ANNOTATION: instance.uid,
-                    names.VOLUME_INSTANCE_ANNOTATION: f"{instance.namespace}/{instance.name}",
-                    names.RECLAIM_POLICY_ANNOTATION: before
-                    or volume.spec.persistent_volume_reclaim_policy
-                    or "Delete",
-                },
-            },
-            "spec": {"persistentVolumeReclaimPolicy": RETAIN},
-        }
-    else:
-        body = {
-            "metadata": {"annotations": {names.RECLAIM_POLICY_ANNOTATION: None}},
-            "spec": {
-                "persistentVolumeReclaimPolicy": (volume.metadata.annotations or {}).get(
-                    names.RECLAIM_POLICY_ANNOTATION
-                )
-            },
-        }
+        volumes.retain(kube, instance, volume)
+        return
+    body = {
+        "metadata": {"annotations": {names.RECLAIM_POLICY_ANNOTATION: None}},
+        "spec": {
+            "persistentVolumeReclaimPolicy": (volume.metadata.annotations or {}).get(
+                names.RECLAIM_POLICY_ANNOTATION
+            )
+        },
+    }
     kube.core.patch_persistent_volume(str(volume.metadata.name), body)
-
-
-def protect_volume(ctx: Context, instance: Instance) -> bool:
-    """Set the data claim's volume to reclaimPolicy Retain, marked with the instance, if
-    it is bound and not so yet (the teardown's last word under Retain); return whether
-    a change was made."""
-    obs = observe(ctx, instance, StepInput(namespace="", name="", uid=instance.uid))
-    if obs.claim is None or obs.bound is None:
-        return False
-    if obs.reclaim_policy == RETAIN and obs.volume_marked:
-        return False
-    act(ctx, instance, obs, Action.RETAIN_VOLUME)
-    return True
 
 
 STEP = Anatomy(SPEC, observe, decide, act, lambda obs: list(obs.children))

@@ -20,7 +20,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from activities import backup_schedule
 from activities.backup import NAMESPACE_TERMINATING
 from activities.kube import Instance
 from activities.schedules import Run
@@ -115,7 +114,7 @@ def final_asked(instance: Instance) -> bool:
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     if ctx.schedules is None:
         return Observation(scheduled=False)
-    seen = ctx.schedules.describe(backup_schedule.schedule_id(instance))
+    seen = ctx.schedules.describe(names.schedule_id(instance.namespace, instance.name))
     asked = final_asked(instance)
     final = (
         ctx.schedules.run(names.final_backup_id(instance.namespace, instance.name, instance.uid))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from activities import monitoring, ownership
+from activities import ownership, scrape
 from activities.kube import Instance
 from activities.step import Anatomy, Context
 from dbi.pipeline import TEARDOWN_MONITORING as SPEC
@@ -34,7 +34,7 @@ class Observation:
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
-    children = monitoring.observe(ctx, instance, step_input).children
+    children = scrape.read(ctx, instance).children
     ours = tuple(c for c in children if ownership.classify(c, instance.uid) is ownership.Claim.OURS)
     return Observation(ours=ours)
 

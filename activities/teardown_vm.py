@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from activities import admin_credential, manifests, ownership, retention, secrets
+from activities import admin_credential, manifests, ownership, secrets, volumes
 from activities.kube import KUBEVIRT, Instance
 from activities.step import Anatomy, Context
 from dbi import names
@@ -87,10 +87,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     credential = (
         [] if kube.secret(home, name) is None else [ownership.Child("Secret", name, {}, home)]
     )
-    volume = retention.observe(ctx, instance, step_input)
-    protected = volume.bound is None or (
-        volume.reclaim_policy == retention.RETAIN and volume.volume_marked
-    )
+    protected = volumes.read(ctx, instance).protected
     return Observation(
         uid=instance.uid,
         retain=instance.retains,
@@ -149,7 +146,7 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
                 }
             },
         )
-    retention.protect_volume(ctx, instance)
+    volumes.protect(ctx, instance)
     for child in obs.rest:
         kube.delete(child.kind, instance.namespace, child.name)
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from activities import manifests
-from activities.health import major
 from activities.kube import Instance, Kube
+from activities.postgres import major
 from activities.schedules import Upgrade
 from activities.step import Anatomy, Context
 from dbi import maintenance, names

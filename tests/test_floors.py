@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FLOORS = ["dbi", "activities", "workflows", "watcher", "commands"]
+from tests.modules import FLOORS, ROOT, production_modules
+
 DEV_ONLY = {"devstack", "bench"}
 PROJECT = {*FLOORS, *DEV_ONLY, "tests"}
 LAZY_DEV_IMPORTS = {"commands/dev.py"}
@@ -40,10 +40,6 @@ def imports(path: Path) -> list[tuple[str, bool]]:
             if package in PROJECT:
                 found.append((package, id(node) in top_level))
     return found
-
-
-def production_modules() -> list[Path]:
-    return sorted(p for floor in FLOORS for p in (ROOT / floor).rglob("*.py"))
 
 
 def violations() -> list[str]:
@@ -103,3 +99,47 @@ def test_a_process_loads_only_what_it_runs(process: str, absent: set[str]) -> No
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout
     assert not [name for name in absent if f"'{name}'" in loaded], loaded
+
+
+def step_modules() -> set[str]:
+    """The modules of ``activities`` that are steps: those that define ``STEP``."""
+    return {
+        p.stem
+        for p in (ROOT / "activities").glob("*.py")
+        if any(
+            isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "STEP" for t in n.targets)
+            for n in ast.parse(p.read_text()).body
+        )
+    }
+
+
+def step_imports(path: Path, steps: set[str]) -> set[str]:
+    """The steps ``path`` imports, itself left out."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module == "activities":
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.removeprefix("activities."))
+        elif isinstance(node, ast.Import):
+            found |= {a.name.removeprefix("activities.") for a in node.names}
+    return (found & steps) - {path.stem}
+
+
+def test_no_step_imports_another_step() -> None:
+    """What two steps share lives below them (``activities.machine``, ``volumes``,
+    ``scrape``, ``addresses``, ...): a step is read, changed and tested alone."""
+    steps = step_modules()
+    assert {"vm", "power", "health", "teardown_vm"} <= steps
+    found = {
+        name: sorted(imported)
+        for name in sorted(steps)
+        if (imported := step_imports(ROOT / "activities" / f"{name}.py", steps))
+    }
+    assert found == {}
+
+
+def test_the_check_finds_a_step_importing_a_step(tmp_path: Path) -> None:
+    module = tmp_path / "probe.py"
+    module.write_text("from activities import vm\nfrom activities.power import Reason\n")
+    assert step_imports(module, step_modules()) == {"vm", "power"}

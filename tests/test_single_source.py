@@ -7,7 +7,7 @@ import ast
 from pathlib import Path
 
 from dbi import pipeline
-from tests.test_floors import ROOT, production_modules
+from tests.modules import ROOT, production_modules
 
 TABLE = ROOT / "dbi" / "pipeline.py"
 IDENTITIES = {

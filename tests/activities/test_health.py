@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from activities import health
+from activities import health, postgres
 from activities.postgres import Login
 from dbi.steps import Outcome
 
@@ -84,7 +84,7 @@ def test_health(obs: health.Observation, outcome: Outcome, reason: str) -> None:
     [("16.15", 16), ("18.6 (Debian 18.6-1.pgdg120+1)", 18), ("19devel", None), (None, None)],
 )
 def test_the_major_of_a_server_version(version: str | None, major: int | None) -> None:
-    assert health.major(version) == major
+    assert postgres.major(version) == major
 
 
 def test_a_mismatch_names_both_versions_and_publishes_the_one_running() -> None:
