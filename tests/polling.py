@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
@@ -28,4 +28,16 @@ async def until(
         if value := await asyncio.to_thread(check):
             return value
         await asyncio.sleep(every)
+    raise AssertionError(f"{what} did not happen within {timeout}s")
+
+
+async def until_awaited(
+    check: Callable[[], Awaitable[Any]], *, timeout: float = 30, what: str = "it"
+) -> Any:
+    """``until`` for a check that is itself a coroutine (it awaits the client it asks)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := await check():
+            return value
+        await asyncio.sleep(0.1)
     raise AssertionError(f"{what} did not happen within {timeout}s")

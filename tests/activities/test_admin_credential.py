@@ -16,26 +16,17 @@ from activities import admin_credential
 from activities.admin_credential import NEXT, RESET, name_for
 from activities.kube import Kube
 from dbi import bootstrap, names, scram
-from dbi.config import ADMIN_USER, Config
+from dbi.config import ADMIN_USER
 from devstack.stack import StackInfo
-from tests.activities.test_credentials import address, logs_in, secret, settled
-from tests.activities.test_lifecycle import SPEC, create, ready, sql, vmi_uid
+from tests.activities.admin_credentials import HOME, credential, uid_of
+from tests.activities.lifecycle import SPEC, create, ready, sql, vmi_uid
+from tests.activities.logins import address, logs_in, secret, settled
 from tests.appclient import conninfo
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
-
-HOME = Config().namespace
-
-
-def uid_of(orchestrator: Orchestrator, namespace: str) -> str:
-    return str(orchestrator.get(namespace, "db")["metadata"]["uid"])
-
-
-def credential(kube_api: Any, uid: str) -> dict[str, str]:
-    return secret(kube_api, HOME, name_for(uid))
 
 
 def host_of(kube_api: Any, namespace: str) -> str:

@@ -24,9 +24,9 @@ from dbi import backups, bootstrap, names, pipeline
 from dbi.backups import BackupPhase, BackupRequest, BackupResult, StoreLocation, Trigger
 from dbi.config import Config
 from devstack.stack import StackInfo
-from tests.activities.test_credentials import admin_credential, secret
-from tests.activities.test_lifecycle import SPEC, create, custom, events_of, ready, sql, uri
-from tests.activities.test_worker_crash import heartbeating, worker
+from tests.activities.crashing import heartbeating, worker
+from tests.activities.lifecycle import SPEC, create, custom, events_of, ready, sql, uri
+from tests.activities.logins import admin_credential, secret
 from tests.backupcheck import restored
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator

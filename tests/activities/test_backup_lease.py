@@ -24,7 +24,7 @@ from dbi import connect, names
 from dbi.backups import BackupRequest, Begun, Finish, Reason, Trigger
 from dbi.config import Config
 from devstack.stack import StackInfo
-from tests.activities.test_views import create_instance
+from tests.activities.notes import create_instance
 
 pytestmark = pytest.mark.stack
 

@@ -19,8 +19,8 @@ from activities.access import connection
 from activities.trust import trust_file
 from dbi import names
 from dbi.messages import RotationResult
-from tests.activities.test_credentials import secret
-from tests.activities.test_lifecycle import SPEC, create
+from tests.activities.lifecycle import SPEC, create
+from tests.activities.logins import secret
 from tests.appclient import conninfo
 from tests.orchestrator import Orchestrator
 from tests.stack import Kubectl

@@ -18,7 +18,7 @@ from kubernetes import client as k8s
 from prometheus_client import REGISTRY, generate_latest
 
 from activities import access, credentials, secrets, trust
-from activities.admin_credential import Credential, name_for
+from activities.admin_credential import Credential
 from activities.kube import Instance, Kube
 from activities.rotation import RotateCredentials
 from activities.step import Context
@@ -29,7 +29,8 @@ from dbi.steps import Outcome
 from dbi.telemetry import json_formatter
 from devstack import tools
 from devstack.stack import StackInfo
-from tests.activities.test_lifecycle import SPEC, create, ready, uri
+from tests.activities.lifecycle import SPEC, create, ready, uri
+from tests.activities.logins import address, admin_credential, app_works, logs_in, secret, settled
 from tests.appclient import conninfo
 from tests.history import every_run
 from tests.orchestrator import Orchestrator
@@ -37,61 +38,6 @@ from tests.spans import EXPORTER, finished
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
-
-
-def secret(kube_api: Any, namespace: str, name: str) -> dict[str, str]:
-    found = k8s.CoreV1Api(kube_api).read_namespaced_secret(name, namespace)
-    return {k: base64.b64decode(v).decode(errors="replace") for k, v in (found.data or {}).items()}
-
-
-def address(data: dict[str, str]) -> str:
-    """Where a client on this host connects, from the credentials Secret: the Service's
-    ClusterIP (``hostaddr``: the host has no cluster DNS for ``host``)."""
-    return data.get("hostaddr") or data["host"]
-
-
-def admin_credential(kube_api: Any, orchestrator: Orchestrator, namespace: str) -> dict[str, str]:
-    """The admin credential of instance ``db``, from the orchestrator's namespace."""
-    uid = orchestrator.get(namespace, "db")["metadata"]["uid"]
-    return secret(kube_api, Config().namespace, name_for(uid))
-
-
-def logs_in(host: str, user: str, password: str, dbname: str) -> bool:
-    try:
-        with psycopg.connect(
-            host=host,
-            port=5432,
-            user=user,
-            password=password,
-            dbname=dbname,
-            connect_timeout=3,
-            sslmode="require",  # the password is what is checked here, not the server
-        ):
-            return True
-    except psycopg.OperationalError:
-        return False
-
-
-def app_works(kube_api: Any, namespace: str, password: str) -> bool:
-    data = secret(kube_api, namespace, "db-credentials")
-    return logs_in(address(data), "app", password, "app")
-
-
-async def settled(orchestrator: Orchestrator, namespace: str, kube_api: Any) -> dict[str, str]:
-    """Wait until Ready and the Secret's password works; return the Secret's data."""
-    await ready(orchestrator, namespace)
-
-    def working() -> dict[str, str] | None:
-        try:
-            data = secret(kube_api, namespace, "db-credentials")
-        except k8s.ApiException as e:
-            if e.status == 404:  # deleted, and not made again yet
-                return None
-            raise
-        return data if "host" in data and app_works(kube_api, namespace, data["password"]) else None
-
-    found: dict[str, str] = await orchestrator.until(working, what="a working app password")
-    return found
 
 
 async def test_the_app_secret_connects_and_the_admin_password_is_the_admins_only(
@@ -612,6 +558,6 @@ def test_no_repr_shows_a_password_a_key_or_a_signed_url() -> None:
         adopted=admin,
     )
     shown = repr(replace(CREDS, reads=reads))
-    for secret in (password, applied, url, ca.key_pem.splitlines()[1]):
-        assert secret not in shown
+    for held in (password, applied, url, ca.key_pem.splitlines()[1]):
+        assert held not in shown
     assert "db-1" in shown and "'password'" in shown  # what it is, not what it holds

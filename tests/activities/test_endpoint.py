@@ -13,20 +13,14 @@ import pytest
 from kubernetes import client as k8s
 
 from dbi import names
-from tests.activities.test_credentials import secret
-from tests.activities.test_lifecycle import SPEC, create, custom, ready
+from tests.activities.endpoint import vm_address
+from tests.activities.lifecycle import SPEC, create, ready
+from tests.activities.logins import secret
 from tests.appclient import conninfo
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
-
-
-def vm_address(kube_api: Any, namespace: str) -> str | None:
-    interfaces = custom(kube_api, namespace, "virtualmachineinstances", "db").get("status", {})
-    found = interfaces.get("interfaces") or [{}]
-    address = found[0].get("ipAddress")
-    return str(address) if address else None
 
 
 def rows(uri: str) -> int:

@@ -19,13 +19,13 @@ import pytest
 from temporalio.client import Client, WorkflowHandle
 
 from devstack.stack import StackInfo
-from tests.activities.test_start_round import (
+from tests.activities.crashing import worker
+from tests.activities.start_round import (
     PASS_SECONDS,
     apply_instance,
     start_workflow,
     until_settled,
 )
-from tests.activities.test_worker_crash import worker
 from tests.stack import Kubectl
 from workflows.dbinstance import DBInstanceWorkflow
 

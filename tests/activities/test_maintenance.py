@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from dbi import names
-from tests.activities.test_lifecycle import SPEC, create, custom, ready, sql, vmi_uid
+from tests.activities.lifecycle import SPEC, create, custom, ready, sql, vmi_uid
 from tests.orchestrator import IMAGES_NAMESPACE, Orchestrator
 from watcher.watcher import Watcher
 

@@ -21,9 +21,9 @@ from dbi import names, pipeline
 from dbi.config import ADMIN_USER
 from dbi.upgrades import UpgradeRequest, UpgradeResult
 from devstack.stack import StackInfo
-from tests.activities.test_credentials import admin_credential
-from tests.activities.test_lifecycle import SPEC, create, custom, events_of, ready, sql, uri
-from tests.activities.test_worker_crash import heartbeating, worker
+from tests.activities.crashing import heartbeating, worker
+from tests.activities.lifecycle import SPEC, create, custom, events_of, ready, sql, uri
+from tests.activities.logins import admin_credential
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 

@@ -11,31 +11,14 @@ import pytest
 from kubernetes import client as k8s
 
 from activities import ownership
-from activities.kube import Instance
 from dbi import names, pipeline
-from dbi.models import DBInstance
 from dbi.steps import Outcome
-from tests.activities.test_lifecycle import SPEC
+from tests.activities.lifecycle import SPEC
+from tests.activities.owned import OLD, UID, instance
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 
-UID, OLD = "uid-new", "uid-old"
 DBI_OWNER = {"apiVersion": "dbi.dev/v1alpha1", "kind": "DBInstance", "uid": UID}
-
-
-def instance(*, adopt: str | None = None, policy: str = "Delete") -> Instance:
-    annotations = {names.ADOPT_ANNOTATION: adopt} if adopt else {}
-    model = DBInstance.model_validate(
-        {
-            "metadata": {"name": "db", "namespace": "shop", "annotations": annotations},
-            "spec": {
-                "version": 18,
-                "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"},
-                "deletionPolicy": policy,
-            },
-        }
-    )
-    return Instance(model=model, uid=UID, generation=1, deleting=False, finalizers=())
 
 
 def meta(*, owners: list[dict[str, Any]] | None = None, uid: str | None = None) -> dict[str, Any]:

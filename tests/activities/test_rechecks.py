@@ -58,7 +58,7 @@ from dbi.steps import (
     StepsResult,
 )
 from tests.activities.conftest import Counted
-from tests.activities.test_views import create_instance, idle_read, note, note_step, service
+from tests.activities.notes import create_instance, idle_read, note, note_step, service
 from tests.polling import eventually, until
 
 SPEC = pipeline.CONVERGE[0]

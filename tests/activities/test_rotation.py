@@ -14,8 +14,8 @@ from temporalio.client import WorkflowExecutionStatus
 
 from dbi import names
 from devstack.stack import StackInfo
-from tests.activities.test_credentials import address, admin_credential, secret
-from tests.activities.test_lifecycle import SPEC, create, ready
+from tests.activities.lifecycle import SPEC, create, ready
+from tests.activities.logins import address, admin_credential, secret
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher

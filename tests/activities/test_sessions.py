@@ -24,7 +24,7 @@ from activities.step import run as run_step
 from dbi import bootstrap, pipeline, scram
 from dbi.config import Config
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
-from tests.activities.test_step import _Reads
+from tests.activities.reads import _Reads
 from tests.guests import Booted
 from tests.polling import eventually
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from dataclasses import dataclass
 from typing import cast
 
 import psycopg
@@ -25,35 +24,9 @@ from dbi import pipeline
 from dbi.config import Config
 from dbi.pipeline import StepSpec
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput, StepResult
+from tests.activities.reads import _Instance, _Reads
 
 INPUT = StepInput(namespace="team-a", name="db", uid="uid-1")
-
-
-@dataclass
-class _Instance:
-    uid: str = "uid-1"
-    name: str = "db"
-    namespace: str = "team-a"
-    deleting: bool = False
-    unreadable: str | None = None
-    viewed: bool = False
-
-
-class _Reads:
-    """Answers the instance reads ``Step.on`` makes, counting them, and keeps the Events
-    it creates."""
-
-    def __init__(self) -> None:
-        self.reads = 0
-        self.events: list[k8s.CoreV1Event] = []
-        self.core = self
-
-    def create_namespaced_event(self, namespace: str, body: k8s.CoreV1Event) -> None:
-        self.events.append(body)
-
-    def instance(self, namespace: str, name: str) -> Instance:
-        self.reads += 1
-        return cast(Instance, _Instance())
 
 
 class Scripted:

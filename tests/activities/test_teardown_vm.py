@@ -16,7 +16,7 @@ from activities import manifests, ownership, teardown_vm
 from activities.admin_credential import name_for
 from dbi import names
 from dbi.config import Config
-from tests.activities.test_lifecycle import SPEC, custom, ready, uri
+from tests.activities.lifecycle import SPEC, custom, ready, uri
 from tests.orchestrator import IMAGES_NAMESPACE, Orchestrator, watching
 from watcher.watcher import Watcher
 

@@ -24,10 +24,10 @@ from activities import postgres, trust
 from dbi import bootstrap, names, tls
 from dbi.config import Config
 from devstack.stack import StackInfo
-from tests.activities.test_admin_credential import credential, uid_of
-from tests.activities.test_credentials import secret
-from tests.activities.test_endpoint import vm_address
-from tests.activities.test_lifecycle import SPEC, create, ready, vmi_uid
+from tests.activities.admin_credentials import credential, uid_of
+from tests.activities.endpoint import vm_address
+from tests.activities.lifecycle import SPEC, create, ready, vmi_uid
+from tests.activities.logins import secret
 from tests.appclient import conninfo, with_ca
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator, watching

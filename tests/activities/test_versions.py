@@ -15,7 +15,7 @@ from kubernetes import client as k8s
 from activities import manifests
 from dbi import names
 from devstack import postgresql
-from tests.activities.test_lifecycle import SPEC, create, custom, events_of, ready, sql
+from tests.activities.lifecycle import SPEC, create, custom, events_of, ready, sql
 from tests.orchestrator import IMAGES_NAMESPACE, Orchestrator
 from watcher.watcher import Watcher
 

@@ -24,33 +24,22 @@ from dbi import connect, names, pipeline
 from dbi.config import Config
 from dbi.steps import Decision, Outcome, StepInput, StepResult, StepsInput, StepsResult
 from tests.activities.conftest import Counted
+from tests.activities.notes import (
+    SPEC,
+    create_instance,
+    idle_read,
+    labels,
+    note,
+    note_step,
+    service,
+)
 from tests.polling import eventually
 
 pytestmark = pytest.mark.stack
 
 LABEL = {names.INSTANCE_LABEL: "db"}
-SPEC = pipeline.CONVERGE[0]
 RUN_ONE_FIRST = "run-1/1"  # the id of a pass
 CREDENTIALS = pipeline.CREDENTIALS.name
-
-
-def service(namespace: str, name: str, labels: dict[str, str], note: str = "1") -> k8s.V1Service:
-    return k8s.V1Service(
-        metadata=k8s.V1ObjectMeta(name=name, labels=labels, annotations={"note": note}),
-        spec=k8s.V1ServiceSpec(ports=[k8s.V1ServicePort(port=5432)]),
-    )
-
-
-def note(found: dict[str, Any] | None) -> str | None:
-    return None if found is None else found["metadata"]["annotations"].get("note")
-
-
-def idle_read(counted: Counted, namespace: str, name: str) -> tuple[Any, int]:
-    def read() -> Any:
-        with shared_reads(idle=True):
-            return counted.kube.service(namespace, name)
-
-    return counted.asked(read)
 
 
 def test_an_idle_read_of_an_unchanged_object_asks_nothing_and_a_changed_one_asks_again(
@@ -181,30 +170,6 @@ def test_an_idle_pass_that_would_act_on_a_lagging_view_runs_again_on_fresh_reads
     result = ActivityEnvironment().run(run_steps, StepsInput(steps=(SPEC.name,), step_input=one))
     assert acted == []
     assert [(r.outcome, r.reason) for r in result.results] == [(Outcome.SATISFIED, "Done")]
-
-
-def note_step(namespace: str, acted: list[str]) -> Anatomy[Any, Any]:
-    """A step that observes the note on the Service ``db`` of ``namespace``: Satisfied,
-    but for the note "act", on which it acts (the action recorded in ``acted``), and the
-    note "wait": Pending on a transition the watcher announces, as a VM starting is."""
-
-    def observe(ctx: Context, instance: Any, step_input: StepInput) -> str | None:
-        return note(ctx.kube.service(namespace, "db"))
-
-    def decide(seen: str | None) -> Decision[str]:
-        if seen == "act":
-            return Decision(SPEC.result(Outcome.PENDING, "Acting", "acting"), "act")
-        if seen == "wait":
-            waiting = SPEC.result(
-                Outcome.PENDING, "Starting", "starting", requeue_after_seconds=30, announced=True
-            )
-            return Decision(waiting)
-        return Decision(SPEC.result(Outcome.SATISFIED, "Done", "nothing to do"))
-
-    def act(ctx: Context, instance: Any, seen: str | None, action: str) -> None:
-        acted.append(action)
-
-    return Anatomy(SPEC, observe, decide, act)
 
 
 def test_a_step_acting_on_an_instance_its_idle_load_read_from_views_reads_it_afresh(
@@ -452,24 +417,6 @@ def test_a_list_is_answered_only_in_one_namespace_and_by_equality_selectors() ->
 
 def test_every_kind_viewed_is_one_an_idle_pass_reads_and_never_a_secret() -> None:
     assert "secrets" not in {k.path.rsplit("/", 1)[-1] for k in KINDS}
-
-
-def labels(core: k8s.CoreV1Api, namespace: str) -> dict[str, str]:
-    found = core.read_namespaced_service("db", namespace).metadata
-    return dict((found and found.labels) or {})
-
-
-def create_instance(kube_api: Any, namespace: str) -> str:
-    body = {
-        "apiVersion": names.API_VERSION,
-        "kind": names.KIND,
-        "metadata": {"name": "db", "namespace": namespace},
-        "spec": {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}},
-    }
-    created: Any = k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
-        names.GROUP, names.VERSION, namespace, names.PLURAL, body
-    )
-    return str(created["metadata"]["uid"])
 
 
 def test_what_a_status_write_answered_is_the_objects_idle_read_with_nothing_asked(

@@ -35,8 +35,8 @@ from dbi.steps import (
     StepsInput,
     StepsResult,
 )
-from tests.activities.test_ownership import instance as plain_instance
-from tests.dbi.test_status import converged, until
+from tests.activities.owned import instance as plain_instance
+from tests.dbi.passes import converged, until
 
 UID = "uid-new"  # tests.activities.test_ownership's
 RUN = "run/7"  # the pass's id

@@ -11,8 +11,8 @@ from kubernetes import client as k8s
 
 from devstack.stack import StackInfo
 from tests import dbi_command
-from tests.activities.test_credentials import app_works, secret
-from tests.activities.test_lifecycle import ready
+from tests.activities.lifecycle import ready
+from tests.activities.logins import app_works, secret
 from tests.orchestrator import IMAGES_NAMESPACE, Orchestrator
 from watcher.watcher import Watcher
 

@@ -14,7 +14,7 @@ from kubernetes import client as k8s
 from dbi import names
 from dbi.models import Condition, ConditionStatus, DBInstanceStatus, Endpoint, Phase
 from dbi.spec import DBInstanceSpec
-from tests.dbi.test_models import INVALID_SPECS, MINIMAL, spec_with
+from tests.dbi.specs import INVALID_SPECS, MINIMAL, spec_with
 from tests.stack import Kubectl
 
 pytestmark = [pytest.mark.stack, pytest.mark.usefixtures("dbinstance_crd")]

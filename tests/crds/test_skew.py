@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from tests.activities.test_lifecycle import SPEC, create, custom, sql
+from tests.activities.lifecycle import SPEC, create, custom, sql
 from tests.orchestrator import Orchestrator
 from tests.stack import Kubectl
 from watcher.watcher import Watcher

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.devstack.test_vmstandin import VMs
+from tests.devstack.standin import VMs
 
 
 @pytest.fixture

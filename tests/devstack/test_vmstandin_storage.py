@@ -9,7 +9,7 @@ import pytest
 from kubernetes import client as k8s
 
 from devstack.stack import StackInfo
-from tests.devstack.test_vmstandin import VMs, connect
+from tests.devstack.standin import VMs, connect
 from tests.polling import eventually
 
 pytestmark = pytest.mark.stack

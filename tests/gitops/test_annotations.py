@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from dbi import names
-from tests.activities.test_credentials import admin_credential, app_works, secret
-from tests.activities.test_lifecycle import SPEC, create, ready, sql, vmi_uid
+from tests.activities.lifecycle import SPEC, create, ready, sql, vmi_uid
+from tests.activities.logins import admin_credential, app_works, secret
 from tests.orchestrator import Orchestrator
 from tests.stack import Kubectl
 from watcher.watcher import Watcher

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from devstack import gitops
-from tests.activities.test_lifecycle import ready
+from tests.activities.lifecycle import ready
 from tests.gitops.tools import argo_health
 from tests.orchestrator import Orchestrator, watching
 from tests.stack import Kubectl

@@ -14,10 +14,10 @@ from bench import measure
 from bench.measure import total
 from devstack import tools
 from devstack.stack import StackInfo
-from tests.activities.test_worker_crash import worker
+from tests.activities.crashing import worker
 from tests.polling import eventually
 from tests.stack import Kubectl
-from tests.watcher.test_replicas import SPEC, watcher_process
+from tests.watcher.replicas import SPEC, watcher_process
 
 pytestmark = pytest.mark.stack
 

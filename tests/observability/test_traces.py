@@ -19,8 +19,8 @@ from prometheus_client import REGISTRY
 from dbi import names, pipeline, telemetry
 from dbi.messages import Progress
 from tests.orchestrator import Orchestrator
+from tests.polling import until_awaited
 from tests.spans import EXPORTER, finished
-from tests.watcher.test_watcher import eventually
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -62,7 +62,7 @@ async def test_a_change_is_one_trace_from_the_watcher_to_each_step(
         summary = progress.summary
         return bool(progress.generation == generation and summary and summary.ready)
 
-    await eventually(converged, timeout=60, what="the patched generation")
+    await until_awaited(converged, timeout=60, what="the patched generation")
     instance = f"{namespace}/db"
 
     def complete_trace() -> list[ReadableSpan] | None:

@@ -31,8 +31,9 @@ from dbi import names
 from devstack import controlplane, tools
 from devstack.controlplane import ControlPlane, ControlPlanePorts
 from devstack.stack import StackInfo
-from tests.watcher.test_replicas import SPEC, watcher_process
-from tests.watcher.test_watcher import eventually, wakes
+from tests.polling import until_awaited
+from tests.watcher.replicas import SPEC, watcher_process
+from tests.watcher.wakes import wakes
 
 pytestmark = pytest.mark.stack
 
@@ -104,7 +105,7 @@ async def test_a_410_gone_relists_without_losing_a_change(
     }
     try:
         with watcher_process(local_stack, namespace, log, **env) as process:
-            await eventually(lambda: _wakes(temporal_client, workflow_id), what="the first wake")
+            await until_awaited(lambda: _wakes(temporal_client, workflow_id), what="the first wake")
             process.send_signal(signal.SIGSTOP)
             try:
                 # The watch request ends on the server while the watcher cannot resume it.
@@ -131,7 +132,7 @@ async def test_a_410_gone_relists_without_losing_a_change(
                 found = await _wakes(temporal_client, workflow_id)
                 return any(when.timestamp() >= changed for when, _ in found)
 
-            await eventually(woken_after_change, what="a wake after the change")
+            await until_awaited(woken_after_change, what="a wake after the change")
         text = log.read_text()
         expired = f"watch of DBInstance in {namespace} expired (410 Gone): relisting"
         assert expired in text, text[-2000:]

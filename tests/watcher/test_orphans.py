@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 
 from dbi import names
-from tests.activities.test_lifecycle import SPEC
+from tests.activities.lifecycle import SPEC
 from tests.orchestrator import Orchestrator, watching
 
 pytestmark = pytest.mark.stack

@@ -25,11 +25,11 @@ from temporalio.client import Client
 from dbi import names
 from devstack import tools
 from devstack.stack import StackInfo
-from tests.activities.test_lifecycle import SPEC, ready
+from tests.activities.lifecycle import SPEC, ready
 from tests.orchestrator import Orchestrator
 from tests.polling import until
 from tests.probes import probe
-from tests.watcher.test_replicas import watcher_process
+from tests.watcher.replicas import watcher_process
 from watcher.leader import LeaderElection
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher

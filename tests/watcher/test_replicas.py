@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import os
 import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -21,35 +16,10 @@ from temporalio.client import Client
 from dbi import names
 from devstack.stack import StackInfo
 from tests.polling import eventually
-from tests.watcher.test_watcher import wakes
+from tests.watcher.replicas import SPEC, watcher_process
+from tests.watcher.wakes import wakes
 
 pytestmark = [pytest.mark.stack, pytest.mark.usefixtures("dbinstance_crd")]
-
-SPEC = {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}}
-
-
-@contextmanager
-def watcher_process(
-    local_stack: StackInfo, namespace: str, log: Path, **env: str
-) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``python -m watcher`` for one namespace; kill it on exit."""
-    environment = {
-        **os.environ,
-        "KUBECONFIG": local_stack.kubeconfig,
-        "TEMPORAL_ADDRESS": local_stack.temporal_address,
-        "DBI_WATCH_NAMESPACES": namespace,
-        **env,
-    }
-    with log.open("ab") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "watcher"], env=environment, stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        yield process
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.wait()
 
 
 def lease_holder(kube_api: Any, namespace: str) -> str | None:

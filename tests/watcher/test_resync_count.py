@@ -8,7 +8,7 @@ import asyncio
 from typing import Any, cast
 
 from dbi import names
-from tests.watcher.test_relist import Recording
+from tests.watcher.recording import Recording
 from watcher.relevance import Seen
 from watcher.watcher import FULL_RESYNC_SECONDS, Watcher
 

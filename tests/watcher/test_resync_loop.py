@@ -9,7 +9,7 @@ import threading
 from typing import Any, cast
 
 from tests.polling import until
-from tests.watcher.test_relist import Recording
+from tests.watcher.recording import Recording
 from watcher.watcher import Watcher
 
 

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
 from kubernetes import client as k8s
-from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.common import SearchAttributeKey
 
 from dbi import names
 from dbi.messages import TASK_TIMEOUT, Progress
-from tests.history import runs
 from tests.orchestrator import Orchestrator
+from tests.polling import until_awaited
+from tests.watcher.wakes import _wakes, wakes
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -27,34 +26,6 @@ SPEC = {
     "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"},
     "healthCheckInterval": "10s",
 }
-
-
-async def wakes(client: Client, workflow_id: str) -> list[tuple[datetime, str]]:
-    """Return the wake signals in a workflow's history: (time, reason)."""
-    return [(when, wake.get("reason", "")) for when, wake in await _wakes(client, workflow_id)]
-
-
-async def _wakes(client: Client, workflow_id: str) -> list[tuple[datetime, dict[str, Any]]]:
-    """The wake signals of every run, oldest first: a run continues as new every 15 or so
-    passes, and a wake read from the latest run alone goes missing when it does."""
-    found = []
-    for history in reversed(await runs(client, workflow_id)):
-        for event in history.events:
-            if event.event_type == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
-                attrs = event.workflow_execution_signaled_event_attributes
-                payloads = attrs.input.payloads
-                payload = json.loads(payloads[0].data) if payloads else {}
-                found.append((event.event_time.ToDatetime(), payload))
-    return found
-
-
-async def eventually(check: Any, *, timeout: float = 30, what: str = "it") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := await check():
-            return value
-        await asyncio.sleep(0.1)
-    raise AssertionError(f"{what} did not happen within {timeout}s")
 
 
 async def test_creating_an_instance_starts_its_workflow(
@@ -70,7 +41,7 @@ async def test_creating_an_instance_starts_its_workflow(
         except Exception:
             return None
 
-    described = await eventually(started, what="the workflow start")
+    described = await until_awaited(started, what="the workflow start")
     attributes = described.typed_search_attributes
     assert attributes.get(SearchAttributeKey.for_keyword("DbiNamespace")) == namespace
     assert attributes.get(SearchAttributeKey.for_keyword("DbiName")) == "db"
@@ -107,7 +78,7 @@ async def test_a_spec_patch_reaches_the_workflow_within_a_second(
             patch,
         )
         generation = cast(dict[str, Any], applied)["metadata"]["generation"]
-        woken = await eventually(
+        woken = await until_awaited(
             _woken(orchestrator.client, workflow_id, generation), what=f"generation {generation}"
         )
         latencies.append(woken - patched)
@@ -158,7 +129,7 @@ async def test_deleting_an_owned_secret_wakes_the_owner(
         found = await _has_wakes(orchestrator.client, names.workflow_id(namespace, "db"), 1)
         return any("Secret db-extra deleted" in reason for _, reason in found or [])
 
-    await eventually(deleted, what="a wake for the deleted Secret")
+    await until_awaited(deleted, what="a wake for the deleted Secret")
 
 
 async def test_a_storm_of_patches_is_coalesced_and_the_last_spec_wins(
@@ -167,7 +138,7 @@ async def test_a_storm_of_patches_is_coalesced_and_the_last_spec_wins(
     """1,000 rapid patches make far fewer signals than events; the last spec is converged."""
     orchestrator.apply(namespace, "db", SPEC)
     workflow_id = names.workflow_id(namespace, "db")
-    await eventually(lambda: _has_wakes(orchestrator.client, workflow_id, 1), what="first wake")
+    await until_awaited(lambda: _has_wakes(orchestrator.client, workflow_id, 1), what="first wake")
     objects = k8s.CustomObjectsApi(kube_api)
     seen_before = watcher.wakeups.counters.events_seen
     sent_before = watcher.wakeups.counters.signals_sent
@@ -188,7 +159,7 @@ async def test_a_storm_of_patches_is_coalesced_and_the_last_spec_wins(
     async def all_seen() -> bool:
         return watcher.wakeups.counters.events_seen - seen_before >= 1000
 
-    await eventually(all_seen, timeout=60, what="the watcher seeing all 1,000 patches")
+    await until_awaited(all_seen, timeout=60, what="the watcher seeing all 1,000 patches")
     await asyncio.sleep(watcher.wakeups.window * 2)
     events = watcher.wakeups.counters.events_seen - seen_before
     signals = watcher.wakeups.counters.signals_sent - sent_before
@@ -207,7 +178,7 @@ async def test_a_storm_of_patches_is_coalesced_and_the_last_spec_wins(
         progress: Progress = await handle.query("progress", result_type=Progress)
         return bool(progress.generation == generation)
 
-    await eventually(observed_last, timeout=60, what="a pass of the last generation")
+    await until_awaited(observed_last, timeout=60, what="a pass of the last generation")
 
 
 async def test_resync_restarts_a_workflow_terminated_by_hand(
@@ -216,11 +187,11 @@ async def test_resync_restarts_a_workflow_terminated_by_hand(
     """An instance whose workflow was terminated gets a running one again at the next resync."""
     orchestrator.apply(namespace, "db", SPEC)
     handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
-    await eventually(lambda: _has_wakes(orchestrator.client, handle.id, 1), what="first wake")
+    await until_awaited(lambda: _has_wakes(orchestrator.client, handle.id, 1), what="first wake")
     await handle.terminate("by hand")
 
     async def running_again() -> bool:
         described = await orchestrator.client.get_workflow_handle(handle.id).describe()
         return described.status == WorkflowExecutionStatus.RUNNING
 
-    await eventually(running_again, timeout=15, what="a running workflow after resync")
+    await until_awaited(running_again, timeout=15, what="a running workflow after resync")

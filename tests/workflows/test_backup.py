@@ -24,21 +24,13 @@ from dbi.backups import (
     Reason,
     Taken,
     Trigger,
-    WalRange,
 )
+from tests.workflows.backups import TAKEN
 from tests.workflows.conftest import _record
 from workflows.backup import DBBackupWorkflow
 from workflows.worker import Tuning, build_worker
 
 REQUEST = BackupRequest(namespace="team-a", name="orders", trigger=Trigger.SCHEDULE)
-TAKEN = Taken(
-    backup="orders-20261201-030000",
-    size_bytes=4096,
-    postgres_version="18.6",
-    wal=WalRange(start="0/2000028", end="0/2000100", timeline=1),
-    location="file:///backups/team-a/orders/orders-20261201-030000/",
-    files=["backup_manifest", "base.tar.gz", "pg_wal.tar.gz"],
-)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from temporalio.client import Client, WorkflowHandle
 from dbi import names, pipeline
 from dbi.backups import BackupPhase, BackupRequest, BackupResult, Begun, Finish, Trigger
 from tests.polling import until
-from tests.workflows.test_backup import TAKEN
+from tests.workflows.backups import TAKEN
 from workflows.worker import ACTIVITY_THREADS, Tuning, build_worker
 
 pytestmark = pytest.mark.stack

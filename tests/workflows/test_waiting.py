@@ -9,7 +9,7 @@ import pytest
 
 from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome
-from tests.dbi.test_status import converged, held_then, until
+from tests.dbi.passes import converged, held_then, until
 from workflows.waiting import (
     AT_ONCE_LIMIT,
     HEALTH_SPREAD,

@@ -1,0 +1,79 @@
+"""DBInstance specs: the smallest valid one, one with a field changed, and invalid
+ones with the field each names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+MINIMAL: dict[str, Any] = {
+    "version": 18,
+    "resources": {"cpu": 2, "memory": "2Gi", "storage": "10Gi"},
+}
+
+
+def spec_with(path: str, value: Any) -> dict[str, Any]:
+    """Return a copy of MINIMAL with the dotted ``path`` set to ``value`` (None removes it)."""
+    spec: dict[str, Any] = {"version": 18, "resources": dict(MINIMAL["resources"])}
+    *parents, leaf = path.split(".")
+    node = spec
+    for key in parents:
+        node = node.setdefault(key, {})
+    if value is None:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+    return spec
+
+
+# (field path, value, what the error names): rejected by the models and, in
+# tests/crds/test_dbinstance_crd.py, by the API server with the same field named.
+INVALID_SPECS = [
+    pytest.param("resources.cpu", 0, "spec.resources.cpu", id="cpu-zero"),
+    pytest.param("resources.cpu", "two", "spec.resources.cpu", id="cpu-not-a-number"),
+    pytest.param("resources.memory", "lots", "spec.resources.memory", id="memory-bad-quantity"),
+    pytest.param("resources.memory", "128Mi", "spec.resources.memory", id="memory-too-small"),
+    pytest.param("resources.memory", "2Ti", "spec.resources.memory", id="memory-too-large"),
+    pytest.param("resources.storage", "-10Gi", "spec.resources.storage", id="storage-negative"),
+    pytest.param("resources.storage", "65Ti", "spec.resources.storage", id="storage-too-large"),
+    pytest.param("resources", None, "spec.resources", id="resources-missing"),
+    pytest.param("powerState", "Paused", "spec.powerState", id="unknown-power-state"),
+    pytest.param("resizePolicy", "Later", "spec.resizePolicy", id="unknown-resize-policy"),
+    pytest.param("version", 14, "spec.version", id="unsupported-version"),
+    pytest.param("version", "19", "spec.version", id="unsupported-version-string"),
+    pytest.param("version", "eighteen", "spec.version", id="version-not-a-number"),
+    pytest.param("healthCheckInterval", "5 minutes", "spec.healthCheckInterval", id="bad-interval"),
+    pytest.param("healthCheckInterval", "1s", "spec.healthCheckInterval", id="interval-too-short"),
+    pytest.param(
+        "credentials.username", "postgres", "spec.credentials.username", id="reserved-username"
+    ),
+    pytest.param(
+        "credentials.database", "Orders-DB", "spec.credentials.database", id="bad-database-name"
+    ),
+    pytest.param("image", "no-namespace", "spec.image", id="image-without-namespace"),
+    pytest.param("replicas", 3, "spec.replicas", id="unknown-field"),
+    pytest.param("backup.schedule", "@every 1s", "spec.backup.schedule", id="backup-too-often"),
+    pytest.param("backup.schedule", "0 3 * *", "spec.backup.schedule", id="backup-four-fields"),
+    pytest.param("backup.schedule", "0 3 * * *; rm", "spec.backup.schedule", id="backup-junk"),
+    pytest.param("backup.retention", {"count": 0}, "spec.backup.retention", id="keep-none"),
+    pytest.param("backup.retention", {"maxAge": "7d"}, "spec.backup.retention", id="max-age-days"),
+    *[
+        pytest.param("maintenance.window", window, "spec.maintenance.window", id=f"window-{why}")
+        for why, window in [
+            ("no-opening", {"duration": "4h"}),
+            ("start-and-schedule", {"start": "02:00", "schedule": "0 2 * * *", "duration": "4h"}),
+            ("days-without-start", {"days": ["Sat"], "schedule": "0 2 * * 6", "duration": "1h"}),
+            ("hour-24", {"start": "24:00", "duration": "1h"}),
+            ("start-without-colon", {"start": "0200", "duration": "1h"}),
+            ("too-long", {"start": "02:00", "duration": "169h"}),
+            ("too-short", {"start": "02:00", "duration": "30s"}),
+            ("duration-in-days", {"start": "02:00", "duration": "1d"}),
+            ("day-name", {"days": ["Saturday"], "start": "02:00", "duration": "1h"}),
+            ("no-days", {"days": [], "start": "02:00", "duration": "1h"}),
+            ("cron-four-fields", {"schedule": "0 2 * *", "duration": "1h"}),
+            ("cron-junk", {"schedule": "0 2 * * 6; rm", "duration": "1h"}),
+            ("no-duration", {"start": "02:00"}),
+        ]
+    ],
+]
