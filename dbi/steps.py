@@ -172,13 +172,13 @@ class Decision(Generic[A]):
     action: A | None = None
 
 
-def goes_on(result: StepResult, past_held: Callable[[], bool]) -> bool:
+def goes_on(result: StepResult) -> bool:
     """Whether a pass runs the step after one that returned ``result``: after a Satisfied
-    one, and after a Pending one whose action is held when ``past_held()`` says so (asked
-    only then: it is the workflow's patch marker)."""
+    one, and after a Pending one whose action is held (it waits for a maintenance window
+    or an operator: health checks go on while a restart waits for days)."""
     if result.outcome is Outcome.SATISFIED:
         return True
-    return result.outcome is Outcome.PENDING and result.held and past_held()
+    return result.outcome is Outcome.PENDING and result.held
 
 
 class StepsInput(BaseModel):
@@ -188,9 +188,6 @@ class StepsInput(BaseModel):
 
     steps: tuple[str, ...] = Field(description="The pass's steps, by name, in order.")
     step_input: StepInput
-    past_held: bool = Field(
-        default=False, description="The pass goes on past a step whose action is held."
-    )
 
 
 class StepsResult(BaseModel):
@@ -228,6 +225,6 @@ def in_order(steps_input: StepsInput, run: Callable[[str, StepInput], StepResult
         except Exception:
             return StepsResult(results=results, raised=step)
         results.append(result)
-        if not goes_on(result, lambda: steps_input.past_held):
+        if not goes_on(result):
             break
     return StepsResult(results=results)

@@ -43,7 +43,7 @@ with workflow.unsafe.imports_passed_through():
         finished,
     )
     from dbi.steps import InstanceSnapshot, StepInput, StepsResult
-    from workflows import patches, tracing, ui
+    from workflows import tracing, ui
     from workflows.runner import (
         IN_ONE,
         call,
@@ -79,17 +79,14 @@ class DBInstanceWorkflow:
     @workflow.run
     async def run(self, input: WorkflowInput) -> str:
         ui.identify(self.s.namespace, self.s.name)
-        if patches.at_start():
-            self._read_history()
+        self._read_history()
         while True:
             # A pass a wake caused joins the watcher's trace: kubectl change to step.
             carrier, self.s.trace = self.s.trace, None
             with tracing.joined(carrier):
-                local = patches.local_pass(
-                    forced=bool(self.s.requests.resize_waiters),
-                    health_check=self.s.health_check,
-                    last=self.s.last_report,
-                )
+                # A pass that serves a forced resize runs an activity per step: an
+                # operator's request that may restart the VM, shown step by step.
+                local = not self.s.requests.resize_waiters
                 # A health check nothing woke reads from the worker's views: a change
                 # would have woken it (and the watcher's wake may come before the views
                 # see the change, so a woken pass reads afresh).
@@ -97,9 +94,7 @@ class DBInstanceWorkflow:
                 self.s.health_check = self.s.rechecked = False
                 # A wake from here on is one this pass's load may not have seen: it
                 # brings another pass (a deletion while rotations are served, say).
-                fresh = patches.wakes_before_load()
-                if fresh:
-                    self.c.woken = self.c.retry = False
+                self.c.woken = self.c.retry = False
                 # The pass's load and steps share an id: the steps start from its read.
                 pass_id = f"{workflow.info().run_id}/{self.c.passes}"
                 # A pass may expect the instance as the last pass found it, or as the
@@ -121,8 +116,6 @@ class DBInstanceWorkflow:
                 # A restart requested by annotation may take longer than a local activity.
                 restart = bool(snapshot.unserved.restart_requested_at)
                 local = local and not snapshot.deleting and not restart
-                if not fresh:  # before wakes-before-load: a wake since the load was lost
-                    self.c.woken = self.c.retry = False
                 report = await self._pass(
                     snapshot,
                     pass_id,
@@ -253,19 +246,15 @@ class DBInstanceWorkflow:
         than the last pass found), when that has nothing to serve (no request, deletion
         or pause), the workflow has no request waiting and, for a pass that reads afresh
         (a wake's, a hint's), no wake announced a newer generation; else None (the pass
-        loads first, then decides). No patch: a wake that carries ``seen`` is in history,
-        and the wakes of a run begun before it carried none."""
+        loads first, then decides)."""
         last = self.s.last_snapshot
         if seen is not None and (last is None or seen.generation > last.generation):
             last = seen
         if not (local and last is not None):
             return None
-        if not idle:  # asked first: a run without it asks nothing more here, as before
-            newer = self.c.signaled_generation > last.generation
-            if newer or not patches.fresh_load_with_steps():
-                return None
-        ahead = self._quiet(last) and patches.in_one_activity(local=local)
-        return last if ahead and patches.status_with_steps() and patches.load_with_steps() else None
+        if not idle and self.c.signaled_generation > last.generation:
+            return None
+        return last if self._quiet(last) else None
 
     def _quiet(self, snapshot: InstanceSnapshot, rotated: Served | None = None) -> bool:
         """Whether a pass on ``snapshot`` has nothing to serve: no request, deletion or
@@ -284,10 +273,7 @@ class DBInstanceWorkflow:
         activity failed: the pass loads as any other does."""
         begun = self._begin(expected, pass_id, rotated=Served(), idle=idle)
         load = self._load_input(pass_id, idle=idle)
-        then = PassInput(
-            steps=steps_input(begun.pipeline, begun.step_input, past_held=patches.past_held()),
-            then=begun.status,
-        )
+        then = PassInput(steps=steps_input(begun.pipeline, begun.step_input), then=begun.status)
         try:
             loaded: LoadedPass = await workflow.execute_local_activity(
                 steps.LOAD_AND_RUN_PASS,
@@ -314,7 +300,7 @@ class DBInstanceWorkflow:
         to rotate yet, and trying would only fail."""
         asked = snapshot.unserved.rotate_requested_at or snapshot.unserved.rotate_admin_requested_at
         ready = self.s.last_report is not None and self.s.last_report.converged
-        return bool(asked) and not ready and patches.has(patches.ROTATIONS_WHEN_READY)
+        return bool(asked) and not ready
 
     async def _serve_rotation_requests(self, snapshot: InstanceSnapshot) -> Served:
         """Carry out the rotations unserved dbi.dev/rotate-*requested-at annotations ask
@@ -343,26 +329,19 @@ class DBInstanceWorkflow:
         pipeline, step_input = begun.pipeline, begun.step_input
         written = False
         if ran:
-            done = ran[1]
-            results, written = await go_on_after(
-                pipeline, step_input, done, past_held=patches.past_held()
-            )
-        elif patches.in_one_activity(local=local):
+            results, written = await go_on_after(pipeline, step_input, ran[1])
+        elif local:
             # The activity that runs the steps writes the status too: one marker a pass.
             # A pass with nothing to serve that converges settles the instance there,
             # as an idle pass does: the worker re-checks it from then on.
-            # (The patches are asked in the order recorded histories asked them.)
-            past_held = patches.past_held()
-            with_status = patches.status_with_steps()
             results, written, self.s.rechecked = await run_pass_in_one(
                 pipeline,
                 step_input,
-                past_held=past_held,
-                status=begun.status if with_status else None,
-                settle=snapshot if with_status and self._quiet(snapshot, rotated) else None,
+                status=begun.status,
+                settle=snapshot if self._quiet(snapshot, rotated) else None,
             )
         else:
-            results = await run_pass(pipeline, step_input, local=local, past_held=patches.past_held)
+            results = await run_pass(pipeline, step_input, local=False)
         pending = begun.status
         report = finished(pending.status.report, results, pending.requested, pending.rotated)
         self.c.passes += 1
@@ -377,7 +356,7 @@ class DBInstanceWorkflow:
         self, snapshot: InstanceSnapshot, pass_id: str, *, rotated: Served, idle: bool
     ) -> Begun:
         """The pass on ``snapshot``: its steps, their input and the status to write."""
-        pipeline = patches.pipeline(snapshot)
+        pipeline = steps.TEARDOWN if snapshot.deleting else steps.CONVERGE
         requested = snapshot.unserved
         paused = snapshot.paused and not snapshot.deleting
         step_input = StepInput(
@@ -439,17 +418,14 @@ class DBInstanceWorkflow:
             return self.c.retry or newer or self.s.requests.pending()
 
         done = woken if wait.wake_on_any_signal else changed
-        # A wait its timer ends ends in a task of its own, on replay too: the history's
-        # length read there is the same on both (timer-history-reads; before it, the
-        # same was taken to hold of a wait that blocked, which a wake can break).
-        blocked = not done()
-        timed_out = False
         try:
             await workflow.wait_condition(done, timeout=wait.timeout, timeout_summary=wait.summary)
         except TimeoutError:
-            timed_out = True
             # Nothing woke a Ready instance: the next pass is a health check.
             self.s.health_check = report.converged and not report.deleting
+            # A wait its timer ends ends in a task of its own, on replay too: the
+            # history's length read there is the same on both (see _read_history).
+            self._read_history()
         else:
             # A started worker's settle wake alone is a health check's too.
             other = self.c.woken or self.c.retry or self.s.requests.pending()
@@ -457,15 +433,15 @@ class DBInstanceWorkflow:
             self.s.health_check = self.s.settle and not other and ready
         self.s.settle = False
         self.s.next_wakeup = None
-        # (A run begun before patches-at-start reads after each pass and asks no patch here.)
-        if self.s.history_read is not None and (
-            timed_out if patches.timer_history_reads() else blocked
-        ):
-            self._read_history()
 
     # Lifetime -------------------------------------------------------------------
 
     def _read_history(self) -> None:
+        """Read the history's length where a replay reads the same: at the run's start
+        and where a timer ended a wait. Not after a local activity: the SDK may complete
+        a workflow task with the activity's marker before the code saw its result (a
+        query rides on the task), so the code goes on in the next task and a replay in
+        the same one (tests/workflows/test_replay_under_queries.py)."""
         info = workflow.info()
         self.s.history_read = HistoryRead(
             length=info.get_current_history_length(),
@@ -474,18 +450,13 @@ class DBInstanceWorkflow:
         )
 
     def _should_continue_as_new(self) -> bool:
+        """The length as last read, and PASS_EVENTS for each pass since, reach the limit
+        (or the server suggests it), and no forced resize waits for a pass."""
         read = self.s.history_read
-        if read is None:  # a run begun before patches-at-start: the length after the pass
-            info = workflow.info()
-            too_long = info.get_current_history_length() >= self.input.history_limit
-            suggested = too_long or info.is_continue_as_new_suggested()
-        else:  # the length as read, and the passes since
-            suggested = read.too_long(
-                limit=self.input.history_limit,
-                passes=self.c.passes,
-                counted=patches.timer_history_reads(),
-            )
-        return suggested and not self.s.requests.resize_waiters
+        too_long = read is not None and read.too_long(
+            limit=self.input.history_limit, passes=self.c.passes
+        )
+        return too_long and not self.s.requests.resize_waiters
 
     async def _continue_as_new(self) -> None:
         """Hand the small state to a new run once every request has been answered.
@@ -504,8 +475,7 @@ class DBInstanceWorkflow:
                     WorkflowInput(
                         namespace=self.s.namespace,
                         name=self.s.name,
-                        # A run begun with a higher limit (10,000, or 300 before
-                        # RUN_EVENTS was lowered) hands RUN_EVENTS on.
+                        # A run begun with a higher limit hands RUN_EVENTS on.
                         history_limit=min(self.input.history_limit, RUN_EVENTS),
                         carried=self.s.handed_on(),
                     ),

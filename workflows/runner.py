@@ -16,7 +16,7 @@ which (workflows/dbinstance.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +26,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from dbi.pipeline import RUN_PASS, RUN_STEPS, StepSpec
+    from dbi.pipeline import RUN_PASS, StepSpec
     from dbi.status import PassInput, PendingStatus
     from dbi.steps import (
         STEP_FAILED,
@@ -85,14 +85,9 @@ async def run_pass(
     step_input: BaseModel,
     *,
     local: bool = False,
-    past_held: Callable[[], bool] = lambda: False,
 ) -> list[StepResult]:
-    """Run ``steps`` in order while they are Satisfied; return the results of those that ran.
-
-    A Pending step whose action is held (``StepResult.held``: it waits for a window or
-    an operator) does not end the pass when ``past_held()`` says so: the steps after it
-    run (health checks go on while a restart waits for days). ``past_held`` is asked
-    only when a held result comes (the workflow's patch marker).
+    """Run ``steps`` in order while the pass goes on (``dbi.steps.goes_on``); return the
+    results of those that ran.
 
     A step whose activity keeps raising becomes a Transient result with the generic
     reason ``StepFailed``: the workflow never fails because a step did. The error's
@@ -116,7 +111,7 @@ async def run_pass(
             workflow.logger.warning("step %s failed after retries", step.name)
             result = failed(step)
         results.append(result)
-        if not goes_on(result, past_held):
+        if not goes_on(result):
             break
     return results
 
@@ -128,11 +123,9 @@ IN_ONE = RetryPolicy(maximum_attempts=1)
 WRITE = timedelta(seconds=30)
 
 
-def steps_input(steps: Sequence[StepSpec], step_input: StepInput, *, past_held: bool) -> StepsInput:
+def steps_input(steps: Sequence[StepSpec], step_input: StepInput) -> StepsInput:
     """What the activity that runs ``steps`` in one go is given."""
-    return StepsInput(
-        steps=tuple(s.name for s in steps), step_input=step_input, past_held=past_held
-    )
+    return StepsInput(steps=tuple(s.name for s in steps), step_input=step_input)
 
 
 def in_one_timeout(steps: Sequence[StepSpec]) -> timedelta:
@@ -144,50 +137,42 @@ async def run_pass_in_one(
     steps: Sequence[StepSpec],
     step_input: StepInput,
     *,
-    past_held: bool,
-    status: PendingStatus | None = None,
+    status: PendingStatus,
     settle: InstanceSnapshot | None = None,
 ) -> tuple[list[StepResult], bool, bool]:
-    """Run ``steps`` as ``run_pass`` would, in one local activity: one marker in history
-    for the pass's steps instead of one per step, one activation of the workflow. With
-    ``status``, the same activity then writes the pass's status (``run_pass``): the
-    second value says whether it did; when not, the workflow writes it. With ``settle``
-    too (what the pass's load found), a pass that settles the instance has the worker
-    re-check it (``PassInput.settle``): the third value says whether it does.
+    """Run ``steps`` as ``run_pass`` would, in one local activity (``RUN_PASS``): one
+    marker in history for the pass's steps and its ``status`` instead of one per step,
+    one activation of the workflow. The second value says whether the activity wrote
+    the status; when not, the workflow writes it. With ``settle`` (what the pass's load
+    found), a pass that settles the instance has the worker re-check it
+    (``PassInput.settle``): the third value says whether it does.
 
     What a step that raises or hangs gets is unchanged: from the step that raised (or
     from the first, when the activity itself failed or timed out) the pass goes on with
     ``run_pass``, a local activity per step, each retried and, after its retries,
-    Transient (StepFailed). ``past_held``: the pass goes on past a held step.
+    Transient (StepFailed).
     """
-    one = steps_input(steps, step_input, past_held=past_held)
-    arg: BaseModel
-    if status is None:
-        activity, arg, summary = RUN_STEPS, one, "the steps, one after the other"
-        timeout = in_one_timeout(steps) - WRITE
-    else:
-        activity, arg = RUN_PASS, PassInput(steps=one, then=status, settle=settle)
-        summary, timeout = "the steps, one after the other, then the status", in_one_timeout(steps)
+    arg = PassInput(steps=steps_input(steps, step_input), then=status, settle=settle)
     try:
         done: StepsResult = await workflow.execute_local_activity(
-            activity,
+            RUN_PASS,
             arg,
             result_type=StepsResult,
-            start_to_close_timeout=timeout,
+            start_to_close_timeout=in_one_timeout(steps),
             retry_policy=IN_ONE,
-            summary=f"{summary}, while Satisfied",
+            summary="the steps, one after the other, then the status, while Satisfied",
         )
     except FailureError as e:
         if isinstance(e, CancelledError):
             raise
         workflow.logger.warning("the pass's steps failed in one activity; one by one now")
         done = StepsResult(results=[], raised=steps[0].name if steps else None)
-    results, written = await go_on_after(steps, step_input, done, past_held=past_held)
+    results, written = await go_on_after(steps, step_input, done)
     return results, written, done.rechecked and written
 
 
 async def go_on_after(
-    steps: Sequence[StepSpec], step_input: StepInput, done: StepsResult, *, past_held: bool
+    steps: Sequence[StepSpec], step_input: StepInput, done: StepsResult
 ) -> tuple[list[StepResult], bool]:
     """The pass whose ``steps`` an activity ran in one go (``done``): its results, and
     whether that activity wrote the status; from a step that raised, the rest of the
@@ -195,6 +180,5 @@ async def go_on_after(
     if done.raised is None:
         return done.results, done.written
     rest = [s.name for s in steps].index(done.raised)
-    held = lambda: past_held  # noqa: E731
-    more = await run_pass(steps[rest:], step_input, local=True, past_held=held)
+    more = await run_pass(steps[rest:], step_input, local=True)
     return [*done.results, *more], False

@@ -16,15 +16,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.waiting import Streaks
 
 
-# A run whose waits have not blocked for this many passes (each ended by a wake that
-# came during the pass) continues as new without a fresh read of its history's length:
-# about RUN_EVENTS of such passes (a run begun before timer-history-reads).
-UNREAD_PASSES = 20
 # What a pass adds to a run's history, at most as a rule: a woken pass's wake, its
 # workflow task (3), two local activities' markers (one when it runs with its load),
-# its timer started and cancelled (8); an idle pass's is 6. A run that reads its length
-# only where a timer fired counts each pass since the read as this many events
-# (timer-history-reads).
+# its timer started and cancelled (8); an idle pass's is 6. A run reads its length only
+# where a timer fired and counts each pass since the read as this many events.
 PASS_EVENTS = 10
 
 
@@ -37,15 +32,12 @@ class HistoryRead:
     suggested: bool
     passes: int
 
-    def too_long(self, *, limit: int, passes: int, counted: bool = False) -> bool:
+    def too_long(self, *, limit: int, passes: int) -> bool:
         """Whether the run continues as new after pass number ``passes``: the server
-        suggested it, or its history holds ``limit`` events: when ``counted``, as read
-        plus PASS_EVENTS for each pass since the read (timer-history-reads); else as
-        read, or UNREAD_PASSES passes went by since the read."""
+        suggested it, or its history holds ``limit`` events, as read plus PASS_EVENTS
+        for each pass since the read."""
         since = passes - self.passes
-        if counted:
-            return self.length + since * PASS_EVENTS >= limit or self.suggested
-        return self.length >= limit or self.suggested or since >= UNREAD_PASSES
+        return self.length + since * PASS_EVENTS >= limit or self.suggested
 
 
 @dataclass
@@ -81,8 +73,7 @@ class State:
     generation_seen: tuple[int, datetime] | None = None
     # The history's length, the server's continue-as-new suggestion and the pass count,
     # as read where a replay reads the same: the run's start and the end of each wait
-    # its timer ended (of each wait that blocked, before timer-history-reads; None: a
-    # run begun before patches-at-start reads them after a pass).
+    # its timer ended (None before the first read).
     history_read: HistoryRead | None = None
 
     @classmethod

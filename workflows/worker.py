@@ -174,7 +174,7 @@ def workflow_runner(*, sandboxed: bool) -> WorkflowRunner:
     workflows/dbinstance.py, backup.py and upgrade.py are checked: everything they call
     (workflows.runner, .state, .requests, dbi.*) is passed through, so unchecked
     already. The checks cost 31 % of the worker's CPU when converging and 12 % idle
-    (1,000 stubbed instances, docs/benchmarks.md F10), so the worker runs its
+    (1,000 stubbed instances, docs/benchmarks.md), so the worker runs its
     workflows outside it; the workflow tests and the replay of recorded histories run
     them inside, where a clock read or a random number in those three modules fails
     them (tests/workflows/test_workflow_runner.py).

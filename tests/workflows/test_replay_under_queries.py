@@ -8,14 +8,14 @@ activity from its marker, goes on in the first. What the code asks of its task t
 differs between the two: ``workflow.patched`` (a marker in the next task reads as
 absent) and the history's length. A workflow that asked either at such a point failed
 every task of any worker that did not hold it in its cache (a restart, another worker,
-an eviction), and its instance stalled (tests/workflows/unreplayable/ keeps one such
-history, recorded by test_hand_off in CI). A run now asks every patch at its start and
-reads the length only where a replay reads the same (workflows/patches.py,
-``patches-at-start``).
+an eviction), and its instance stalled (test_hand_off recorded such a run in CI). A
+run now asks no patch (a change to workflow code that needs one asks it at the run's
+start: docs/engine.md) and reads the length only where a replay reads the same
+(``DBInstanceWorkflow._read_history``).
 
 Here, against the real dev server, a workflow with the stub steps is queried as fast as
 it answers, over runs short enough to continue as new every few passes (each run begins
-with the patch decisions and ends on the history's length); then every run's history
+with a read of the history's length and ends on it); then every run's history
 is replayed. Its passes come three ways: a wake every 20 ms (a pass runs with its load
 when it finds the instance as the last pass did: one local activity), a wake every
 20 ms of a new generation that shows the instance (``Wake.seen``: the pass runs with its

@@ -53,7 +53,7 @@ async def test_the_tests_sandbox_stops_workflow_code_reading_the_clock(
 
 async def test_the_worker_runs_workflow_code_unchecked(time_env: WorkflowEnvironment) -> None:
     """The production runner: the same workflow completes (what the sandbox costs is in
-    docs/benchmarks.md F10; the tests above and the replay keep the check)."""
+    docs/benchmarks.md; the tests above and the replay keep the check)."""
     async with _worker(time_env, sandboxed=False) as queue:
         result = await time_env.client.execute_workflow(
             ReadsTheClock.run, id=f"clock-{uuid.uuid4()}", task_queue=queue

@@ -1,0 +1,49 @@
+"""What a pass records in its workflow's history: the commands a replay must find.
+
+A new run records no patch marker (the first release is the baseline: docs/engine.md,
+Changing workflow code) and no TemporalChangeVersion upsert; its first pass is two
+local activities (the load, then the steps and the status in one), a woken pass that
+finds the instance as the last did one (the load, the steps and the status)."""
+
+from __future__ import annotations
+
+from temporalio.testing import WorkflowEnvironment
+
+from dbi import pipeline
+from dbi.messages import Wake
+from tests.history import local_activity_type
+from tests.workflows.conftest import running, settled
+from tests.workflows.stubs import World
+
+
+async def test_a_new_run_records_its_passes_as_local_activities_only(
+    time_env: WorkflowEnvironment,
+) -> None:
+    world = World()
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        await handle.signal("wake", Wake(reason="a change"))
+        await settled(handle, 2)
+        history = await handle.fetch_history()
+    markers = [
+        e.marker_recorded_event_attributes
+        for e in history.events
+        if e.HasField("marker_recorded_event_attributes")
+    ]
+    assert [m.marker_name for m in markers] == ["core_local_activity"] * 3
+    assert [local_activity_type(m) for m in markers] == [
+        pipeline.LOAD_INSTANCE,
+        pipeline.RUN_PASS,
+        pipeline.LOAD_AND_RUN_PASS,
+    ]
+    versions = [
+        e
+        for e in history.events
+        if e.HasField("upsert_workflow_search_attributes_event_attributes")
+        and "TemporalChangeVersion"
+        in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
+    ]
+    assert versions == []
+    # Every step of the convergence ran, in both passes.
+    ran = [name for name, _ in world.calls]
+    assert all(ran.count(s.name) == 2 for s in pipeline.CONVERGE), ran
