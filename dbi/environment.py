@@ -278,7 +278,7 @@ STICKY_SECONDS = _var(
     "How long a pass's workflow task waits for the worker that holds its workflow in "
     "memory before any worker may take it, replaying its history first, s. Shorter moves "
     "a crashed worker's instances on sooner; too short, a busy worker's late tasks are "
-    "replayed elsewhere, which makes it busier (docs/benchmarks.md, F19).",
+    "replayed elsewhere, which makes it busier (docs/benchmarks.md).",
     WORKER,
 )
 POD_NAME = _var(

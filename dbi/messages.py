@@ -95,11 +95,11 @@ class Carried(BaseModel):
 # check is the workflow's pass, some five days where the worker re-checks settled
 # instances between them (activities.rechecks, one pass every RECHECK_NET). A workflow
 # the worker's cache does not hold replays its run at its next task, about 0.7 ms of
-# CPU per event (docs/benchmarks.md, F33), and at 10,000 settled instances with a
-# cache of 3,000 every six-hourly pass is such a replay (F32): the shorter the run, the
+# CPU per event (docs/benchmarks.md), and at 10,000 settled instances with a
+# cache of 3,000 every six-hourly pass is such a replay: the shorter the run, the
 # cheaper that pass; a continue-as-new costs the next run a full pass and a settling
-# one. A cached workflow's memory grows with its run too, some 5 KiB per idle pass
-# (F25). Runs that went on until the server suggested continuing (about 4,100 events)
+# one. A cached workflow's memory grows with its run too, some 5 KiB per idle pass.
+# Runs that went on until the server suggested continuing (about 4,100 events)
 # would reach 8 to 12 MiB per cached instance. The watcher starts each workflow with
 # it, and a run continues as new with at most it.
 RUN_EVENTS = 150
@@ -115,13 +115,13 @@ RECORDED_RUN_EVENTS = 300
 # instance for a pass: activities.rechecks), as controller-runtime's SyncPeriod (10 h)
 # is a controller's. Each of these passes costs the Temporal server a workflow task,
 # and the worker a replay of the run when its workflow is not cached: at 10,000
-# instances, once an hour was 167 passes a minute (docs/benchmarks.md, F32).
+# instances, once an hour was 167 passes a minute (docs/benchmarks.md).
 RECHECK_NET = timedelta(hours=6)
 # A pass that waits on a transition the watcher announces (a VM starting) hands the
 # worker its fallback look (activities.rechecks, ``awaits``): its workflow waits this
 # long for its own pass, a net for a worker that went away; the watcher's wake when the
 # VM runs brings the pass long before. A booting VM's 30 s look was a workflow task, a
-# timer and a marker of its own (docs/benchmarks.md, F53).
+# timer and a marker of its own (docs/benchmarks.md).
 AWAIT_NET = timedelta(minutes=5)
 
 

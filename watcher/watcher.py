@@ -44,7 +44,7 @@ RESYNC_SECONDS = 60.0
 RESYNC_TIMEOUT_SECONDS = 300.0
 # How often the resync lists every running workflow even though their count matched
 # the instances. A list costs the Temporal server about 0.7 CPU-seconds per 1,000
-# workflows (a count 0.01 s at 3,000; docs/benchmarks.md, F30): listed every minute,
+# workflows (a count 0.01 s at 3,000; docs/benchmarks.md): listed every minute,
 # 10,000 instances kept the dev server busy a tenth of a core with nothing to do.
 FULL_RESYNC_SECONDS = 600.0
 # How long a stopping watcher waits for its Lease to be given up.

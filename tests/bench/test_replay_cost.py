@@ -1,5 +1,5 @@
 """``python -m bench.replay_cost``: what replaying a run costs by its length (the
-figures are in docs/benchmarks.md, F33; here, that the command runs, replays each cut
+figures are in docs/benchmarks.md; here, that the command runs, replays each cut
 and reads its options)."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The Temporal dev server runs workflows and knows DESIGN.md's search attributes."""
+"""The Temporal dev server runs workflows and knows dbi's search attributes
+(docs/architecture.md, "Names")."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ async def test_a_workflow_runs_on_the_dev_server(temporal_client: Client) -> Non
 
 
 async def test_search_attributes_are_registered(temporal_client: Client) -> None:
-    """Every search attribute of DESIGN.md exists on the namespace with its type."""
+    """Every search attribute dbi names exists on the namespace with its type."""
     response = await temporal_client.operator_service.list_search_attributes(
         ListSearchAttributesRequest(namespace=NAMESPACE)
     )
@@ -96,7 +97,7 @@ async def test_its_database_keeps_a_write_ahead_log(
 ) -> None:
     """Temporal's SQLite file is journaled by a write-ahead log (devstack.temporal's
     pragmas), which holds the commits of a workflow just run: as durable as the
-    rollback journal, with a quarter of its fsyncs (F45, docs/benchmarks.md)."""
+    rollback journal, with a quarter of its fsyncs (docs/benchmarks.md)."""
     await test_a_workflow_runs_on_the_dev_server(temporal_client)
     database = Path(local_stack.state_dir) / "temporal.sqlite"
     reader = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
