@@ -1,9 +1,9 @@
 """Histories recorded by the workflow tests replay against the current workflow code.
 
 A change to DBInstanceWorkflow or DBBackupWorkflow that would break the workflows
-already running fails here. Re-record after an intended change guarded by a patch (docs/engine.md, "Changing
-workflow code"): DBI_RECORD_HISTORIES=1 ./dev test tests/workflows (new histories are
-added; keep the old ones, they are the point).
+already running fails here. Re-record after an intended change guarded by a patch
+(docs/engine.md, "Changing workflow code"): DBI_RECORD_HISTORIES=1 ./dev test
+tests/workflows (new histories are added; keep the old ones, they are the point).
 """
 
 from __future__ import annotations
