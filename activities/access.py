@@ -57,15 +57,15 @@ class Action(StrEnum):
     WRITE_CONNECTION_INFO = "write-connection-info"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
-    stopped: bool
-    reachable: bool
-    has_app_password: bool
-    role_exists: bool
-    database_exists: bool
-    app_login_works: bool
-    secret_complete: bool
+    stopped: bool = False
+    reachable: bool = False
+    has_app_password: bool = False
+    role_exists: bool = False
+    database_exists: bool = False
+    app_login_works: bool = False
+    secret_complete: bool = False
     service_ok: bool = True
     # What the action needs (None in pure tests): how dbi reaches the VM, the admin
     # password, the app Secret as read. Passwords never leave the activity.
@@ -219,7 +219,7 @@ def _published(ctx: Context, instance: Instance, svc: Manifest | None) -> tuple[
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     if instance.model.spec.power_state is PowerState.STOPPED:
-        return Observation(True, False, False, False, False, False, False)
+        return Observation(stopped=True)
     kube = ctx.kube
     host = addresses.address_of(addresses.vmi_of(kube, instance))
     admin_password = admin_credential.read(kube, ctx.config.namespace, instance.uid).password
@@ -260,7 +260,7 @@ def _look(
         }
     complete = all(app.data.get(k) == v for k, v in wanted.items())
     if server is None or not app.password:
-        return Observation(False, False, bool(app.password), False, False, False, complete)
+        return Observation(has_app_password=bool(app.password), secret_complete=complete)
     try:
         with postgres.connect(server, password=admin_password) as conn:
             role = conn.execute(
@@ -270,7 +270,7 @@ def _look(
                 "SELECT 1 FROM pg_database WHERE datname = %s", (creds.database,)
             ).fetchone()
     except psycopg.OperationalError:
-        return Observation(False, False, True, False, False, False, complete)
+        return Observation(has_app_password=True, secret_complete=complete)
     works = (
         role is not None
         and db is not None
@@ -278,7 +278,14 @@ def _look(
             server, user=creds.username, password=app.password, dbname=creds.database
         )
     )
-    return Observation(False, True, True, role is not None, db is not None, works, complete)
+    return Observation(
+        reachable=True,
+        has_app_password=True,
+        role_exists=role is not None,
+        database_exists=db is not None,
+        app_login_works=works,
+        secret_complete=complete,
+    )
 
 
 def complete_secret(

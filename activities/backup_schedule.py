@@ -45,7 +45,7 @@ class Action(StrEnum):
     DELETE = "delete"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     wanted: Wanted | None  # None: spec.backup is unset
     seen: Seen | None  # None: no schedule

@@ -36,7 +36,7 @@ class Action(StrEnum):
     REMOVE = "remove"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     enabled: bool
     service_ok: bool

@@ -42,7 +42,7 @@ class Action(StrEnum):
     SET_RUN_STRATEGY = "set-run-strategy"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     want: PowerState
     run_strategy: str | None  # None: no VM

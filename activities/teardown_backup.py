@@ -49,7 +49,7 @@ class Action(StrEnum):
     START_FINAL = "start-final-backup"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Observation:
     scheduled: bool
     final_asked: bool = False  # spec.backup.onDelete under deletionPolicy Delete

@@ -13,42 +13,66 @@ from dbi.steps import Outcome
     ("obs", "outcome", "reason", "patch"),
     [
         pytest.param(
-            power.Observation(PowerState.RUNNING, "Always", "Running", "Running"),
+            power.Observation(
+                want=PowerState.RUNNING,
+                run_strategy="Always",
+                vmi_phase="Running",
+                printable="Running",
+            ),
             Outcome.SATISFIED,
             "Running",
             False,
             id="running",
         ),
         pytest.param(
-            power.Observation(PowerState.RUNNING, "Halted", None, "Stopped"),
+            power.Observation(
+                want=PowerState.RUNNING, run_strategy="Halted", vmi_phase=None, printable="Stopped"
+            ),
             Outcome.PENDING,
             "Starting",
             True,
             id="start",
         ),
         pytest.param(
-            power.Observation(PowerState.RUNNING, "Always", "Scheduling", "Starting"),
+            power.Observation(
+                want=PowerState.RUNNING,
+                run_strategy="Always",
+                vmi_phase="Scheduling",
+                printable="Starting",
+            ),
             Outcome.PENDING,
             "Starting",
             False,
             id="booting",
         ),
         pytest.param(
-            power.Observation(PowerState.STOPPED, "Always", "Running", "Running"),
+            power.Observation(
+                want=PowerState.STOPPED,
+                run_strategy="Always",
+                vmi_phase="Running",
+                printable="Running",
+            ),
             Outcome.PENDING,
             "Stopping",
             True,
             id="stop",
         ),
         pytest.param(
-            power.Observation(PowerState.STOPPED, "Halted", "Running", "Stopping"),
+            power.Observation(
+                want=PowerState.STOPPED,
+                run_strategy="Halted",
+                vmi_phase="Running",
+                printable="Stopping",
+            ),
             Outcome.PENDING,
             "Stopping",
             False,
             id="stopping",
         ),
         pytest.param(
-            power.Observation(PowerState.STOPPED, "Halted", None, "Stopped"),
+            power.Observation(
+                want=PowerState.STOPPED, run_strategy="Halted", vmi_phase=None, printable="Stopped"
+            ),
             Outcome.SATISFIED,
             "Stopped",
             False,
@@ -56,10 +80,10 @@ from dbi.steps import Outcome
         ),
         pytest.param(
             power.Observation(
-                PowerState.RUNNING,
-                "Always",
-                "Scheduling",
-                "ErrorUnschedulable",
+                want=PowerState.RUNNING,
+                run_strategy="Always",
+                vmi_phase="Scheduling",
+                printable="ErrorUnschedulable",
                 unschedulable="0/1 nodes are available: 1 Insufficient memory.",
             ),
             Outcome.PENDING,
@@ -68,7 +92,9 @@ from dbi.steps import Outcome
             id="unschedulable",
         ),
         pytest.param(
-            power.Observation(PowerState.RUNNING, None, None, None),
+            power.Observation(
+                want=PowerState.RUNNING, run_strategy=None, vmi_phase=None, printable=None
+            ),
             Outcome.PENDING,
             "VMMissing",
             False,
@@ -87,7 +113,13 @@ def test_an_unschedulable_vm_says_why_and_what_to_change() -> None:
     """The scheduler's message and the fields to lower are in the condition's message."""
     scheduler = "0/3 nodes are available: 3 Insufficient memory."
     decided = power.decide(
-        power.Observation(PowerState.RUNNING, "Always", "Scheduling", "", unschedulable=scheduler)
+        power.Observation(
+            want=PowerState.RUNNING,
+            run_strategy="Always",
+            vmi_phase="Scheduling",
+            printable="",
+            unschedulable=scheduler,
+        )
     )
     assert scheduler in decided.result.message
     assert "spec.resources.memory" in decided.result.message
@@ -107,28 +139,50 @@ def test_the_scheduler_message_is_read_only_from_a_vmi_waiting_for_a_node() -> N
     ("obs", "announced"),
     [
         pytest.param(
-            power.Observation(PowerState.RUNNING, "Always", "Scheduled", "Starting"),
+            power.Observation(
+                want=PowerState.RUNNING,
+                run_strategy="Always",
+                vmi_phase="Scheduled",
+                printable="Starting",
+            ),
             True,
             id="booting",
         ),
         pytest.param(
-            power.Observation(PowerState.STOPPED, "Halted", "Running", "Stopping"),
+            power.Observation(
+                want=PowerState.STOPPED,
+                run_strategy="Halted",
+                vmi_phase="Running",
+                printable="Stopping",
+            ),
             True,
             id="stopping",
         ),
         pytest.param(
-            power.Observation(PowerState.RUNNING, "Halted", None, "Stopped"),
+            power.Observation(
+                want=PowerState.RUNNING, run_strategy="Halted", vmi_phase=None, printable="Stopped"
+            ),
             False,
             id="start-asked-by-this-pass",
         ),
         pytest.param(
             power.Observation(
-                PowerState.RUNNING, "Always", "Scheduling", "ErrorUnschedulable", unschedulable="m"
+                want=PowerState.RUNNING,
+                run_strategy="Always",
+                vmi_phase="Scheduling",
+                printable="ErrorUnschedulable",
+                unschedulable="m",
             ),
             False,
             id="unschedulable",
         ),
-        pytest.param(power.Observation(PowerState.RUNNING, None, None, None), False, id="no-vm"),
+        pytest.param(
+            power.Observation(
+                want=PowerState.RUNNING, run_strategy=None, vmi_phase=None, printable=None
+            ),
+            False,
+            id="no-vm",
+        ),
     ],
 )
 def test_only_a_transition_under_way_is_announced(obs: power.Observation, announced: bool) -> None:
