@@ -34,12 +34,12 @@ from activities.step import Anatomy, Context
 from dbi import names, scram
 from dbi.pipeline import ACCESS as SPEC
 from dbi.spec import PowerState
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
 
 
 class Reason(StrEnum):
     READY = SPEC.condition_type
-    STOPPED = "Stopped"
+    STOPPED = Common.STOPPED
     SERVICE_APPLIED = "ServiceApplied"
     ROLE_CREATED = "RoleCreated"
     DATABASE_CREATED = "DatabaseCreated"

@@ -37,7 +37,7 @@ from dbi import maintenance, scram
 from dbi.config import ADMIN_USER
 from dbi.pipeline import ADMIN as SPEC
 from dbi.spec import PowerState, ResizePolicy
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
 
 BOOT_CHECK_SECONDS = 2.0
 HELD_CHECK_SECONDS = 300.0
@@ -45,16 +45,16 @@ HELD_CHECK_SECONDS = 300.0
 
 class Reason(StrEnum):
     READY = SPEC.condition_type
-    STOPPED = "Stopped"
-    NO_ADDRESS = "NoAddress"
-    BOOTING = "Booting"
+    STOPPED = Common.STOPPED
+    NO_ADDRESS = Common.NO_ADDRESS
+    BOOTING = Common.BOOTING
     ROTATED = "AdminRotated"
     RESET_REQUESTED = "AdminResetRequested"
     RESET_RESTARTING = "AdminResetRestarting"
     RESET_HELD = "AdminResetHeld"
     RESET_DONE = "AdminResetDone"
     RESET_FAILED = "AdminResetFailed"
-    MAINTENANCE_WINDOW = "MaintenanceWindow"
+    MAINTENANCE_WINDOW = Common.MAINTENANCE_WINDOW
     INSECURE = postgres.INSECURE_REASON
 
 

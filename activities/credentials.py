@@ -57,13 +57,13 @@ from activities.kube import Instance, spares_reads
 from activities.step import Anatomy, Context
 from dbi import bootstrap, names, scram, tls
 from dbi.pipeline import CREDENTIALS as SPEC
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
 
 
 class Reason(StrEnum):
     READY = "SecretsReady"
     CREATED = "SecretsWritten"
-    OWNERS_SYNCED = "OwnerReferencesSynced"
+    OWNERS_SYNCED = Common.OWNERS_SYNCED
     ADMIN_ADOPTED = "AdminCredentialAdopted"
     ADOPTION_REFUSED = "AdoptionRefused"
     ADMIN_RESET = "AdminCredentialReset"

@@ -21,16 +21,16 @@ from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import HEALTH as SPEC
 from dbi.spec import PowerState
-from dbi.steps import Decision, Outcome, StepInput
+from dbi.steps import Common, Decision, Outcome, StepInput
 
 BOOT_CHECK_SECONDS = 2.0
 
 
 class Reason(StrEnum):
     HEALTHY = "Healthy"
-    STOPPED = "Stopped"
-    NO_ADDRESS = "NoAddress"
-    BOOTING = "Booting"
+    STOPPED = Common.STOPPED
+    NO_ADDRESS = Common.NO_ADDRESS
+    BOOTING = Common.BOOTING
     IN_RECOVERY = "InRecovery"
     ADMIN_REFUSED = "AdminPasswordRefused"
     AUTH_INSECURE = postgres.INSECURE_REASON

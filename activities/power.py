@@ -20,7 +20,7 @@ from activities.machine import desired_strategy
 from activities.step import Anatomy, Context
 from dbi.pipeline import POWER as SPEC
 from dbi.spec import PowerState
-from dbi.steps import Decision, Outcome, StepInput
+from dbi.steps import Common, Decision, Outcome, StepInput
 
 # A transition's end is announced: the watcher wakes the instance when the VM or VMI
 # reaches its new state (watcher/relevance.py). The look after this is only a fallback
@@ -31,7 +31,7 @@ TRANSITION_CHECK_SECONDS = 30.0
 
 class Reason(StrEnum):
     RUNNING = "Running"
-    STOPPED = "Stopped"
+    STOPPED = Common.STOPPED
     STARTING = "Starting"
     STOPPING = "Stopping"
     VM_MISSING = "VMMissing"

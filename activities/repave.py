@@ -37,7 +37,7 @@ from activities.step import Anatomy, Context
 from dbi import maintenance, names
 from dbi.pipeline import REPAVE as SPEC
 from dbi.spec import PowerState
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
 
 RESTART_CHECK_SECONDS = 2.0
 
@@ -51,8 +51,8 @@ class Reason(StrEnum):
     REPAVING = "Repaving"
     RESTARTING = "RootDiskRestarting"
     OLD_DELETED = "OldRootDiskDeleted"
-    OWNERS_SYNCED = "OwnerReferencesSynced"
-    MAINTENANCE_WINDOW = "MaintenanceWindow"
+    OWNERS_SYNCED = Common.OWNERS_SYNCED
+    MAINTENANCE_WINDOW = Common.MAINTENANCE_WINDOW
 
 
 class Action(StrEnum):

@@ -27,7 +27,7 @@ from dbi import maintenance
 from dbi.pipeline import RESIZE as SPEC
 from dbi.quantity import parse_quantity
 from dbi.spec import PowerState, ResizePolicy
-from dbi.steps import Decision, Outcome, StepInput
+from dbi.steps import Common, Decision, Outcome, StepInput
 
 CHECK_SECONDS = 2.0
 DEFERRED_CHECK_SECONDS = 300.0
@@ -37,9 +37,9 @@ class Reason(StrEnum):
     SYNCED = SPEC.condition_type
     EXPANDING = "StorageExpanding"
     BINDING = "StorageBinding"
-    RESTARTING = "Restarting"
-    RESTART_REQUIRED = "RestartRequired"
-    MAINTENANCE_WINDOW = "MaintenanceWindow"
+    RESTARTING = Common.RESTARTING
+    RESTART_REQUIRED = Common.RESTART_REQUIRED
+    MAINTENANCE_WINDOW = Common.MAINTENANCE_WINDOW
     LIVE_RESIZING = "LiveResizing"
     NOT_EXPANDABLE = "StorageNotExpandable"
 

@@ -28,7 +28,7 @@ from activities.kube import Instance
 from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import RETENTION as SPEC
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
 
 BIND_CHECK_SECONDS = 2.0
 
@@ -36,7 +36,7 @@ BIND_CHECK_SECONDS = 2.0
 class Reason(StrEnum):
     RETAINED = "Retained"
     DELETED_WITH_INSTANCE = "DeletedWithInstance"
-    OWNERS_SYNCED = "OwnerReferencesSynced"
+    OWNERS_SYNCED = Common.OWNERS_SYNCED
     DISK_UNBOUND = "DiskUnbound"
     VOLUME_RETAINED = "VolumeRetained"
     VOLUME_RESTORED = "VolumeRestored"

@@ -35,7 +35,7 @@ from activities.step import Anatomy, Context, Verdict
 from dbi import bootstrap, maintenance, tls
 from dbi.pipeline import TLS as SPEC
 from dbi.spec import PowerState, ResizePolicy
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
 
 BOOT_CHECK_SECONDS = 2.0
 HELD_CHECK_SECONDS = 300.0
@@ -43,15 +43,15 @@ HELD_CHECK_SECONDS = 300.0
 
 class Reason(StrEnum):
     READY = SPEC.condition_type
-    STOPPED = "Stopped"
+    STOPPED = Common.STOPPED
     NO_CERTIFICATE = "NoCertificate"
-    NO_ADDRESS = "NoAddress"
-    BOOTING = "Booting"
+    NO_ADDRESS = Common.NO_ADDRESS
+    BOOTING = Common.BOOTING
     INSTALLED = "CertificateInstalled"
     RENEWAL_WAITS = "RenewalWaitsForAdmin"
-    RESTARTING = "Restarting"
-    RESTART_REQUIRED = "RestartRequired"
-    MAINTENANCE_WINDOW = "MaintenanceWindow"
+    RESTARTING = Common.RESTARTING
+    RESTART_REQUIRED = Common.RESTART_REQUIRED
+    MAINTENANCE_WINDOW = Common.MAINTENANCE_WINDOW
     NOT_SERVED = "GuestServesNoCertificate"
 
 

@@ -27,7 +27,7 @@ from activities.step import Anatomy, Context
 from dbi import maintenance, names
 from dbi.pipeline import UPGRADE as SPEC
 from dbi.spec import PowerState
-from dbi.steps import Decision, Outcome, StepInput
+from dbi.steps import Common, Decision, Outcome, StepInput
 from dbi.upgrades import FINISH_FAILED, UpgradeRequest
 
 POLL_SECONDS = 5.0
@@ -39,7 +39,7 @@ class Reason(StrEnum):
     STARTED = "UpgradeStarted"
     UPGRADING = "Upgrading"
     WAITS_FOR_START = "UpgradeWaitsForStart"
-    MAINTENANCE_WINDOW = "MaintenanceWindow"
+    MAINTENANCE_WINDOW = Common.MAINTENANCE_WINDOW
     FAILED = "UpgradeFailed"
     DATA_NEWER = "DataNewerThanVersion"
     ONE_DISK = "OneDiskLayout"

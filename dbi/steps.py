@@ -38,6 +38,19 @@ class Outcome(StrEnum):
     TRANSIENT = "Transient"
 
 
+class Common(StrEnum):
+    """Reasons several steps give, each with one meaning: a step's own ``Reason`` names
+    them (``STOPPED = Common.STOPPED``), so the words are written once."""
+
+    STOPPED = "Stopped"  # spec.powerState Stopped: nothing to look at
+    NO_ADDRESS = "NoAddress"  # the VM runs but has no address yet
+    BOOTING = "Booting"  # the guest has an address and does not answer yet
+    MAINTENANCE_WINDOW = "MaintenanceWindow"  # a restart waits for the window
+    OWNERS_SYNCED = "OwnerReferencesSynced"  # owner references follow deletionPolicy
+    RESTARTING = "Restarting"  # the VM restarts to take a change
+    RESTART_REQUIRED = "RestartRequired"  # a change waits for a restart dbi may not make
+
+
 # The reason of a step whose activity kept raising (the runner's, for any step).
 STEP_FAILED = "StepFailed"
 # The reason of a step that would act while dbi.dev/paused holds every action.
