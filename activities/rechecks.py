@@ -21,8 +21,7 @@ A pass that waits on a transition whose end the watcher announces (a VM starting
 stopping: its last step Pending and ``announced``, every step before it Satisfied)
 hands the worker its fallback the same way (``awaits``): the worker looks again after
 the step's hint (30 s), as often, and wakes the workflow when a look finds anything
-else; the workflow waits ``AWAIT_NET`` (5 min) for its own pass, where it waited the
-hint. The watcher's wake when the VM gets there brings the pass, as before.
+else; the workflow waits ``AWAIT_NET`` (5 min) for its own pass, or the watcher's wake.
 
 So a Ready instance costs the Temporal server a workflow task every six hours instead
 of one a healthCheckInterval, a booting VM none until it runs, and every look still
@@ -45,7 +44,8 @@ from activities.kube import Stale, rests_on_views, shared_reads
 from activities.postgres import shared_sessions
 from dbi import metrics
 from dbi.messages import Wake
-from dbi.status import LoadedPass, LoadedPassInput, StatusInput
+from dbi.passes import LoadedPass, LoadedPassInput
+from dbi.status import StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult, in_order
 
 log = logging.getLogger("dbi.worker")

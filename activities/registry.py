@@ -47,14 +47,8 @@ from activities.step import run as run_step
 from activities.telemetry import measured
 from dbi import pipeline
 from dbi.messages import AWAIT_NET, RECHECK_NET
-from dbi.status import (
-    LoadedPass,
-    LoadedPassInput,
-    PassInput,
-    StatusInput,
-    loaded_pass,
-    then_write,
-)
+from dbi.passes import LoadedPass, LoadedPassInput, PassInput, loaded_pass, then_write
+from dbi.status import StatusInput
 from dbi.steps import InstanceSnapshot, StepInput, StepResult, StepsInput, StepsResult, in_order
 
 MODULES = (
@@ -167,7 +161,7 @@ def loaded_pass_activity(
     settle: Settle | None = None,
 ) -> Callable[..., Any]:
     """Return the activity ``load_and_run_pass``: a pass's load (``load``), then
-    ``run_pass`` when the instance is as the workflow expects (``dbi.status.loaded_pass``);
+    ``run_pass`` when the instance is as the workflow expects (``dbi.passes.loaded_pass``);
     a pass that settled the instance is handed to ``settle`` as an idle pass's re-check
     (``activities.rechecks``), a woken pass's too."""
 

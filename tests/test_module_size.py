@@ -13,8 +13,8 @@ LIMIT = 350
 OVER = {
     "dbi/spec.py": 589,
     "workflows/dbinstance.py": 483,
-    "dbi/status.py": 481,
     "activities/credentials.py": 473,
+    "dbi/status.py": 377,
     "activities/views.py": 451,
     "activities/kube.py": 439,
     "watcher/watcher.py": 429,
@@ -51,7 +51,8 @@ def test_no_production_module_grows_past_the_limit() -> None:
 
 
 def test_the_check_finds_a_module_too_long_and_one_listed_for_nothing() -> None:
-    found = {**sizes(), "dbi/new.py": LIMIT + 1, "dbi/spec.py": 100}
+    found = {module: lines for module, lines in OVER.items()}
+    found |= {"dbi/new.py": LIMIT + 1, "dbi/spec.py": 100, "dbi/steps.py": LIMIT}
     assert problems(found) == [
         f"dbi/new.py: {LIMIT + 1} lines, over {LIMIT}",
         "dbi/spec.py: 100 lines, under the limit: take it off OVER",

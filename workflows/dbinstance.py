@@ -31,17 +31,10 @@ with workflow.unsafe.imports_passed_through():
         WorkflowInput,
     )
     from dbi.models import Served
+    from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus
     from dbi.pipeline import StepSpec
     from dbi.spec import PowerState
-    from dbi.status import (
-        LoadedPass,
-        LoadedPassInput,
-        PassInput,
-        PassReport,
-        PendingStatus,
-        StatusInput,
-        finished,
-    )
+    from dbi.status import PassReport, StatusInput, finished
     from dbi.steps import InstanceSnapshot, StepInput, StepsResult
     from workflows import tracing, ui
     from workflows.runner import (

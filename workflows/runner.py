@@ -26,8 +26,8 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
+    from dbi.passes import PassInput, PendingStatus
     from dbi.pipeline import RUN_PASS, StepSpec
-    from dbi.status import PassInput, PendingStatus
     from dbi.steps import (
         STEP_FAILED,
         InstanceSnapshot,

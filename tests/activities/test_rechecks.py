@@ -41,14 +41,8 @@ from dbi.config import Config
 from dbi.health import Health
 from dbi.messages import AWAIT_NET, Wake
 from dbi.models import Served
-from dbi.status import (
-    LoadedPass,
-    LoadedPassInput,
-    PassInput,
-    PassReport,
-    PendingStatus,
-    StatusInput,
-)
+from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus
+from dbi.status import PassReport, StatusInput
 from dbi.steps import (
     InstanceSnapshot,
     Outcome,

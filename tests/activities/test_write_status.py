@@ -18,15 +18,8 @@ from activities.status import WriteStatus
 from activities.step import Context
 from dbi.config import Config
 from dbi.models import DBInstance, DBInstanceStatus, Served
-from dbi.status import (
-    LoadedPass,
-    LoadedPassInput,
-    PassInput,
-    PassReport,
-    PendingStatus,
-    StatusInput,
-    derive,
-)
+from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus
+from dbi.status import PassReport, StatusInput, derive
 from dbi.steps import (
     InstanceSnapshot,
     Outcome,

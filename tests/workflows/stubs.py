@@ -25,8 +25,9 @@ from activities.telemetry import measured
 from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
 from dbi.models import Served
+from dbi.passes import LoadedPass, LoadedPassInput, PassInput, then_write
 from dbi.spec import PowerState
-from dbi.status import LoadedPass, LoadedPassInput, PassInput, StatusInput, then_write
+from dbi.status import StatusInput
 from dbi.steps import (
     InstanceSnapshot,
     Outcome,
@@ -233,7 +234,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
     @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
     async def load_and_run_pass(loaded: LoadedPassInput) -> LoadedPass:
         """The load, then ``run_pass`` when it found what the workflow expected (as
-        ``dbi.status.loaded_pass``, over these async stubs)."""
+        ``dbi.passes.loaded_pass``, over these async stubs)."""
         world.loads.append(loaded.load)
         snapshot = world.snapshot()
         if snapshot != loaded.expected:

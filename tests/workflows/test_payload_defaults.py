@@ -84,7 +84,7 @@ def defaults(seen: dict[str, type[BaseModel]]) -> dict[str, dict[str, Any]]:
 def test_the_payloads_models_are_found() -> None:
     """The walk reaches the models a pass's payloads carry, nested ones included."""
     found = defaults(models())
-    for model in ("dbi.steps.StepResult", "dbi.steps.Facts", "dbi.status.LoadedPass"):
+    for model in ("dbi.steps.StepResult", "dbi.steps.Facts", "dbi.passes.LoadedPass"):
         assert model in found, sorted(found)
     assert found["dbi.steps.StepResult"]["held"] is False
 

@@ -1,0 +1,113 @@
+"""A pass as the workflow hands it to one activity: its steps, then its status, and,
+for a pass that expects the instance unchanged, its load first (``run_pass``,
+``load_and_run_pass``). Plain data and pure functions; the activities that run them are
+in activities/registry.py."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from dbi.models import Served
+from dbi.status import StatusInput, finished
+from dbi.steps import InstanceSnapshot, StepInput, StepResult, StepsInput, StepsResult
+
+
+class PendingStatus(BaseModel):
+    """A pass's status before its steps ran: written once they return (``after``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    status: StatusInput = Field(description="The status to write: its report without results.")
+    requested: Served = Field(description="The requests the pass's load found unserved.")
+    rotated: Served = Field(description="The rotations served before the pass.")
+
+    def after(self, results: list[StepResult]) -> StatusInput:
+        """The status of the pass once its steps returned ``results``."""
+        report = finished(self.status.report, results, self.requested, self.rotated)
+        return self.status.model_copy(update={"report": report})
+
+
+class PassInput(BaseModel):
+    """What the activity ``run_pass`` is given: a local pass's steps, run in one go as
+    ``run_steps`` runs them, then its status, written as ``write_status`` writes it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    steps: StepsInput
+    then: PendingStatus
+    settle: InstanceSnapshot | None = Field(
+        default=None,
+        description="What the pass's load found, when the pass may settle the instance "
+        "(it has nothing to serve): every step Satisfied and the status written, the "
+        "worker then re-checks it from its views as it does after an idle pass "
+        "(activities.rechecks, ``rechecked``).",
+    )
+
+    def rechecked(self, snapshot: InstanceSnapshot) -> LoadedPassInput:
+        """This pass as a re-check repeats it: an idle pass's load, expecting
+        ``snapshot``, and its steps read as an idle pass reads (the views)."""
+        idle = self.steps.step_input.model_copy(update={"idle": True})
+        load = StepInput(
+            namespace=idle.namespace, name=idle.name, uid=idle.uid, pass_id=idle.pass_id, idle=True
+        )
+        steps = self.steps.model_copy(update={"step_input": idle})
+        then = self.model_copy(update={"steps": steps, "settle": None})
+        return LoadedPassInput(load=load, expected=snapshot, then=then)
+
+
+class LoadedPassInput(BaseModel):
+    """What the activity ``load_and_run_pass`` is given: a pass's load (an idle pass's,
+    from the views, or a woken one's, afresh), the snapshot the workflow expects it to
+    find (the last pass's) and the pass it means to run on that snapshot."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    load: StepInput
+    expected: InstanceSnapshot
+    then: PassInput
+
+    def rechecked(self) -> LoadedPassInput:
+        """This pass as a re-check repeats it: an idle pass reads from the views as it
+        is; a woken one (its load and steps read afresh) is made to."""
+        return self if self.load.idle else self.then.rechecked(self.expected)
+
+
+class LoadedPass(BaseModel):
+    """What ``load_and_run_pass`` found, and the steps it ran with the status written
+    (``done``) when the snapshot was the one expected; None: nothing ran."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    snapshot: InstanceSnapshot
+    done: StepsResult | None = None
+    rechecked: bool = Field(
+        default=False,
+        description="The pass settled the instance and the worker re-checks it every "
+        "healthCheckInterval (activities.rechecks), waking the workflow when a re-check "
+        "finds anything else: the workflow's own next pass comes RECHECK_NET later.",
+    )
+
+
+def then_write(
+    pending: PendingStatus, done: StepsResult, write: Callable[[StatusInput], bool]
+) -> StepsResult:
+    """``run_pass``'s second half: once the steps ran (none raised), write the pass's
+    status with ``write`` (False when it failed: the workflow writes it then)."""
+    if done.raised is not None:
+        return done
+    return done.model_copy(update={"written": write(pending.after(done.results))})
+
+
+def loaded_pass(
+    loaded: LoadedPassInput,
+    load: Callable[[StepInput], InstanceSnapshot],
+    run_pass: Callable[[PassInput], StepsResult],
+) -> LoadedPass:
+    """``load_and_run_pass``: load the instance; run the pass only on the snapshot the
+    workflow expected (anything else, it decides the pass afresh)."""
+    snapshot = load(loaded.load)
+    if snapshot != loaded.expected:
+        return LoadedPass(snapshot=snapshot)
+    return LoadedPass(snapshot=snapshot, done=run_pass(loaded.then))
