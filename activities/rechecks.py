@@ -25,7 +25,7 @@ else; the workflow waits ``AWAIT_NET`` (5 min) for its own pass, or the watcher'
 
 So a Ready instance costs the Temporal server a workflow task every six hours instead
 of one a healthCheckInterval, a booting VM none until it runs, and every look still
-happens on time (engine.md, "Re-checks").
+happens on time (docs/idle.md, "Re-checks").
 """
 
 from __future__ import annotations

@@ -238,7 +238,7 @@ WATCH_NAMESPACES = _var(
     None,
     "Comma-separated namespaces to list and watch, each on its own (RoleBindings there "
     "suffice: deploy/namespaced); unset: every namespace, cluster-wide. The worker "
-    "watches them too: an idle pass reads from those watches (docs/engine.md).",
+    "watches them too: an idle pass reads from those watches (docs/idle.md).",
     WORKER,
     WATCHER,
 )

@@ -16,6 +16,8 @@ DOCS = sorted([ROOT / "README.md", ROOT / "CHANGELOG.md", *(ROOT / "docs").glob(
 # A repository path: a top-level folder of the repository, then more of the path.
 TOP = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
 PATH = re.compile(r"`((?:" + "|".join(map(re.escape, TOP)) + r")/[\w./-]*)`")
+# Lines the pages that teach may hold.
+LIMITS = {"engine.md": 210, "benchmarks.md": 160}
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -51,3 +53,10 @@ def test_engine_md_lists_the_pipelines_as_the_code_has_them() -> None:
     for name, steps in (("CONVERGE", pipeline.CONVERGE), ("TEARDOWN", pipeline.TEARDOWN)):
         listed = ", ".join(s.name for s in steps)
         assert f"`dbi.pipeline.{name}` ({listed})" in text, name
+
+
+def test_the_pages_that_teach_stay_short() -> None:
+    """engine.md is the contract of a pass and a wait, benchmarks.md the latest figures:
+    detail goes to the pages they link, runs to the commits."""
+    lines = {name: len((ROOT / "docs" / name).read_text().splitlines()) for name in LIMITS}
+    assert {n: c for n, c in lines.items() if c > LIMITS[n]} == {}
