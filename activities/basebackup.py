@@ -219,7 +219,9 @@ def _pg_basebackup(
         said.seek(0)
         output = said.read().decode(errors="replace").strip()
     if proc.returncode != 0:
-        last = output.splitlines()[-1] if output else ""
+        # Its first error says why; its last line is often only "removing data directory".
+        lines = output.splitlines()
+        last = next((line for line in lines if "error:" in line), lines[-1] if lines else "")
         if _NO_REPLICATION_ENTRY in output:
             raise ApplicationError(
                 "the instance's pg_hba.conf predates backups; restart it once "

@@ -152,6 +152,10 @@ async def orchestrator(
     await temporal_client.get_schedule_handle(names.reaper_schedule_id(queue)).delete()
 
 
+async def _listed(w: Watcher) -> bool:
+    return w.problem() is None
+
+
 @asynccontextmanager
 async def watching(
     orchestrator: Orchestrator, kube_api: Any, namespace: str
@@ -165,8 +169,9 @@ async def watching(
         resync_seconds=2.0,
     )
     task = asyncio.create_task(w.run())
-    await asyncio.sleep(0.5)  # the watch threads list first
     try:
+        # Every watch has listed (what it sees from now on comes as events).
+        await polling.until_awaited(lambda: _listed(w), what="the watcher's watches listing")
         yield w
     finally:
         w.stop.set()

@@ -490,13 +490,17 @@ class Guest:
         """Stop PostgreSQL and its sessions where they are (SIGSTOP), as a guest whose
         disk stalls: the kernel still accepts and acknowledges, nothing answers. Each
         backend is a process group of its own (PostgreSQL's children call setsid), so
-        the postmaster is stopped first, then every process under it."""
+        the postmaster is stopped first, then every process under it, again until no
+        new one appears (a child forked while the others were being stopped)."""
         if self.running():
             assert self._server is not None
             os.killpg(self._server.pid, signal.SIGSTOP)
-            for pid in _descendants(self._server.pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGSTOP)
+            stopped: set[int] = set()
+            while fresh := set(_descendants(self._server.pid)) - stopped:
+                for pid in fresh:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGSTOP)
+                stopped |= fresh
 
     def thaw(self) -> None:
         """Let a frozen PostgreSQL go on (SIGCONT)."""

@@ -20,18 +20,20 @@ from typing import Any
 
 import pytest
 from kubernetes import client as k8s
+from kubernetes import watch as k8s_watch
 from temporalio.client import Client
+from temporalio.service import RPCError, RPCStatusCode
 
 from dbi import names
 from devstack import tools
 from devstack.stack import StackInfo
 from tests.activities.lifecycle import SPEC, ready
 from tests.orchestrator import Orchestrator
-from tests.polling import until
+from tests.polling import until, until_awaited
 from tests.probes import probe
 from tests.watcher.replicas import watcher_process
 from watcher.leader import LeaderElection
-from watcher.wakeups import Wakeups
+from watcher.wakeups import WINDOW_SECONDS, Wakeups
 from watcher.watcher import Watcher
 
 pytestmark = [pytest.mark.stack, pytest.mark.usefixtures("dbinstance_crd")]
@@ -187,19 +189,55 @@ async def test_a_replica_that_loses_its_lease_stops_watching_and_signaling(
         assert watcher.watches == {}
         assert watcher.problem() is None  # a standby that reaches the API server is ready
 
+        # The instance's ADDED event reaches a watch of the test's own (a watch begun
+        # after the create sees it as ADDED too); a standby still watching would have
+        # seen it as well, and signaled within its coalescing window.
         create_db(kube_api, namespace)
-        await asyncio.sleep(5)
-        started = await _started(temporal_client, names.workflow_id(namespace, "db"))
-        assert not started, "a replica that lost its Lease signaled"
+        await asyncio.to_thread(_added, kube_api, namespace, "db")
+        await asyncio.sleep(4 * WINDOW_SECONDS)
+        workflow_id = names.workflow_id(namespace, "db")
+        assert await _started(temporal_client, workflow_id) is None, "a standby signaled"
+        # This replica leads again ("b" lets its Lease lapse): it lists and signals, and the
+        # workflow starts after the hand-back, never before.
+        lease = coordination.read_namespaced_lease("dbi-watcher", namespace)
+        lease.spec.renew_time = datetime(2000, 1, 1, microsecond=1, tzinfo=UTC)  # a MicroTime
+        lease.spec.lease_duration_seconds = 1
+        handed_back = datetime.now(UTC)
+        coordination.replace_namespaced_lease("dbi-watcher", namespace, lease)
+        started = await until_awaited(
+            lambda: _started(temporal_client, workflow_id), what="the leader's start"
+        )
+        assert started >= handed_back, "a replica that lost its Lease signaled"
     finally:
         watcher.stop.set()
         await asyncio.wait_for(task, 15)
         await _terminate(temporal_client, names.workflow_id(namespace, "db"))
 
 
-async def _started(client: Client, workflow_id: str) -> bool:
+def _added(kube_api: Any, namespace: str, name: str) -> None:
+    """Return once a watch of the namespace's DBInstances sees ``name`` added."""
+    objects = k8s.CustomObjectsApi(kube_api)
+    stream = k8s_watch.Watch()
+    for event in stream.stream(
+        objects.list_namespaced_custom_object,
+        names.GROUP,
+        names.VERSION,
+        namespace,
+        names.PLURAL,
+        timeout_seconds=30,
+    ):
+        if event["type"] == "ADDED" and event["object"]["metadata"]["name"] == name:
+            stream.stop()
+            return
+    raise AssertionError(f"no ADDED event for {namespace}/{name}")
+
+
+async def _started(client: Client, workflow_id: str) -> datetime | None:
+    """When the workflow started; None while there is none (any other error raises)."""
     try:
-        await client.get_workflow_handle(workflow_id).describe()
-    except Exception:
-        return False
-    return True
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as e:
+        if e.status is RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    return described.start_time

