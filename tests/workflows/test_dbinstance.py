@@ -10,7 +10,7 @@ from itertools import pairwise
 from typing import Any
 
 import pytest
-from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
@@ -140,10 +140,12 @@ def _beyond(world: World, n: int) -> Callable[[], bool]:
     return lambda: len(world.reports) > n
 
 
-async def _quiet(world: World, passes: int) -> None:
-    """Give the worker real time to act, then check that no pass beyond ``passes`` ran."""
-    await asyncio.sleep(0.3)
-    assert len(world.reports) == passes
+async def _quiet(handle: WorkflowHandle[Any, Any], world: World, passes: int) -> None:
+    """Check that no pass beyond ``passes`` ran: the workflow answers a query only once
+    it has handled what came before it (a timer that fired, a signal), so its answer
+    holds every pass those brought."""
+    progress: Progress = await handle.query("progress", result_type=Progress)
+    assert (progress.passes, len(world.reports)) == (passes, passes)
 
 
 async def test_pending_waits_for_the_requeue_hint_and_a_wake_cuts_it_short(
@@ -155,7 +157,7 @@ async def test_pending_waits_for_the_requeue_hint_and_a_wake_cuts_it_short(
     async with running(time_env, world) as handle:
         await settled(handle, 1)
         await time_env.sleep(44)
-        await _quiet(world, 1)
+        await _quiet(handle, world, 1)
         await time_env.sleep(2)
         await settled(handle, 2)
         assert _gaps(world) == [45]
@@ -217,7 +219,7 @@ async def test_terminal_waits_for_a_new_generation_or_retry(time_env: WorkflowEn
         await settled(handle, 1)
         await time_env.sleep(timedelta(days=2))
         await handle.signal("wake", Wake(reason="Secret db-credentials changed"))
-        await _quiet(world, 1)
+        await _quiet(handle, world, 1)
 
         world.generation = 2
         await handle.signal("wake", Wake(reason="DBInstance db modified", generation=2))
@@ -243,7 +245,7 @@ async def test_ready_rechecks_at_the_health_check_interval(time_env: WorkflowEnv
     async with running(time_env, world) as handle:
         await settled(handle, 1)
         await time_env.sleep(59)
-        await _quiet(world, 1)
+        await _quiet(handle, world, 1)
         await time_env.sleep(8)
         await until(lambda: len(world.reports) == 2)
         assert 60 <= _gaps(world)[0] <= 66
@@ -268,7 +270,7 @@ async def test_a_pass_the_worker_settled_waits_the_net_and_a_recheck_wake_brings
         progress = await settled(handle, 1)  # the first pass: converged, nothing to serve
         assert progress.waiting_for.startswith(SETTLED)
         await time_env.sleep(NET - 100)  # not the 1m interval: RECHECK_NET
-        await _quiet(world, 1)
+        await _quiet(handle, world, 1)
         world.then("access", Scripted(Outcome.PENDING, "ServiceCreated", 30))
         await handle.signal("wake", Wake(reason="re-check: a step would act"))
         await until(_passes(world, 2))  # woken: reads afresh; Pending, so not settled
@@ -277,7 +279,7 @@ async def test_a_pass_the_worker_settled_waits_the_net_and_a_recheck_wake_brings
         await until(_passes(world, 3))  # its timer's pass converges: settled again
         assert (await settled(handle, 3)).waiting_for.startswith(SETTLED)
         await time_env.sleep(NET - 100)
-        await _quiet(world, 3)
+        await _quiet(handle, world, 3)
         await time_env.sleep(100 + 60 * 0.1 + 1)
         await until(_passes(world, 4))  # the safety net: the workflow's own pass
         assert (await settled(handle, 4)).waiting_for.startswith(SETTLED)
@@ -304,12 +306,12 @@ async def test_a_pass_waiting_on_an_announced_transition_leaves_its_look_to_the_
     async with running(time_env, world) as handle:
         assert (await settled(handle, 1)).waiting_for == AWAITED
         await time_env.sleep(31)
-        await _quiet(world, 1)  # no pass of the workflow's own at the step's 30 s
+        await _quiet(handle, world, 1)  # no pass of the workflow's own at the step's 30 s
         await handle.signal("wake", Wake(reason="VirtualMachine db modified"))
         await until(_passes(world, 2))  # the VM runs: still starting, as scripted
         assert (await settled(handle, 2)).waiting_for == AWAITED
         await time_env.sleep(AWAIT_NET.total_seconds() - 10)
-        await _quiet(world, 2)
+        await _quiet(handle, world, 2)
         await time_env.sleep(11)
         await until(_passes(world, 3))  # the net: its own pass, which converges
         assert (await settled(handle, 3)).waiting_for.startswith(SETTLED)
@@ -382,7 +384,7 @@ async def test_a_started_workers_settle_wake_brings_an_idle_pass_to_a_ready_inst
         await until(_passes(world, 3))  # Pending: waits its 30 s
         await settled(handle, 3)
         await handle.signal("wake", settle)
-        await _quiet(world, 3)
+        await _quiet(handle, world, 3)
     idle: dict[str, set[bool]] = {}
     for one in world.inputs:
         idle.setdefault(one.pass_id, set()).add(one.idle)
@@ -499,7 +501,7 @@ async def test_a_health_check_that_finds_the_instance_changed_runs_the_pass_it_c
         world.requested = Served(reconcile_requested_at="r1")
         await time_env.sleep(61)
         await until(_passes(world, 4))  # 4: a request found by the load
-        await _quiet(world, 4)
+        await _quiet(handle, world, 4)
         history = await handle.fetch_history()
     assert [r.report.generation for r in world.reports] == [1, 1, 2, 2]
     assert world.reports[3].report.served == Served(reconcile_requested_at="r1")
@@ -537,7 +539,7 @@ async def test_a_pass_that_reads_afresh_runs_with_its_load_unless_a_wake_announc
         world.generation = 3
         await handle.signal("wake", Wake(reason="DBInstance db changed", generation=3))
         await until(_passes(world, 4))  # 4: woken for generation 3
-        await _quiet(world, 4)
+        await _quiet(handle, world, 4)
         history = await handle.fetch_history()
     assert [r.report.generation for r in world.reports] == [1, 1, 2, 3]
     assert world.passes() == [ALL] * 4
@@ -576,7 +578,7 @@ async def test_a_pass_a_wake_showed_the_instance_to_runs_with_its_load(
             "wake", Wake(reason="DBInstance db modified", generation=2, seen=_seen(world))
         )
         await until(_passes(world, 2))  # 2: generation 2, as the wake showed it
-        await _quiet(world, 2)
+        await _quiet(handle, world, 2)
         history = await handle.fetch_history()
     assert [r.report.generation for r in world.reports] == [1, 2]
     assert [r.uid for r in world.reports] == [world.uid] * 2
@@ -609,7 +611,7 @@ async def test_a_pass_whose_load_finds_other_than_the_wake_showed_decides_on_the
             assert await handle.result() == "the instance no longer exists"
         else:
             await settled(handle, 1)
-            await _quiet(world, 1)
+            await _quiet(handle, world, 1)
         history = await handle.fetch_history()
     local = local_activities(history)
     assert local[0] == pipeline.LOAD_AND_RUN_PASS
@@ -641,7 +643,7 @@ async def test_a_status_the_steps_activity_could_not_write_is_written_by_the_wor
         world.status_fails = False
         await time_env.sleep(61)
         await until(_passes(world, 3))  # 3: a health check, written with its steps
-        await _quiet(world, 3)
+        await _quiet(handle, world, 3)
         history = await handle.fetch_history()
     assert world.passes() == [upto("access"), ALL, ALL]
     assert [r.report.converged for r in world.reports] == [False, True, True]
