@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.modules import FLOORS, ROOT, production_modules
+from tests.modules import FLOORS, ROOT, imports_of, production_modules
 
 DEV_ONLY = {"devstack", "bench"}
 PROJECT = {*FLOORS, *DEV_ONLY, "tests"}
@@ -25,21 +25,11 @@ LAZY_DEV_IMPORTS = {"commands/dev.py"}
 
 def imports(path: Path) -> list[tuple[str, bool]]:
     """Return (top-level package, at module level) for each project import in ``path``."""
-    tree = ast.parse(path.read_text(), filename=str(path))
-    top_level = {id(node) for node in tree.body}
-    found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules = [node.module]
-        else:
-            continue
-        for module in modules:
-            package = module.split(".")[0]
-            if package in PROJECT:
-                found.append((package, id(node) in top_level))
-    return found
+    return [
+        (module.split(".")[0], top)
+        for module, _, top in imports_of(path)
+        if module.split(".")[0] in PROJECT
+    ]
 
 
 def violations() -> list[str]:
@@ -116,13 +106,8 @@ def step_modules() -> set[str]:
 def step_imports(path: Path, steps: set[str]) -> set[str]:
     """The steps ``path`` imports, itself left out."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module == "activities":
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module.removeprefix("activities."))
-        elif isinstance(node, ast.Import):
-            found |= {a.name.removeprefix("activities.") for a in node.names}
+    for module, taken, _ in imports_of(path):
+        found |= set(taken) if module == "activities" else {module.removeprefix("activities.")}
     return (found & steps) - {path.stem}
 
 

@@ -5,10 +5,9 @@ twice, and a helper's home would be a test's)."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-from tests.modules import FLOORS, ROOT
+from tests.modules import FLOORS, ROOT, imports_of
 
 PACKAGES = [*FLOORS, "devstack", "bench"]
 
@@ -22,13 +21,9 @@ def test_the_check_finds_a_test_module_imported(tmp_path: Path) -> None:
 def imported_tests(path: Path) -> list[str]:
     """The ``test_*`` modules ``path`` imports."""
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
-        modules = []
-        if isinstance(node, ast.ImportFrom) and node.module:
-            modules = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-        elif isinstance(node, ast.Import):
-            modules = [a.name for a in node.names]
-        found += [m for m in modules if m.startswith("tests.") and "test_" in m.split(".")[-1]]
+    for module, taken, _ in imports_of(path):
+        candidates = [module, *(f"{module}.{name}" for name in taken)]
+        found += [m for m in candidates if m.startswith("tests.") and "test_" in m.split(".")[-1]]
     return found
 
 
