@@ -46,7 +46,7 @@ with workflow.unsafe.imports_passed_through():
         run_pass_in_one,
         steps_input,
     )
-    from workflows.state import HistoryRead, State
+    from workflows.state import HISTORY_TALLY, HistoryRead, State
     from workflows.waiting import Wait
 
 SHORT = timedelta(seconds=30)
@@ -68,11 +68,17 @@ class DBInstanceWorkflow:
         self.input = input
         self.s = State.of(input)
         self.c = self.s.carried  # the part continue-as-new hands on
+        self.tallied = False  # the run counts its history (HISTORY_TALLY), asked in run
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> str:
         ui.identify(self.s.namespace, self.s.name)
-        self._read_history()
+        # Every patch is asked here, before the first local activity (docs/engine.md).
+        self.tallied = workflow.patched(HISTORY_TALLY)
+        if self.tallied:
+            self.s.tally.patched()
+        else:
+            self._read_history()
         while True:
             # A pass a wake caused joins the watcher's trace: kubectl change to step.
             carrier, self.s.trace = self.s.trace, None
@@ -212,6 +218,7 @@ class DBInstanceWorkflow:
             self.s.requests.refuse_all("the instance is being deleted")
 
     async def _load(self, pass_id: str, *, local: bool, idle: bool) -> InstanceSnapshot:
+        self.s.tally.activities(local=local)
         snapshot: InstanceSnapshot = await call(
             steps.LOAD_INSTANCE,
             self._load_input(pass_id, idle=idle),
@@ -267,6 +274,7 @@ class DBInstanceWorkflow:
         begun = self._begin(expected, pass_id, rotated=Served(), idle=idle)
         load = self._load_input(pass_id, idle=idle)
         then = PassInput(steps=steps_input(begun.pipeline, begun.step_input), then=begun.status)
+        self.s.tally.activities(local=True)
         try:
             loaded: LoadedPass = await workflow.execute_local_activity(
                 steps.LOAD_AND_RUN_PASS,
@@ -285,7 +293,9 @@ class DBInstanceWorkflow:
         return loaded.snapshot, (begun, loaded.done) if loaded.done is not None else None
 
     async def _serve_rotations(self) -> None:
-        await self.s.requests.serve_rotations(self.s.namespace, self.s.name, self.c.uid or "")
+        requests = self.s.requests
+        ran = await requests.serve_rotations(self.s.namespace, self.s.name, self.c.uid or "")
+        self.s.tally.rotations(ran)
 
     def _rotations_wait_for_ready(self, snapshot: InstanceSnapshot) -> bool:
         """Whether the rotations annotations ask for wait for a pass that finds the
@@ -327,6 +337,7 @@ class DBInstanceWorkflow:
             # The activity that runs the steps writes the status too: one marker a pass.
             # A pass with nothing to serve that converges settles the instance there,
             # as an idle pass does: the worker re-checks it from then on.
+            self.s.tally.activities(local=True)
             results, written, self.s.rechecked = await run_pass_in_one(
                 pipeline,
                 step_input,
@@ -335,9 +346,11 @@ class DBInstanceWorkflow:
             )
         else:
             results = await run_pass(pipeline, step_input, local=False)
+            self.s.tally.activities(len(results), local=False)
         pending = begun.status
         report = finished(pending.status.report, results, pending.requested, pending.rotated)
         self.c.passes += 1
+        self.s.tally.passed()
         self.s.last_report = report
         tracing.pass_span(report, f"{self.s.namespace}/{self.s.name}")
         if not (snapshot.deleting and report.converged) and not written:
@@ -385,6 +398,7 @@ class DBInstanceWorkflow:
         return Begun(pipeline=pipeline, step_input=step_input, status=pending)
 
     async def _write_status(self, status: StatusInput, *, local: bool) -> None:
+        self.s.tally.activities(local=local)
         await call(
             steps.WRITE_STATUS,
             status,
@@ -416,9 +430,8 @@ class DBInstanceWorkflow:
         except TimeoutError:
             # Nothing woke a Ready instance: the next pass is a health check.
             self.s.health_check = report.converged and not report.deleting
-            # A wait its timer ends ends in a task of its own, on replay too: the
-            # history's length read there is the same on both (see _read_history).
-            self._read_history()
+            if not self.tallied:
+                self._read_history()
         else:
             # A started worker's settle wake alone is a health check's too.
             other = self.c.woken or self.c.retry or self.s.requests.pending()
@@ -430,25 +443,14 @@ class DBInstanceWorkflow:
     # Lifetime -------------------------------------------------------------------
 
     def _read_history(self) -> None:
-        """Read the history's length where a replay reads the same: at the run's start
-        and where a timer ended a wait. Not after a local activity: the SDK may complete
-        a workflow task with the activity's marker before the code saw its result (a
-        query rides on the task), so the code goes on in the next task and a replay in
-        the same one (tests/workflows/test_replay_under_queries.py)."""
-        info = workflow.info()
-        self.s.history_read = HistoryRead(
-            length=info.get_current_history_length(),
-            suggested=info.is_continue_as_new_suggested(),
-            passes=self.c.passes,
-        )
+        """A run begun before HISTORY_TALLY reads its history at its start and where a
+        timer ended a wait (0.1.0's rule, see ``workflows.state.Tally``)."""
+        self.s.history_read = HistoryRead.now(passes=self.c.passes)
 
     def _should_continue_as_new(self) -> bool:
-        """The length as last read, and PASS_EVENTS for each pass since, reach the limit
-        (or the server suggests it), and no forced resize waits for a pass."""
-        read = self.s.history_read
-        too_long = read is not None and read.too_long(
-            limit=self.input.history_limit, passes=self.c.passes
-        )
+        """The run's history holds ``history_limit`` events, as counted (or as read, by
+        a run begun before HISTORY_TALLY), and no forced resize waits for a pass."""
+        too_long = self.s.too_long(self.input.history_limit, tallied=self.tallied)
         return too_long and not self.s.requests.resize_waiters
 
     async def _continue_as_new(self) -> None:

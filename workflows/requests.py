@@ -116,10 +116,13 @@ class Requests:
         self.rotations.clear()
         self.resize_waiters.clear()
 
-    async def serve_rotations(self, namespace: str, name: str, uid: str) -> None:
-        """Carry out queued rotations one at a time, between passes. One that fails (after
-        ROTATION_RETRY's attempts) is answered with why, and the passes go on."""
+    async def serve_rotations(self, namespace: str, name: str, uid: str) -> int:
+        """Carry out queued rotations one at a time, between passes; return how many ran.
+        One that fails (after ROTATION_RETRY's attempts) is answered with why, and the
+        passes go on."""
+        ran = 0
         while self.rotations:
+            ran += 1
             request_id, rotation = self.rotations[0]
             try:
                 result = await workflow.execute_activity(
@@ -137,6 +140,7 @@ class Requests:
                 continue
             self.rotations.popleft()
             self.answers[request_id] = result
+        return ran
 
     def answer_resize_waiters(self, report: PassReport) -> None:
         """Answer forced resizes once a pass shows the size synced, or a Terminal outcome."""

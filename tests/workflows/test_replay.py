@@ -4,6 +4,10 @@ A change to DBInstanceWorkflow or DBBackupWorkflow that would break the workflow
 already running fails here. Re-record after an intended change guarded by a patch
 (docs/engine.md, "Changing workflow code"): DBI_RECORD_HISTORIES=1 ./dev test
 tests/workflows (new histories are added; keep the old ones, they are the point).
+Most come from the workflow tests on Temporal's time-skipping server; ``real-stack-*``
+from the dev server: a run of test_replay_under_queries.py whose workflow tasks queries
+cut short while local activities ran (completed without their markers, the results
+seen in the next task).
 """
 
 from __future__ import annotations

@@ -1,27 +1,25 @@
 """A workflow that answered queries while its passes ran replays as it ran.
 
-The SDK (temporalio 1.35) can complete a workflow task with a local activity's marker
-before the workflow code saw the activity's result: when a query rides on the task
-(``dbi describe``, the UI's stack trace) and the activity ends as the task is
-completed. The code then goes on in the next task; a replay, which resolves the
-activity from its marker, goes on in the first. What the code asks of its task there
-differs between the two: ``workflow.patched`` (a marker in the next task reads as
-absent) and the history's length. A workflow that asked either at such a point failed
-every task of any worker that did not hold it in its cache (a restart, another worker,
-an eviction), and its instance stalled (test_hand_off recorded such a run in CI). A
-run now asks no patch (a change to workflow code that needs one asks it at the run's
-start: docs/engine.md) and reads the length only where a replay reads the same
-(``DBInstanceWorkflow._read_history``).
+When a query rides on a workflow task (``dbi describe``, the UI's stack trace) while a
+local activity runs, the worker (temporalio 1.35) completes the task without the
+activity's marker and asks for a new one; the code sees the result in that new task,
+after the new task's signals. A replay applies the two tasks as one. What the code
+reads of its task in the first differs between the two: ``workflow.patched`` asked
+there (its marker is in the next task), the history's length and the server's
+suggestion (a replay reads the second task's), and anything a signal changed. A
+workflow that decided on any of them failed every task of any worker that did not hold
+it in its cache (a restart, another worker, an eviction, a query of a run not cached),
+and its instance stalled. A run asks every patch at its start, and continues as new on
+a count of its passes and their activities (``workflows.state.Tally``).
 
 Here, against the real dev server, a workflow with the stub steps is queried as fast as
-it answers, over runs short enough to continue as new every few passes (each run begins
-with a read of the history's length and ends on it); then every run's history
-is replayed. Its passes come three ways: a wake every 20 ms (a pass runs with its load
-when it finds the instance as the last pass did: one local activity), a wake every
-20 ms of a new generation that shows the instance (``Wake.seen``: the pass runs with its
-load, one local activity, from a run's first pass on), or a health check every 0.1 s
-that nothing woke (an idle pass: one local activity, after which the run decides on
-continuing as new).
+it answers, over runs short enough to continue as new every few passes; then every
+run's history is replayed. Its passes come three ways: a wake every 20 ms (a pass runs
+with its load when it finds the instance as the last pass did: one local activity), a
+wake every 20 ms of a new generation that shows the instance (``Wake.seen``: the pass
+runs with its load, one local activity, from a run's first pass on), or a health check
+every 0.1 s that nothing woke (an idle pass: one local activity, after which the run
+decides on continuing as new).
 """
 
 from __future__ import annotations
@@ -87,7 +85,11 @@ async def _hammer(
             try:
                 await handle.signal(names.WAKE, signal)
             except RPCError:
-                return  # a workflow whose tasks fail takes a bounded number of signals
+                # "workflow is closing": a continue-as-new is under way. When the server
+                # refused one that raced a signal, the SDK may lose the next task, which
+                # the server gives again after TASK_TIMEOUT; the wakes go on after it.
+                await asyncio.sleep(0.5)
+                continue
             await asyncio.sleep(0.02)
 
     wakes = [wake()] if woken else []
@@ -116,7 +118,7 @@ async def test_a_workflow_queried_while_its_passes_run_replays(
         shown = world if passes == "shown" else None
         hammering = asyncio.create_task(_hammer(latest, stop, woken=passes != "idle", shown=shown))
         try:
-            for _ in range(240):  # a workflow whose tasks fail makes no more runs
+            for _ in range(480):  # a workflow whose tasks fail makes no more runs
                 made = len(await histories.runs(temporal_client, workflow_id))
                 if made > RUNS or hammering.done():
                     break
