@@ -131,7 +131,7 @@ def shared_reads(*, idle: bool = False) -> Iterator[None]:
     (a write, of any kind, through this client) drops what was read.
 
     The steps of a pass read the same objects again and again (the VM, its VMI, the data
-    claim, the Secrets); a pass's steps run in one activity (``run_steps``), and within
+    claim, the Secrets); a pass's steps run in one activity (``run_pass``), and within
     it each object is read once, as a controller's reconcile reads from its cache. What
     a step wrote is read afresh. Nothing outlives the block but the answers the worker's
     views keep (``activities.views``: never a Secret).

@@ -99,34 +99,20 @@ def step_activity(ctx: Context, step: Anatomy[Any, Any]) -> Callable[..., Any]:
 StepActivity = Callable[[StepInput], StepResult]
 
 
-def steps_activity(steps: dict[str, StepActivity]) -> Callable[..., Any]:
-    """Return the activity ``run_steps``: the pass's steps one after the other, each as
-    its own activity in ``steps`` (by name) runs it, while the pass goes on, sharing
-    what they read (``activities.kube.shared_reads``).
-
-    An idle pass reads from the worker's views; when one of its steps would act, the
-    pass runs again, every read fresh, before anything is written (``Stale``)."""
-
-    @activity.defn(name=pipeline.RUN_STEPS)
-    def run(steps_input: StepsInput) -> StepsResult:
-        return _in_order(steps, steps_input)
-
-    return run
-
-
 def pass_activity(
     steps: dict[str, StepActivity],
     write: Callable[[StatusInput], bool],
     settle: Settle | None = None,
 ) -> Callable[..., Any]:
-    """Return the activity ``run_pass``: ``run_steps``, then, when no step raised, the
+    """Return the activity ``run_pass``: the steps (``run_steps``), then, when no step
+    raised, the
     pass's status written with ``write`` (``WriteStatus.after_steps``); a pass given
     what its load found (``PassInput.settle``) that settled the instance is handed to
     ``settle`` as a re-check repeats it (``PassInput.rechecked``)."""
 
     @activity.defn(name=pipeline.RUN_PASS)
     def run(pass_input: PassInput) -> StepsResult:
-        done = then_write(pass_input.then, _in_order(steps, pass_input.steps), write)
+        done = then_write(pass_input.then, run_steps(steps, pass_input.steps), write)
         if settle is None or (snapshot := pass_input.settle) is None:
             return done
         loaded = pass_input.rechecked(snapshot)
@@ -176,9 +162,9 @@ def loaded_pass_activity(
 
 
 def runners(ctx: Context, steps: dict[str, StepActivity]) -> list[Callable[..., Any]]:
-    """The activities that run a pass's ``steps`` in one go: ``run_steps``, ``run_pass``
-    (and its status write) and ``load_and_run_pass`` (and its load, and the worker's
-    re-checks of the instances it settles)."""
+    """The activities that run a pass's ``steps`` in one go: ``run_pass`` (and its
+    status write) and ``load_and_run_pass`` (and its load, and the worker's re-checks
+    of the instances it settles)."""
     status = WriteStatus(ctx)
     load = LoadInstance(ctx).run
     settle = None
@@ -192,10 +178,16 @@ def runners(ctx: Context, steps: dict[str, StepActivity]) -> list[Callable[..., 
             return rechecks.settle(workflow_id, loaded, check, net.total_seconds(), every)
 
     run_pass = pass_activity(steps, status.after_steps, settle)
-    return [steps_activity(steps), run_pass, loaded_pass_activity(load, run_pass, settle)]
+    return [run_pass, loaded_pass_activity(load, run_pass, settle)]
 
 
-def _in_order(steps: dict[str, StepActivity], steps_input: StepsInput) -> StepsResult:
+def run_steps(steps: dict[str, StepActivity], steps_input: StepsInput) -> StepsResult:
+    """Run the pass's steps one after the other, each as its function in ``steps`` (by
+    name) runs it, while the pass goes on, sharing what they read
+    (``activities.kube.shared_reads``); in an activity (``run_pass``).
+
+    An idle pass reads from the worker's views; when one of its steps would act, the
+    pass runs again, every read fresh, before anything is written (``Stale``)."""
     each = measured(lambda step, one: steps[step](one))
     if steps_input.step_input.idle:
         try:
@@ -209,7 +201,7 @@ def _in_order(steps: dict[str, StepActivity], steps_input: StepsInput) -> StepsR
 
 def all_activities(ctx: Context) -> list[Callable[..., Any]]:
     """Return every activity: each step of the table (in table order), the runners over
-    them (``run_steps``, ``run_pass``, ``load_and_run_pass``), then the others."""
+    them (``run_pass``, ``load_and_run_pass``), then the others."""
     steps = [STEPS[spec.name] for spec in (*pipeline.CONVERGE, *pipeline.TEARDOWN)]
     upgrades = Upgrades(ctx)
     activities = {s.spec.name: step_activity(ctx, s) for s in steps}

@@ -1,9 +1,9 @@
 """Each step's span attributes and metrics: for a step run as its own activity, a worker
-interceptor; for the steps ``run_steps`` (or ``run_pass``, ``load_and_run_pass``) runs
-one after the other, a span of each.
+interceptor; for the steps ``run_pass`` (or ``load_and_run_pass``) runs one after the
+other, a span of each.
 
 The interceptor runs inside the ``RunActivity`` span of Temporal's TracingInterceptor;
-``run_steps`` opens a ``RunStep:<step>`` span for each step inside its own. A step that
+``run_pass`` opens a ``RunStep:<step>`` span for each step inside its own. A step that
 returns puts ``dbi.instance``, ``dbi.step``, ``dbi.outcome`` and ``dbi.reason`` on its
 span and counts the result; one that raises records the exception on the span (its
 detail lives there, in the activity's failure and in logs, never in a condition
@@ -32,7 +32,7 @@ from dbi.telemetry import STEP, instance_of
 log = logging.getLogger("dbi.worker")
 tracer = trace.get_tracer("dbi.worker")
 # The activities that run a pass's steps one after the other.
-RUNNERS = frozenset({pipeline.RUN_STEPS, pipeline.RUN_PASS, pipeline.LOAD_AND_RUN_PASS})
+RUNNERS = frozenset({pipeline.RUN_PASS, pipeline.LOAD_AND_RUN_PASS})
 
 
 class StepTelemetry(Interceptor):
@@ -64,7 +64,7 @@ class _Inbound(ActivityInboundInterceptor):
 def measured(
     run: Callable[[str, StepInput], StepResult],
 ) -> Callable[[str, StepInput], StepResult]:
-    """``run`` (a step by name) for the steps ``run_steps`` runs: each in a span of its
+    """``run`` (a step by name) for the steps a runner runs: each in a span of its
     own, measured and counted as a step's activity is, its log records naming it."""
 
     def one(step: str, step_input: StepInput) -> StepResult:

@@ -171,7 +171,7 @@ class Peer:
         )
         if key not in self.seen or self.seen[key][0] != snapshot.generation:
             self.seen[key] = (snapshot.generation, datetime.now(UTC))
-        # As the worker's run_steps: the same loop, each object read once a pass, each
+        # As the worker's run_pass: the same loop, each object read once a pass, each
         # login made once.
         steps = StepsInput(steps=tuple(s.name for s in pipeline.CONVERGE), step_input=step_input)
         with shared_reads(), shared_sessions():

@@ -65,7 +65,7 @@ def stub(ctx: Context, spec: StepSpec) -> Callable[[StepInput], StepResult]:
 
 def activities(ctx: Context) -> list[Callable[..., Any]]:
     """Every activity the worker hosts, the converge steps stubbed (the runners,
-    ``run_steps``, ``run_pass`` and ``load_and_run_pass``, run the stubs too)."""
+    ``run_pass`` and ``load_and_run_pass``, run the stubs too)."""
     stubs = {spec.name: stub(ctx, spec) for spec in pipeline.CONVERGE}
     real = {_name(fn): fn for fn in registry.all_activities(ctx)}
     teardown = {spec.name: real[spec.name] for spec in pipeline.TEARDOWN}

@@ -31,7 +31,8 @@ class PendingStatus(BaseModel):
 
 class PassInput(BaseModel):
     """What the activity ``run_pass`` is given: a local pass's steps, run in one go as
-    ``run_steps`` runs them, then its status, written as ``write_status`` writes it."""
+    ``activities.registry.run_steps`` runs them, then its status, written as
+    ``write_status`` writes it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

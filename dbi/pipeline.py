@@ -135,9 +135,8 @@ TEARDOWN: tuple[StepSpec, ...] = (
 # Activities that are not steps.
 LOAD_INSTANCE = "load_instance"
 WRITE_STATUS = "write_status"
-# The activity that runs a local pass's steps one after the other (``dbi.steps.in_order``).
-RUN_STEPS = "run_steps"
-# The same, then the pass's status written as WRITE_STATUS writes it (one marker a pass).
+# The activity that runs a local pass's steps one after the other (``dbi.steps.in_order``),
+# then the pass's status written as WRITE_STATUS writes it (one marker a pass).
 RUN_PASS = "run_pass"  # noqa: S105 (an activity's name)
 # An idle pass's load, then, when it found the instance as the last pass did, RUN_PASS.
 LOAD_AND_RUN_PASS = "load_and_run_pass"  # noqa: S105 (an activity's name)

@@ -195,7 +195,7 @@ def goes_on(result: StepResult) -> bool:
 
 
 class StepsInput(BaseModel):
-    """What the activity that runs a pass's steps in one go (``run_steps``) is given."""
+    """A pass's steps to run in one go (``activities.registry.run_steps``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -204,7 +204,8 @@ class StepsInput(BaseModel):
 
 
 class StepsResult(BaseModel):
-    """The results of the steps ``run_steps`` ran, and the step that raised, if one did."""
+    """The results of the steps a pass ran in one go, and the step that raised, if one
+    did."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

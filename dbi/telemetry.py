@@ -47,7 +47,7 @@ from dbi.health import Health, HealthCollector
 
 log = logging.getLogger("dbi.telemetry")
 
-# The step running now, when an activity runs several (``run_steps``); else its type is.
+# The step running now, when an activity runs several (``run_pass``); else its type is.
 STEP: ContextVar[str | None] = ContextVar("dbi_step", default=None)
 
 

@@ -1,4 +1,4 @@
-"""The reads the steps of one run_steps activity share (``activities.kube.shared_reads``),
+"""The reads the steps of one pass's activity share (``activities.kube.shared_reads``),
 against the real API server: an object read again in the block is the first answer, a
 write through the client drops what was read, and outside a block every read is fresh."""
 

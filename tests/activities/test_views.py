@@ -16,7 +16,7 @@ from temporalio.testing import ActivityEnvironment
 from activities import admin_credential, credentials, secrets, trust
 from activities.instance import LoadInstance
 from activities.kube import Stale, confirm_fresh, shared_reads
-from activities.registry import steps_activity
+from activities.registry import run_steps
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
 from activities.views import ANSWERS_PER_WORKFLOW, KINDS, Kind, Spared, View, Views, target
@@ -165,9 +165,11 @@ def test_an_idle_pass_that_would_act_on_a_lagging_view_runs_again_on_fresh_reads
     acted: list[str] = []
     step = note_step(namespace, acted)
     ctx = Context(kube=counted.kube, config=Config())
-    run_steps = steps_activity({SPEC.name: lambda one: run_step(ctx, step, one)})
+    steps = {SPEC.name: lambda one: run_step(ctx, step, one)}
     one = StepInput(namespace=namespace, name="db", uid=uid, idle=True)
-    result = ActivityEnvironment().run(run_steps, StepsInput(steps=(SPEC.name,), step_input=one))
+    result = ActivityEnvironment().run(
+        run_steps, steps, StepsInput(steps=(SPEC.name,), step_input=one)
+    )
     assert acted == []
     assert [(r.outcome, r.reason) for r in result.results] == [(Outcome.SATISFIED, "Done")]
 
@@ -196,10 +198,10 @@ def test_a_step_acting_on_an_instance_its_idle_load_read_from_views_reads_it_afr
         lambda seen: Decision(SPEC.result(Outcome.PENDING, "Acting", "acting"), "act"),
         lambda ctx, instance, seen, action: acted.append(seen),
     )
-    run_steps = steps_activity({SPEC.name: lambda one: run_step(ctx, step, one)})
+    steps = {SPEC.name: lambda one: run_step(ctx, step, one)}
     one = StepInput(namespace=namespace, name="db", uid=uid, idle=True, pass_id=RUN_ONE_FIRST)
     before = len(counted.sent)
-    ActivityEnvironment().run(run_steps, StepsInput(steps=(SPEC.name,), step_input=one))
+    ActivityEnvironment().run(run_steps, steps, StepsInput(steps=(SPEC.name,), step_input=one))
     assert acted == [uid]
     assert any("dbinstances" in path for _, path in counted.sent[before:]), counted.sent[before:]
 
@@ -207,10 +209,10 @@ def test_a_step_acting_on_an_instance_its_idle_load_read_from_views_reads_it_afr
 def credentials_pass(counted: Counted, namespace: str, uid: str, *, idle: bool) -> StepResult:
     """One pass of the credentials step alone (dbi's namespace: the test's)."""
     ctx = Context(kube=counted.kube, config=Config(namespace=namespace))
-    run_steps = steps_activity({CREDENTIALS: lambda one: run_step(ctx, credentials.STEP, one)})
+    steps = {CREDENTIALS: lambda one: run_step(ctx, credentials.STEP, one)}
     one = StepInput(namespace=namespace, name="db", uid=uid, idle=idle)
-    steps = StepsInput(steps=(CREDENTIALS,), step_input=one)
-    result: StepsResult = ActivityEnvironment().run(run_steps, steps)
+    given = StepsInput(steps=(CREDENTIALS,), step_input=one)
+    result: StepsResult = ActivityEnvironment().run(run_steps, steps, given)
     return result.results[0]
 
 

@@ -207,7 +207,6 @@ def activities(world: World) -> list[Callable[..., Any]]:
 
         return run
 
-    @activity.defn(name=pipeline.RUN_STEPS)
     async def run_steps(steps_input: StepsInput) -> StepsResult:
         """The real loop (``dbi.steps.in_order``) and telemetry over the stub steps."""
         now = await world.now()
@@ -216,8 +215,9 @@ def activities(world: World) -> list[Callable[..., Any]]:
 
     @activity.defn(name=pipeline.RUN_PASS)
     async def run_pass(pass_input: PassInput) -> StepsResult:
-        """``run_steps``, then the status written as the real one does (``then_write``);
-        a pass given what its load found settles the instance as the real one does."""
+        """The steps (``run_steps``), then the status written as the real one does
+        (``then_write``); a pass given what its load found settles the instance as the
+        real one does."""
         done = await run_steps(pass_input.steps)
         done = then_write(pass_input.then, done, world.write_after_steps)
         if (snapshot := pass_input.settle) is None:
@@ -249,7 +249,6 @@ def activities(world: World) -> list[Callable[..., Any]]:
     steps = [step_activity(name) for name in CONDITIONS]
     return [
         *steps,
-        run_steps,
         run_pass,
         load_instance,
         load_and_run_pass,

@@ -1,5 +1,5 @@
 """Every activity of a pass is an OpenTelemetry span, through Temporal's contrib
-interceptor, and each step the pass's ``run_steps`` runs is a span inside it."""
+interceptor, and each step the pass's ``run_pass`` runs is a span inside it."""
 
 from __future__ import annotations
 
@@ -28,13 +28,13 @@ async def test_each_step_of_a_pass_is_a_span(time_env: WorkflowEnvironment) -> N
     activities = {s.name: s for s in spans if s.name.startswith("RunActivity:")}
     names = (pipeline.LOAD_INSTANCE, pipeline.RUN_PASS)
     assert {f"RunActivity:{name}" for name in names} <= set(activities)
-    run_steps = activities[f"RunActivity:{pipeline.RUN_PASS}"]
-    assert run_steps.context is not None
+    run_pass = activities[f"RunActivity:{pipeline.RUN_PASS}"]
+    assert run_pass.context is not None
     traces = {s.context.trace_id for s in activities.values() if s.context is not None}
     steps = {
         s.name: s
         for s in EXPORTER.get_finished_spans()
-        if s.parent is not None and s.parent.span_id == run_steps.context.span_id
+        if s.parent is not None and s.parent.span_id == run_pass.context.span_id
     }
     for step in pipeline.CONVERGE:
         span = steps[f"RunStep:{step.name}"]
