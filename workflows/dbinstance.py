@@ -68,14 +68,12 @@ class DBInstanceWorkflow:
         self.input = input
         self.s = State.of(input)
         self.c = self.s.carried  # the part continue-as-new hands on
-        self.tallied = False  # the run counts its history (HISTORY_TALLY), asked in run
 
     @workflow.run
     async def run(self, input: WorkflowInput) -> str:
         ui.identify(self.s.namespace, self.s.name)
         # Every patch is asked here, before the first local activity (docs/engine.md).
-        self.tallied = workflow.patched(HISTORY_TALLY)
-        if self.tallied:
+        if workflow.patched(HISTORY_TALLY):
             self.s.tally.patched()
         else:
             self._read_history()
@@ -430,7 +428,7 @@ class DBInstanceWorkflow:
         except TimeoutError:
             # Nothing woke a Ready instance: the next pass is a health check.
             self.s.health_check = report.converged and not report.deleting
-            if not self.tallied:
+            if self.s.history_read is not None:  # a run begun before HISTORY_TALLY
                 self._read_history()
         else:
             # A started worker's settle wake alone is a health check's too.
@@ -450,7 +448,7 @@ class DBInstanceWorkflow:
     def _should_continue_as_new(self) -> bool:
         """The run's history holds ``history_limit`` events, as counted (or as read, by
         a run begun before HISTORY_TALLY), and no forced resize waits for a pass."""
-        too_long = self.s.too_long(self.input.history_limit, tallied=self.tallied)
+        too_long = self.s.too_long(self.input.history_limit)
         return too_long and not self.s.requests.resize_waiters
 
     async def _continue_as_new(self) -> None:

@@ -124,7 +124,8 @@ class State:
     # What the run has added to its history (a run begun with HISTORY_TALLY).
     tally: Tally = field(default_factory=Tally)
     # A run begun before HISTORY_TALLY: the history's length, the server's suggestion
-    # and the pass count, as read at the run's start and where a timer ended a wait.
+    # and the pass count, as read at the run's start and where a timer ended a wait
+    # (None in a run that counts its history).
     history_read: HistoryRead | None = None
 
     @classmethod
@@ -137,13 +138,12 @@ class State:
             streaks=Streaks(transient=carried.transient_streak),
         )
 
-    def too_long(self, limit: int, *, tallied: bool) -> bool:
+    def too_long(self, limit: int) -> bool:
         """Whether the run's history holds ``limit`` events: as counted (``tally``), or
         for a run begun before HISTORY_TALLY, as last read plus PASS_EVENTS a pass."""
-        if tallied:
+        if self.history_read is None:
             return self.tally.events >= limit
-        read = self.history_read
-        return read is not None and read.too_long(limit=limit, passes=self.carried.passes)
+        return self.history_read.too_long(limit=limit, passes=self.carried.passes)
 
     def handed_on(self) -> Carried:
         """What a new run starts from."""
