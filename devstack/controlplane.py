@@ -44,9 +44,10 @@ def service_cidr(data_dir: Path) -> str:
     """The range ClusterIPs come from: a /16 inside 127.0.0.0/8, so that the VM stand-in
     can answer each Service on its ClusterIP on this host (kube-proxy's part,
     ``devstack.vmstandin.services``). Picked at random once per stack, so two stacks on
-    one machine rarely share it (the VMs' own addresses are in 127.10.0.0/16), and kept
-    in ``data_dir`` (a stack's Services keep their ClusterIPs across restarts; a data
-    directory made before this keeps the range it was made with, 10.0.0.0/24)."""
+    one machine rarely share it (the VMs' own addresses are below it, 127.10.0.0 to
+    127.31.255.255), and kept in ``data_dir`` (a stack's Services keep their ClusterIPs
+    across restarts; a data directory made before this keeps the range it was made
+    with, 10.0.0.0/24)."""
     path = data_dir / "service-cidr"
     if path.exists():
         return path.read_text().strip()
