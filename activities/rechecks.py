@@ -6,7 +6,8 @@ the last pass did, or one that loaded first and was given what its load found
 (``run_pass`` with ``PassInput.settle``: the pass that made the instance Ready, a woken
 one). The worker that ran it keeps the pass's input, as an idle pass's (its reads from
 the views), and, every healthCheckInterval, looks again the way that pass did
-(``recheck``: the load, the steps' observations, the status they would derive), from
+(``activities.passes.Passes.recheck``: the load, the steps' observations, the status
+they would derive), from
 its views, acting on nothing: a re-check that finds the same records nothing (the
 counter ``dbi_rechecks_total``); one that finds anything else (a step would act, a step
 is not Satisfied or raised, the status would change, the instance is not the one the
@@ -19,7 +20,7 @@ the workers still polling run and settle (``Rechecks.hand_off``).
 
 A pass that waits on a transition whose end the watcher announces (a VM starting or
 stopping: its last step Pending and ``announced``, every step before it Satisfied)
-hands the worker its fallback the same way (``awaits``): the worker looks again after
+hands the worker its fallback the same way (``dbi.passes.awaits``): the worker looks again after
 the step's hint (30 s), as often, and wakes the workflow when a look finds anything
 else; the workflow waits ``AWAIT_NET`` (5 min) for its own pass, or the watcher's wake.
 
@@ -36,17 +37,13 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass
 
-from activities.kube import Stale, rests_on_views, shared_reads
-from activities.postgres import shared_sessions
 from dbi import metrics
 from dbi.messages import Wake
-from dbi.passes import LoadedPass, LoadedPassInput
-from dbi.status import StatusInput
-from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult, in_order
+from dbi.passes import LoadedPassInput
 
 log = logging.getLogger("dbi.worker")
 
@@ -74,84 +71,6 @@ HAND_OFF_CONCURRENCY = 16
 # A re-check's reads time out sooner (API requests 35 s, PostgreSQL statements 10 s),
 # even the few an API server that stopped answering makes it wait on.
 STUCK_SECONDS = 300.0
-
-
-def settled(loaded: LoadedPassInput, ran: LoadedPass) -> bool:
-    """Whether the pass settled the instance: it ran on the snapshot ``loaded`` expects
-    (``load_and_run_pass``'s load found it, or ``run_pass`` was given it), and every step
-    of the pass ran to Satisfied with the status written."""
-    done = ran.done
-    if done is None or done.raised is not None or not done.written:
-        return False
-    steps = loaded.then.steps.steps
-    return len(done.results) == len(steps) and all(
-        r.outcome is Outcome.SATISFIED for r in done.results
-    )
-
-
-def awaits(loaded: LoadedPassInput, ran: LoadedPass) -> float | None:
-    """When the pass waits on a transition the watcher announces: the look its step asks
-    for as a fallback (its hint, in seconds), which the worker makes. That is, it ran on
-    the snapshot ``loaded`` expects, every step before its last ran to Satisfied, the
-    last is Pending and ``announced``, and the status was written. None for any other
-    pass."""
-    done = ran.done
-    if done is None or done.raised is not None or not done.written or not done.results:
-        return None
-    *before, last = done.results
-    waiting = last.outcome is Outcome.PENDING and last.announced
-    if not (waiting and last.requeue_after_seconds):
-        return None
-    if any(r.outcome is not Outcome.SATISFIED for r in before):
-        return None
-    return last.requeue_after_seconds
-
-
-def recheck(
-    loaded: LoadedPassInput,
-    load: Callable[[StepInput], InstanceSnapshot],
-    steps: Mapping[str, Callable[[StepInput], StepResult]],
-    unchanged: Callable[[StatusInput], bool],
-    forget: Callable[[str], None],
-) -> str | None:
-    """Look at the instance as the settled pass ``loaded`` did, acting on nothing; None
-    when it is as that pass left it, else what differs.
-
-    The load and steps read as an idle pass does (the views, the reads it may leave
-    out), and every decision rests on that (``rests_on_views``): a step that would act
-    raises ``Stale`` before it writes anything, as does any write through the worker's
-    client. What it read is forgotten after (``forget``, by the pass's id)."""
-    try:
-        return _differs(loaded, load, steps, unchanged)
-    finally:
-        forget(loaded.load.pass_id)
-
-
-def _differs(
-    loaded: LoadedPassInput,
-    load: Callable[[StepInput], InstanceSnapshot],
-    steps: Mapping[str, Callable[[StepInput], StepResult]],
-    unchanged: Callable[[StatusInput], bool],
-) -> str | None:
-    snapshot = load(loaded.load)
-    if snapshot != loaded.expected:
-        return "the instance changed"
-    try:
-        with shared_reads(idle=True), shared_sessions():
-            rests_on_views()
-            done = in_order(loaded.then.steps, lambda step, one: steps[step](one))
-    except Stale:
-        return "a step would act"
-    if done.raised is not None:
-        return f"{done.raised} raised"
-    for result in done.results:
-        # A transition still under way (``awaits``) is what its pass found; any change
-        # in it shows in the status.
-        if result.outcome is not Outcome.SATISFIED and not result.announced:
-            return f"{result.step} is {result.outcome.value}: {result.reason}"
-    if not unchanged(loaded.then.then.after(done.results)):
-        return "the status would change"
-    return None
 
 
 @dataclass

@@ -18,6 +18,7 @@ from temporalio import activity
 
 from activities import registry, secrets
 from activities.kube import Instance
+from activities.passes import Passes
 from activities.step import Context, gone, load
 from dbi import pipeline
 from dbi.pipeline import StepSpec
@@ -69,7 +70,7 @@ def activities(ctx: Context) -> list[Callable[..., Any]]:
     stubs = {spec.name: stub(ctx, spec) for spec in pipeline.CONVERGE}
     real = {_name(fn): fn for fn in registry.all_activities(ctx)}
     teardown = {spec.name: real[spec.name] for spec in pipeline.TEARDOWN}
-    runners = registry.runners(ctx, {**stubs, **teardown})
+    runners = registry.runners(Passes(ctx, {**stubs, **teardown}))
     kept = [fn for name, fn in real.items() if name not in {*stubs, *map(_name, runners)}]
     return [*stubs.values(), *runners, *kept]
 

@@ -1,7 +1,7 @@
 """A pass as the workflow hands it to one activity: its steps, then its status, and,
 for a pass that expects the instance unchanged, its load first (``run_pass``,
-``load_and_run_pass``). Plain data and pure functions; the activities that run them are
-in activities/registry.py."""
+``load_and_run_pass``), and whether it settles the instance. Plain data and pure
+functions; the worker's runner of them is activities/passes.py."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from dbi.models import Served
 from dbi.status import StatusInput, finished
-from dbi.steps import InstanceSnapshot, StepInput, StepResult, StepsInput, StepsResult
+from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult, StepsInput, StepsResult
 
 
 class PendingStatus(BaseModel):
@@ -30,8 +30,8 @@ class PendingStatus(BaseModel):
 
 
 class PassInput(BaseModel):
-    """What the activity ``run_pass`` is given: a local pass's steps, run in one go as
-    ``activities.registry.run_steps`` runs them, then its status, written as
+    """What the activity ``run_pass`` is given: a local pass's steps, run in one go
+    (``activities.passes.Passes.run_steps``), then its status, written as
     ``write_status`` writes it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -101,14 +101,32 @@ def then_write(
     return done.model_copy(update={"written": write(pending.after(done.results))})
 
 
-def loaded_pass(
-    loaded: LoadedPassInput,
-    load: Callable[[StepInput], InstanceSnapshot],
-    run_pass: Callable[[PassInput], StepsResult],
-) -> LoadedPass:
-    """``load_and_run_pass``: load the instance; run the pass only on the snapshot the
-    workflow expected (anything else, it decides the pass afresh)."""
-    snapshot = load(loaded.load)
-    if snapshot != loaded.expected:
-        return LoadedPass(snapshot=snapshot)
-    return LoadedPass(snapshot=snapshot, done=run_pass(loaded.then))
+def settled(loaded: LoadedPassInput, ran: LoadedPass) -> bool:
+    """Whether the pass settled the instance: it ran on the snapshot ``loaded`` expects
+    (``load_and_run_pass``'s load found it, or ``run_pass`` was given it), and every step
+    of the pass ran to Satisfied with the status written."""
+    done = ran.done
+    if done is None or done.raised is not None or not done.written:
+        return False
+    steps = loaded.then.steps.steps
+    return len(done.results) == len(steps) and all(
+        r.outcome is Outcome.SATISFIED for r in done.results
+    )
+
+
+def awaits(loaded: LoadedPassInput, ran: LoadedPass) -> float | None:
+    """When the pass waits on a transition the watcher announces: the look its step asks
+    for as a fallback (its hint, in seconds), which the worker makes. That is, it ran on
+    the snapshot ``loaded`` expects, every step before its last ran to Satisfied, the
+    last is Pending and ``announced``, and the status was written. None for any other
+    pass."""
+    done = ran.done
+    if done is None or done.raised is not None or not done.written or not done.results:
+        return None
+    *before, last = done.results
+    waiting = last.outcome is Outcome.PENDING and last.announced
+    if not (waiting and last.requeue_after_seconds):
+        return None
+    if any(r.outcome is not Outcome.SATISFIED for r in before):
+        return None
+    return last.requeue_after_seconds

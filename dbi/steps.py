@@ -195,7 +195,7 @@ def goes_on(result: StepResult) -> bool:
 
 
 class StepsInput(BaseModel):
-    """A pass's steps to run in one go (``activities.registry.run_steps``)."""
+    """A pass's steps to run in one go (``activities.passes.Passes.run_steps``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -19,7 +19,6 @@ OVER = {
     "activities/kube.py": 439,
     "watcher/watcher.py": 429,
     "activities/step.py": 413,
-    "activities/rechecks.py": 369,
     "commands/operate.py": 358,
     "activities/pgupgrade.py": 355,
     "dbi/environment.py": 353,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -21,17 +22,14 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.instance import LoadInstance
 from activities.kube import shared_reads
+from activities.passes import Passes, StepActivity
 from activities.rechecks import (
     START_GAP_SECONDS,
     START_SPREAD_SECONDS,
     STUCK_SECONDS,
     Rechecks,
     Signal,
-    awaits,
-    recheck,
-    settled,
 )
-from activities.registry import StepActivity, loaded_pass_activity, pass_activity
 from activities.status import WriteStatus
 from activities.step import Context
 from activities.step import run as run_step
@@ -41,7 +39,7 @@ from dbi.config import Config
 from dbi.health import Health
 from dbi.messages import AWAIT_NET, Wake
 from dbi.models import Served
-from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus
+from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus, awaits, settled
 from dbi.status import PassReport, StatusInput
 from dbi.steps import (
     InstanceSnapshot,
@@ -445,6 +443,30 @@ async def test_a_recheck_loop_that_died_fails_the_workers_liveness() -> None:
 
 
 @dataclass
+class Taken:
+    """Re-checks that take on every pass they are handed and record it, with how often
+    it would be looked at (None: every healthCheckInterval)."""
+
+    given: list[tuple[LoadedPassInput, float | None]] = field(default_factory=list)
+
+    def settle(
+        self,
+        workflow_id: str,
+        loaded: LoadedPassInput,
+        check: Callable[[LoadedPassInput], str | None],
+        net: float,
+        every: float | None = None,
+    ) -> bool:
+        self.given.append((loaded, every))
+        return True
+
+    def every_interval(self) -> list[LoadedPassInput]:
+        """The passes handed on to be re-checked every healthCheckInterval."""
+        assert all(every is None for _, every in self.given), self.given
+        return [loaded for loaded, _ in self.given]
+
+
+@dataclass
 class Noted:
     """The DBInstance ``db`` and its Service, and a pass of the note step over them
     (``tests.activities.test_views.note_step``: it acts on the note "act")."""
@@ -461,6 +483,9 @@ class Noted:
         self.steps: dict[str, StepActivity] = {SPEC.name: partial(run_step, self.ctx, step)}
         self.load = LoadInstance(self.ctx).run
         self.status = WriteStatus(self.ctx)
+        self.taken = Taken()
+        # The worker's runner, its re-checks recording what it hands them.
+        self.passes = Passes(self.ctx, self.steps, self.taken)
 
     def note(self, value: str) -> None:
         body = {"metadata": {"annotations": {"note": value}}}
@@ -469,8 +494,7 @@ class Noted:
     def rechecked(self, loaded: LoadedPassInput) -> tuple[str | None, list[str]]:
         """What a re-check of ``loaded`` finds, and the requests it sent."""
         before = len(self.counted.sent)
-        forget = self.ctx.passes.forget
-        found = recheck(loaded, self.load, self.steps, self.status.unchanged, forget)
+        found = self.passes.recheck(loaded)
         return found, [method for method, _ in self.counted.sent[before:]]
 
 
@@ -504,8 +528,7 @@ def test_a_recheck_is_quiet_until_a_step_would_act_or_the_status_would_change(
     first = StepInput(namespace=namespace, name="db", uid=db.uid, idle=True, pass_id=RUN_ONE)
     snapshot = ActivityEnvironment().run(db.load, first)
     loaded = loaded_input(snapshot, namespace)
-    settling = loaded_pass_activity(db.load, pass_activity(db.steps, db.status.after_steps))
-    ran: LoadedPass = ActivityEnvironment().run(settling, loaded)
+    ran: LoadedPass = ActivityEnvironment().run(db.passes.load_and_run_pass, loaded)
     assert settled(loaded, ran)
 
     # The status the pass wrote reaches the views; then a re-check asks nothing.
@@ -559,23 +582,16 @@ def test_a_woken_pass_that_converges_settles_and_its_recheck_reads_the_views(
     assert [method for method, _ in counted.sent[before:]] == ["GET"]  # from the server
     idle_pass = loaded_input(snapshot, namespace).then
     one = idle_pass.steps.model_copy(update={"step_input": woken})
-    given: list[LoadedPassInput] = []
-
-    def settle(workflow_id: str, loaded: LoadedPassInput, every: float | None) -> bool:
-        assert every is None  # every healthCheckInterval
-        given.append(loaded)
-        return True
-
-    run_pass = pass_activity(db.steps, db.status.after_steps, settle)
+    run_pass = db.passes.run_pass
     done: StepsResult = ActivityEnvironment().run(
         run_pass, idle_pass.model_copy(update={"steps": one, "settle": snapshot})
     )
     assert done.rechecked and done.written
-    _handed_an_idle_recheck(db, given, snapshot)
+    _handed_an_idle_recheck(db, db.taken.every_interval(), snapshot)
 
     # A step that acts (not Satisfied) settles nothing; nor does a pass not given what
     # its load found (it had something to serve).
-    given.clear()
+    db.taken.given.clear()
     done = ActivityEnvironment().run(
         run_pass, idle_pass.model_copy(update={"steps": one, "settle": snapshot})
     )
@@ -583,7 +599,7 @@ def test_a_woken_pass_that_converges_settles_and_its_recheck_reads_the_views(
     db.note("1")
     done = ActivityEnvironment().run(run_pass, idle_pass.model_copy(update={"steps": one}))
     assert done.results[0].outcome is Outcome.SATISFIED and not done.rechecked
-    assert given == []
+    assert db.taken.given == []
 
 
 @pytest.mark.stack
@@ -608,26 +624,19 @@ def test_a_woken_pass_run_with_its_load_reads_afresh_and_hands_on_an_idle_rechec
         update={"steps": idle.then.steps.model_copy(update={"step_input": fresh})}
     )
     woken = LoadedPassInput(load=fresh, expected=snapshot, then=then)
-    given: list[LoadedPassInput] = []
-
-    def settle(workflow_id: str, loaded: LoadedPassInput, every: float | None) -> bool:
-        assert every is None  # every healthCheckInterval
-        given.append(loaded)
-        return True
-
-    run_pass = pass_activity(db.steps, db.status.after_steps)
-    activity = loaded_pass_activity(db.load, run_pass, settle)
+    activity = db.passes.load_and_run_pass
     before = len(counted.sent)
     ran: LoadedPass = ActivityEnvironment().run(activity, woken)
     sent = [(method, path) for method, path in counted.sent[before:] if method == "GET"]
     assert any(path.endswith("/dbinstances/db") for _, path in sent), sent  # afresh
     assert ran.done is not None and ran.done.written and ran.rechecked
-    _handed_an_idle_recheck(db, given, snapshot)
+    _handed_an_idle_recheck(db, db.taken.every_interval(), snapshot)
 
-    given.clear()
+    db.taken.given.clear()
     changed = woken.model_copy(update={"expected": snapshot.model_copy(update={"generation": 9})})
     ran = ActivityEnvironment().run(activity, changed)
-    assert (ran.snapshot, ran.done, ran.rechecked, given) == (snapshot, None, False, [])
+    assert (ran.snapshot, ran.done, ran.rechecked) == (snapshot, None, False)
+    assert db.taken.given == []
     assert db.acted == []
 
 
@@ -649,19 +658,12 @@ def test_a_pass_waiting_on_an_announced_transition_hands_its_look_to_the_worker(
     snapshot = ActivityEnvironment().run(db.load, woken)
     idle_pass = loaded_input(snapshot, namespace).then
     one = idle_pass.steps.model_copy(update={"step_input": woken})
-    given: list[tuple[LoadedPassInput, float | None]] = []
-
-    def settle(workflow_id: str, loaded: LoadedPassInput, every: float | None) -> bool:
-        given.append((loaded, every))
-        return True
-
-    run_pass = pass_activity(db.steps, db.status.after_steps, settle)
     done: StepsResult = ActivityEnvironment().run(
-        run_pass, idle_pass.model_copy(update={"steps": one, "settle": snapshot})
+        db.passes.run_pass, idle_pass.model_copy(update={"steps": one, "settle": snapshot})
     )
     assert done.rechecked and done.written
     assert done.results[-1].outcome is Outcome.PENDING and done.results[-1].announced
-    [(loaded, every)] = given
+    [(loaded, every)] = db.taken.given
     assert every == 30 and loaded.load.idle and loaded.expected == snapshot
     eventually(lambda: db.rechecked(loaded) == (None, []), what="a quiet look, views alone")
 

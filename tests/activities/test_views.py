@@ -16,7 +16,7 @@ from temporalio.testing import ActivityEnvironment
 from activities import admin_credential, credentials, secrets, trust
 from activities.instance import LoadInstance
 from activities.kube import Stale, confirm_fresh, shared_reads
-from activities.registry import run_steps
+from activities.passes import Passes
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
 from activities.views import ANSWERS_PER_WORKFLOW, KINDS, Kind, Spared, View, Views, target
@@ -168,7 +168,7 @@ def test_an_idle_pass_that_would_act_on_a_lagging_view_runs_again_on_fresh_reads
     steps = {SPEC.name: lambda one: run_step(ctx, step, one)}
     one = StepInput(namespace=namespace, name="db", uid=uid, idle=True)
     result = ActivityEnvironment().run(
-        run_steps, steps, StepsInput(steps=(SPEC.name,), step_input=one)
+        Passes(ctx, steps).run_steps, StepsInput(steps=(SPEC.name,), step_input=one)
     )
     assert acted == []
     assert [(r.outcome, r.reason) for r in result.results] == [(Outcome.SATISFIED, "Done")]
@@ -201,7 +201,8 @@ def test_a_step_acting_on_an_instance_its_idle_load_read_from_views_reads_it_afr
     steps = {SPEC.name: lambda one: run_step(ctx, step, one)}
     one = StepInput(namespace=namespace, name="db", uid=uid, idle=True, pass_id=RUN_ONE_FIRST)
     before = len(counted.sent)
-    ActivityEnvironment().run(run_steps, steps, StepsInput(steps=(SPEC.name,), step_input=one))
+    given = StepsInput(steps=(SPEC.name,), step_input=one)
+    ActivityEnvironment().run(Passes(ctx, steps).run_steps, given)
     assert acted == [uid]
     assert any("dbinstances" in path for _, path in counted.sent[before:]), counted.sent[before:]
 
@@ -212,7 +213,7 @@ def credentials_pass(counted: Counted, namespace: str, uid: str, *, idle: bool) 
     steps = {CREDENTIALS: lambda one: run_step(ctx, credentials.STEP, one)}
     one = StepInput(namespace=namespace, name="db", uid=uid, idle=idle)
     given = StepsInput(steps=(CREDENTIALS,), step_input=one)
-    result: StepsResult = ActivityEnvironment().run(run_steps, steps, given)
+    result: StepsResult = ActivityEnvironment().run(Passes(ctx, steps).run_steps, given)
     return result.results[0]
 
 

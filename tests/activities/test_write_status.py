@@ -13,7 +13,7 @@ from kubernetes import client as k8s
 from temporalio.testing import ActivityEnvironment
 
 from activities.kube import Instance, Kube
-from activities.registry import loaded_pass_activity, pass_activity
+from activities.passes import Passes
 from activities.status import WriteStatus
 from activities.step import Context
 from dbi.config import Config
@@ -129,7 +129,7 @@ def run_pass(activity: WriteStatus, report: PassReport, raises: str | None = Non
         steps=tuple(results),
         step_input=StepInput(namespace="shop", name="db", uid=UID, pass_id=RUN),
     )
-    run = pass_activity({name: step(name) for name in results}, activity.after_steps)
+    run = Passes(activity.ctx, {name: step(name) for name in results}).run_pass
     done: StepsResult = ActivityEnvironment().run(
         run, PassInput(steps=steps_input, then=pending(report))
     )
@@ -207,7 +207,8 @@ def test_load_and_run_pass_runs_the_pass_only_on_the_instance_it_expected(
         ran.append(step_input.pass_id)
         return converged().results[0]
 
-    run_pass = pass_activity({"preflight": step}, activity.after_steps)
+    passes = Passes(activity.ctx, {"preflight": step})
+    passes.load = lambda _: found
     load = StepInput(namespace="shop", name="db", uid=UID, pass_id=RUN, idle=True)
     expected = InstanceSnapshot(exists=True, uid=UID, generation=2)
     then = PassInput(
@@ -215,7 +216,7 @@ def test_load_and_run_pass_runs_the_pass_only_on_the_instance_it_expected(
         then=pending(converged()),
     )
     loaded: LoadedPass = ActivityEnvironment().run(
-        loaded_pass_activity(lambda _: found, run_pass),
+        passes.load_and_run_pass,
         LoadedPassInput(load=load, expected=expected, then=then),
     )
     assert loaded.snapshot == found

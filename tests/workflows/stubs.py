@@ -20,12 +20,11 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.rechecks import awaits, settled
 from activities.telemetry import measured
 from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
 from dbi.models import Served
-from dbi.passes import LoadedPass, LoadedPassInput, PassInput, then_write
+from dbi.passes import LoadedPass, LoadedPassInput, PassInput, awaits, settled, then_write
 from dbi.spec import PowerState
 from dbi.status import StatusInput
 from dbi.steps import (
@@ -95,7 +94,7 @@ class World:
     rechecks: bool = False
 
     def takes_on(self, loaded: LoadedPassInput, ran: LoadedPass) -> bool:
-        """Whether a worker with re-checks takes on the pass (``registry._settles``)."""
+        """Whether a worker with re-checks takes on the pass (``activities.passes.Passes``)."""
         return self.rechecks and (settled(loaded, ran) or awaits(loaded, ran) is not None)
 
     def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
@@ -234,7 +233,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
     @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
     async def load_and_run_pass(loaded: LoadedPassInput) -> LoadedPass:
         """The load, then ``run_pass`` when it found what the workflow expected (as
-        ``dbi.passes.loaded_pass``, over these async stubs)."""
+        ``activities.passes.Passes`` does, over these async stubs)."""
         world.loads.append(loaded.load)
         snapshot = world.snapshot()
         if snapshot != loaded.expected:

@@ -297,7 +297,7 @@ async def test_a_pass_waiting_on_an_announced_transition_leaves_its_look_to_the_
     time_env: WorkflowEnvironment,
 ) -> None:
     """A pass that finds a VM starting (power Pending, ``announced``) on a worker that
-    takes it on (``activities.rechecks.awaits``) waits AWAIT_NET for its own pass, not
+    takes it on (``dbi.passes.awaits``) waits AWAIT_NET for its own pass, not
     the step's 30 s: the worker makes that look, and the watcher's wake when the VM runs
     brings the pass. With nothing to wake it, the workflow's own pass comes at the net.
     On a worker that does not take it on, the timer brings the pass after 30 s."""
