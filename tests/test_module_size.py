@@ -12,7 +12,6 @@ LIMIT = 350
 # Still to split, at their size when the limit was set.
 OVER = {
     "dbi/spec.py": 589,
-    "workflows/dbinstance.py": 476,
     "activities/credentials.py": 473,
     "dbi/status.py": 377,
     "activities/views.py": 451,
