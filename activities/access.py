@@ -34,7 +34,7 @@ from activities.step import Anatomy, Context
 from dbi import names, scram
 from dbi.pipeline import ACCESS as SPEC
 from dbi.spec import PowerState
-from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, StepInput
 
 
 class Reason(StrEnum):
@@ -111,23 +111,18 @@ def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one change to make (pure)."""
     if obs.stopped:
         message = "The instance is stopped, as asked; not checked."
-        return Decision(SPEC.result(Outcome.SATISFIED, Reason.STOPPED, message))
+        return SPEC.satisfied(Reason.STOPPED, message)
     if not obs.has_app_password:
         message = "The credentials Secret has no password yet."
-        return Decision(
-            SPEC.result(Outcome.PENDING, Reason.NO_CREDENTIALS, message, requeue_after_seconds=1)
-        )
+        return SPEC.pending(Reason.NO_CREDENTIALS, message, after=1)
     if not obs.reachable:
         message = "PostgreSQL does not answer the admin."
-        return Decision(
-            SPEC.result(Outcome.PENDING, Reason.UNREACHABLE, message, requeue_after_seconds=2)
-        )
+        return SPEC.pending(Reason.UNREACHABLE, message, after=2)
     for fact, action, reason, message in _STEPS:
         if not getattr(obs, fact):
-            pending = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=AT_ONCE)
-            return Decision(pending, action)
+            return SPEC.pending(reason, message, action, after=AT_ONCE)
     message = "The app role, its database and the credentials Secret are ready."
-    return Decision(SPEC.result(Outcome.SATISFIED, Reason.READY, message))
+    return SPEC.satisfied(Reason.READY, message)
 
 
 SSLMODE = "verify-full"

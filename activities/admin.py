@@ -32,12 +32,12 @@ from activities import addresses, admin_credential, postgres, secrets, trust
 from activities.admin_credential import Credential
 from activities.kube import KUBEVIRT, Instance
 from activities.postgres import Login
-from activities.step import Anatomy, Context, Verdict
+from activities.step import Anatomy, Context
 from dbi import maintenance, scram
 from dbi.config import ADMIN_USER
 from dbi.pipeline import ADMIN as SPEC
 from dbi.spec import PowerState, ResizePolicy
-from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, StepInput
 
 BOOT_CHECK_SECONDS = 2.0
 HELD_CHECK_SECONDS = 300.0
@@ -84,76 +84,74 @@ class Observation:
     server: postgres.Server | None = None  # how dbi reaches it, for the action
 
 
-def _pending(
-    reason: Reason, message: str, action: Action | None, after: float = AT_ONCE
-) -> Verdict[Action]:
-    return Verdict(Outcome.PENDING, reason, message, action, after)
-
-
-def _logged_in(obs: Observation) -> Verdict[Action]:
+def _logged_in(obs: Observation) -> Decision[Action]:
     """What a working admin password calls for (pure)."""
     if obs.reset:
         message = "The guest took the new admin password."
-        return _pending(Reason.RESET_DONE, message, Action.CLEAR_RESET)
+        return SPEC.pending(Reason.RESET_DONE, message, Action.CLEAR_RESET, after=AT_ONCE)
     if obs.next_login is not None:
-        return _pending(Reason.ROTATED, "The admin password was rotated.", Action.FINISH_ROTATION)
+        return SPEC.pending(
+            Reason.ROTATED, "The admin password was rotated.", Action.FINISH_ROTATION, after=AT_ONCE
+        )
     if obs.rotation_due:
-        return _pending(Reason.ROTATED, "The admin password was rotated.", Action.ROTATE)
-    return Verdict(Outcome.SATISFIED, Reason.READY, "dbi's admin credential logs in.")
+        return SPEC.pending(
+            Reason.ROTATED, "The admin password was rotated.", Action.ROTATE, after=AT_ONCE
+        )
+    return SPEC.satisfied(Reason.READY, "dbi's admin credential logs in.")
 
 
-def _refused(obs: Observation) -> Verdict[Action]:
+def _refused(obs: Observation) -> Decision[Action]:
     """What a refused admin password calls for (pure)."""
     if obs.next_login is Login.OK:
         message = "A rotated admin password was completed."
-        return _pending(Reason.ROTATED, message, Action.PROMOTE_NEXT)
+        return SPEC.pending(Reason.ROTATED, message, Action.PROMOTE_NEXT, after=AT_ONCE)
     if not obs.reset:
         message = "PostgreSQL refuses dbi's admin password: a new one is set at the next boot."
-        return _pending(Reason.RESET_REQUESTED, message, Action.REQUEST_RESET)
+        return SPEC.pending(Reason.RESET_REQUESTED, message, Action.REQUEST_RESET, after=AT_ONCE)
     if not obs.boot_data_ready:
         message = "The admin password's reset waits for the boot data."
-        return _pending(Reason.RESET_REQUESTED, message, None, 1.0)
+        return SPEC.pending(Reason.RESET_REQUESTED, message, after=1.0)
     if obs.reset_vmi is None or obs.reset_vmi == obs.vmi_uid:
         return _restart_for_reset(obs)
     message = (
         "The guest booted with the reset and still refuses the admin password; see "
         "docs/operations.md, break-glass recovery."
     )
-    return Verdict(Outcome.TERMINAL, Reason.RESET_FAILED, message)
+    return SPEC.terminal(Reason.RESET_FAILED, message)
 
 
-def _restart_for_reset(obs: Observation) -> Verdict[Action]:
+def _restart_for_reset(obs: Observation) -> Decision[Action]:
     """The restart a pending reset needs: now, at the window, or when forced (pure)."""
     if obs.restart_allowed and obs.hold is not None:
         message = obs.hold.message("The restart to set the new admin password")
-        return _pending(Reason.MAINTENANCE_WINDOW, message[:512], None, obs.hold.seconds)
+        return SPEC.pending(Reason.MAINTENANCE_WINDOW, message[:512], after=obs.hold.seconds)
     if obs.restart_allowed:
         message = "The VM restarts to set the new admin password."
-        return _pending(Reason.RESET_RESTARTING, message, Action.RESTART, BOOT_CHECK_SECONDS)
+        return SPEC.pending(
+            Reason.RESET_RESTARTING, message, Action.RESTART, after=BOOT_CHECK_SECONDS
+        )
     message = (
         "The admin password is reset at the next boot; resizePolicy is Deferred, so it "
         "waits for `dbi resize NAME --force` (a force_resize update)."
     )
-    return _pending(Reason.RESET_HELD, message, None, HELD_CHECK_SECONDS)
+    return SPEC.pending(Reason.RESET_HELD, message, after=HELD_CHECK_SECONDS)
 
 
 def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one action to take (pure)."""
     if obs.stopped:
-        message = "The instance is stopped, as asked; not checked."
-        verdict: Verdict[Action] = Verdict(Outcome.SATISFIED, Reason.STOPPED, message)
-    elif obs.address is None:
-        message = "The VM has no address yet."
-        verdict = _pending(Reason.NO_ADDRESS, message, None, BOOT_CHECK_SECONDS)
-    elif obs.login is Login.UNREACHABLE:
+        return SPEC.satisfied(Reason.STOPPED, "The instance is stopped, as asked; not checked.")
+    if obs.address is None:
+        return SPEC.pending(
+            Reason.NO_ADDRESS, "The VM has no address yet.", after=BOOT_CHECK_SECONDS
+        )
+    if obs.login is Login.UNREACHABLE:
         message = "PostgreSQL does not answer yet."
-        verdict = _pending(Reason.BOOTING, message, None, BOOT_CHECK_SECONDS)
-    elif Login.INSECURE in (obs.login, obs.next_login):
+        return SPEC.pending(Reason.BOOTING, message, after=BOOT_CHECK_SECONDS)
+    if Login.INSECURE in (obs.login, obs.next_login):
         # Not a refusal: no reset or rotation answers a guest that asks insecurely.
-        verdict = Verdict(Outcome.TERMINAL, Reason.INSECURE, postgres.INSECURE_MESSAGE)
-    else:
-        verdict = _logged_in(obs) if obs.login is Login.OK else _refused(obs)
-    return verdict.decision(SPEC)
+        return SPEC.terminal(Reason.INSECURE, postgres.INSECURE_MESSAGE)
+    return _logged_in(obs) if obs.login is Login.OK else _refused(obs)
 
 
 def rotation_due(credential: Credential, interval: float | None, now: datetime) -> bool:

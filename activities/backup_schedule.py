@@ -24,7 +24,7 @@ from activities.step import Anatomy, Context
 from dbi import names
 from dbi.backups import Trigger
 from dbi.pipeline import BACKUP as SPEC
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Decision, StepInput
 
 
 class Reason(StrEnum):
@@ -60,10 +60,10 @@ def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the change to make to the schedule (pure)."""
     if not obs.schedules:
         message = "This worker manages no Temporal Schedules; backups are not scheduled."
-        return Decision(SPEC.result(Outcome.SATISFIED, Reason.NO_SCHEDULES, message))
+        return SPEC.satisfied(Reason.NO_SCHEDULES, message)
     if obs.requested is not None and not obs.requested_started:
         message = "The backup dbi.dev/backup-requested-at asks for was started."
-        return _pending(Reason.REQUESTED, message, Action.START)
+        return SPEC.pending(Reason.REQUESTED, message, Action.START, after=AT_ONCE)
     if obs.wanted is None:
         return _unwanted(obs.seen)
     return _scheduled(obs.wanted, obs.seen, store_problem=obs.store_problem)
@@ -73,27 +73,26 @@ def _scheduled(wanted: Wanted, seen: Seen | None, *, store_problem: str | None) 
     """With spec.backup: the schedule created, or made what it says."""
     if store_problem is not None:
         message = f"spec.backup asks for backups, but they have no store: {store_problem}."
-        return Decision(SPEC.result(Outcome.TERMINAL, Reason.NO_STORE, message[:512]))
+        return SPEC.terminal(Reason.NO_STORE, message[:512])
     if seen is None:
-        return _pending(Reason.CREATED, "The backup schedule was created.", Action.CREATE)
+        return SPEC.pending(
+            Reason.CREATED, "The backup schedule was created.", Action.CREATE, after=AT_ONCE
+        )
     if seen != Seen(schedule=wanted.schedule, paused=wanted.paused):
-        return _pending(Reason.UPDATED, "The backup schedule was updated.", Action.UPDATE)
+        return SPEC.pending(
+            Reason.UPDATED, "The backup schedule was updated.", Action.UPDATE, after=AT_ONCE
+        )
     state = "suspended" if wanted.paused else "active"
     message = f"Backups on {wanted.schedule!r} (UTC), {state}."
-    return Decision(SPEC.result(Outcome.SATISFIED, Reason.SCHEDULED, message))
-
-
-def _pending(reason: Reason, message: str, action: Action) -> Decision[Action]:
-    result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=AT_ONCE)
-    return Decision(result, action)
+    return SPEC.satisfied(Reason.SCHEDULED, message)
 
 
 def _unwanted(seen: Seen | None) -> Decision[Action]:
     """Without spec.backup: delete the schedule there is."""
     if seen is not None:
         message = "spec.backup is unset; the schedule was deleted."
-        return _pending(Reason.DELETED, message, Action.DELETE)
-    return Decision(SPEC.result(Outcome.SATISFIED, Reason.NOT_ASKED, "No backups are scheduled."))
+        return SPEC.pending(Reason.DELETED, message, Action.DELETE, after=AT_ONCE)
+    return SPEC.satisfied(Reason.NOT_ASKED, "No backups are scheduled.")
 
 
 def wanted(instance: Instance) -> Wanted | None:

@@ -57,7 +57,7 @@ from activities.kube import Instance, spares_reads
 from activities.step import Anatomy, Context
 from dbi import bootstrap, names, scram, tls
 from dbi.pipeline import CREDENTIALS as SPEC
-from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, StepInput
 
 
 class Reason(StrEnum):
@@ -129,32 +129,24 @@ _WRITES = (
 def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one action to take (pure)."""
 
-    def pending(reason: Reason, message: str, action: Action) -> Decision[Action]:
-        return Decision(
-            SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=AT_ONCE), action
-        )
-
     if obs.adoption_refused is not None:
-        return Decision(SPEC.result(Outcome.TERMINAL, Reason.ADOPTION_REFUSED, refusal(obs)))
+        return SPEC.terminal(Reason.ADOPTION_REFUSED, refusal(obs))
     if obs.adoptable_admin:
         message = "The adopted instance's admin credential was taken over."
-        return pending(Reason.ADMIN_ADOPTED, message, Action.ADOPT_ADMIN)
+        return SPEC.pending(Reason.ADMIN_ADOPTED, message, Action.ADOPT_ADMIN, after=AT_ONCE)
     if not obs.admin_complete and obs.data_disk_exists:
         message = "The admin credential was lost: a new one is set in the guest at its next boot."
-        return pending(Reason.ADMIN_RESET, message, Action.RESET_ADMIN)
+        return SPEC.pending(Reason.ADMIN_RESET, message, Action.RESET_ADMIN, after=AT_ONCE)
     if obs.restore_invalid is not None:
         message = obs.restore_invalid[:512]
-        return Decision(SPEC.result(Outcome.TERMINAL, Reason.RESTORE_INVALID, message))
+        return SPEC.terminal(Reason.RESTORE_INVALID, message)
     for facts, action, reason, message in _WRITES:
         if not all(getattr(obs, f) for f in facts):
-            return pending(reason, message, action)
-    return Decision(
-        SPEC.result(
-            Outcome.SATISFIED,
-            Reason.READY,
-            "The admin credential, the credentials and cloud-init Secrets are complete.",
-            credentials_secret_name=obs.secret_name,
-        )
+            return SPEC.pending(reason, message, action, after=AT_ONCE)
+    return SPEC.satisfied(
+        Reason.READY,
+        "The admin credential, the credentials and cloud-init Secrets are complete.",
+        credentials_secret_name=obs.secret_name,
     )
 
 

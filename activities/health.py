@@ -21,7 +21,7 @@ from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import HEALTH as SPEC
 from dbi.spec import PowerState
-from dbi.steps import Common, Decision, Outcome, StepInput
+from dbi.steps import Common, Decision, StepInput
 
 BOOT_CHECK_SECONDS = 2.0
 
@@ -60,51 +60,51 @@ _LOGIN_FAILED = {
 }
 
 
-def _unhealthy(obs: Observation) -> tuple[Outcome, Reason, str] | None:
-    """Why a running instance is not healthy (pure); None when it is."""
-    if obs.address is None:
-        return Outcome.PENDING, Reason.NO_ADDRESS, "The VM has no address yet."
-    if obs.login in _LOGIN_FAILED:
-        reason, message = _LOGIN_FAILED[obs.login]
-        return Outcome.TERMINAL, reason, message
-    if not obs.reachable:
-        return Outcome.PENDING, Reason.BOOTING, "PostgreSQL does not answer yet."
-    if obs.in_recovery:
-        return Outcome.PENDING, Reason.IN_RECOVERY, "PostgreSQL is in recovery."
-    if obs.spec_version is not None and major(obs.version) not in (None, obs.spec_version):
-        message = (
-            f"PostgreSQL {obs.version} runs, but spec.version is {obs.spec_version}: the "
-            "image (spec.image) is of another major."
-        )
-        return Outcome.TERMINAL, Reason.VERSION_MISMATCH, message
-    return None
-
-
 def decide(obs: Observation) -> Decision[None]:
     """Return the outcome of a health observation (pure); health never acts."""
     if obs.stopped:
-        message = "The instance is stopped, as asked; not checked."
-        return Decision(SPEC.result(Outcome.SATISFIED, Reason.STOPPED, message))
+        return SPEC.satisfied(Reason.STOPPED, "The instance is stopped, as asked; not checked.")
     unhealthy = _unhealthy(obs)
     if unhealthy is not None:
-        outcome, reason, message = unhealthy
-        after = BOOT_CHECK_SECONDS if outcome is Outcome.PENDING else None
-        return Decision(
-            SPEC.result(
-                outcome, reason, message, requeue_after_seconds=after, postgres_version=obs.version
-            )
-        )
-    return Decision(
-        SPEC.result(
-            Outcome.SATISFIED,
-            Reason.HEALTHY,
-            "PostgreSQL answers.",
-            endpoint_host=obs.service_host,
-            endpoint_port=postgres.PORT,
-            postgres_version=obs.version,
-            address=obs.address,
-        )
+        return unhealthy
+    return SPEC.satisfied(
+        Reason.HEALTHY,
+        "PostgreSQL answers.",
+        endpoint_host=obs.service_host,
+        endpoint_port=postgres.PORT,
+        postgres_version=obs.version,
+        address=obs.address,
     )
+
+
+def _unhealthy(obs: Observation) -> Decision[None] | None:
+    """Why a running instance is not healthy (pure); None when it is."""
+    version = obs.version
+    if obs.address is None:
+        message = "The VM has no address yet."
+        return SPEC.pending(
+            Reason.NO_ADDRESS, message, after=BOOT_CHECK_SECONDS, postgres_version=version
+        )
+    if obs.login in _LOGIN_FAILED:
+        reason, message = _LOGIN_FAILED[obs.login]
+        return SPEC.terminal(reason, message, postgres_version=version)
+    if not obs.reachable:
+        message = "PostgreSQL does not answer yet."
+        return SPEC.pending(
+            Reason.BOOTING, message, after=BOOT_CHECK_SECONDS, postgres_version=version
+        )
+    if obs.in_recovery:
+        message = "PostgreSQL is in recovery."
+        return SPEC.pending(
+            Reason.IN_RECOVERY, message, after=BOOT_CHECK_SECONDS, postgres_version=version
+        )
+    if obs.spec_version is not None and major(version) not in (None, obs.spec_version):
+        message = (
+            f"PostgreSQL {version} runs, but spec.version is {obs.spec_version}: the "
+            "image (spec.image) is of another major."
+        )
+        return SPEC.terminal(Reason.VERSION_MISMATCH, message, postgres_version=version)
+    return None
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import MONITORING as SPEC
 from dbi.pipeline import TEARDOWN_MONITORING
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Decision, StepInput
 
 
 class Reason(StrEnum):
@@ -50,28 +50,21 @@ class Observation:
 def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and whether to apply or remove the objects (pure)."""
 
-    def pending(reason: Reason, message: str, action: Action) -> Decision[Action]:
-        result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=AT_ONCE)
-        return Decision(result, action)
-
-    def satisfied(reason: Reason, message: str) -> Decision[Action]:
-        return Decision(SPEC.result(Outcome.SATISFIED, reason, message))
-
     if not obs.enabled:
         if obs.service_exists or obs.monitor_exists:
             message = "Monitoring is disabled; its objects were deleted."
-            return pending(Reason.REMOVED, message, Action.REMOVE)
-        return satisfied(Reason.DISABLED, "Monitoring is disabled.")
+            return SPEC.pending(Reason.REMOVED, message, Action.REMOVE, after=AT_ONCE)
+        return SPEC.satisfied(Reason.DISABLED, "Monitoring is disabled.")
     if not obs.service_ok or (obs.monitor_api and not obs.monitor_ok):
         message = "The metrics Service and ServiceMonitor were applied."
-        return pending(Reason.APPLIED, message, Action.APPLY)
+        return SPEC.pending(Reason.APPLIED, message, Action.APPLY, after=AT_ONCE)
     if not obs.monitor_api:
-        return satisfied(
+        return SPEC.satisfied(
             Reason.NO_SERVICE_MONITOR_API,
             "The metrics Service exists; the cluster has no ServiceMonitor API, so "
             "Prometheus Operator will not scrape it.",
         )
-    return satisfied(Reason.READY, "The metrics Service and ServiceMonitor exist.")
+    return SPEC.satisfied(Reason.READY, "The metrics Service and ServiceMonitor exist.")
 
 
 def delete_ours(ctx: Context, instance: Instance, obs: Observation) -> None:

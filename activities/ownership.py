@@ -34,7 +34,7 @@ from kubernetes import client as k8s
 from activities.kube import Instance, Kube, Manifest, or_none
 from dbi import names
 from dbi.pipeline import StepSpec
-from dbi.steps import AT_ONCE, Decision, Outcome
+from dbi.steps import AT_ONCE, Decision
 
 LEFT_BEHIND_WAIT_SECONDS = 2.0
 
@@ -129,22 +129,16 @@ def refusal(
     DBInstance that exists) or wait (left behind) (pure)."""
     what = f"{child.kind} {child.name}"
     if live_owner is not None:
-        return Decision(
-            spec.result(
-                Outcome.TERMINAL,
-                Reason.FOREIGN,
-                f"{what} belongs to the DBInstance {live_owner}, which exists; dbi leaves it "
-                "untouched. Rename one of the two, or give one another Secret name.",
-            )
+        return spec.terminal(
+            Reason.FOREIGN,
+            f"{what} belongs to the DBInstance {live_owner}, which exists; dbi leaves it "
+            "untouched. Rename one of the two, or give one another Secret name.",
         )
     if claim is Claim.LEFT_BEHIND:
-        return Decision(
-            spec.result(
-                Outcome.PENDING,
-                Reason.LEFT_BEHIND,
-                f"{what} belongs to a deleted instance or is being deleted; waiting for it to go.",
-                requeue_after_seconds=LEFT_BEHIND_WAIT_SECONDS,
-            )
+        return spec.pending(
+            Reason.LEFT_BEHIND,
+            f"{what} belongs to a deleted instance or is being deleted; waiting for it to go.",
+            after=LEFT_BEHIND_WAIT_SECONDS,
         )
     if claim is Claim.RETAINED:
         old = child.instance_uid or ""
@@ -152,28 +146,17 @@ def refusal(
             message = (
                 f"{what}, retained from the deleted instance {old}, was adopted with its data."
             )
-            return Decision(
-                spec.result(
-                    Outcome.PENDING, Reason.ADOPTED, message, requeue_after_seconds=AT_ONCE
-                ),
-                child,
-            )
-        return Decision(
-            spec.result(
-                Outcome.TERMINAL,
-                Reason.RETAINED,
-                f"{what} was retained from a deleted instance of this name (uid {old}). To take "
-                f"it over with its data, annotate this DBInstance {names.ADOPT_ANNOTATION}={old};"
-                f" to start empty, delete {what}.",
-            )
+            return spec.pending(Reason.ADOPTED, message, child, after=AT_ONCE)
+        return spec.terminal(
+            Reason.RETAINED,
+            f"{what} was retained from a deleted instance of this name (uid {old}). To take "
+            f"it over with its data, annotate this DBInstance {names.ADOPT_ANNOTATION}={old};"
+            f" to start empty, delete {what}.",
         )
-    return Decision(
-        spec.result(
-            Outcome.TERMINAL,
-            Reason.FOREIGN,
-            f"{what} exists and was not created by this instance; dbi leaves it untouched. "
-            "Rename the instance, or move that object away.",
-        )
+    return spec.terminal(
+        Reason.FOREIGN,
+        f"{what} exists and was not created by this instance; dbi leaves it untouched. "
+        "Rename the instance, or move that object away.",
     )
 
 

@@ -20,7 +20,7 @@ from activities.machine import desired_strategy
 from activities.step import Anatomy, Context
 from dbi.pipeline import POWER as SPEC
 from dbi.spec import PowerState
-from dbi.steps import Common, Decision, Outcome, StepInput
+from dbi.steps import Common, Decision, StepInput
 
 # A transition's end is announced: the watcher wakes the instance when the VM or VMI
 # reaches its new state (watcher/relevance.py). The look after this is only a fallback
@@ -58,14 +58,9 @@ def decide(obs: Observation) -> Decision[Action]:
     def pending(reason: Reason, message: str, change: bool = False) -> Decision[Action]:
         # A transition under way, set by no change of this pass, ends with an event.
         announced = reason in (Reason.STARTING, Reason.STOPPING) and not change
-        result = SPEC.result(
-            Outcome.PENDING,
-            reason,
-            message,
-            requeue_after_seconds=TRANSITION_CHECK_SECONDS,
-            announced=announced,
-        )
-        return Decision(result, Action.SET_RUN_STRATEGY if change else None)
+        action = Action.SET_RUN_STRATEGY if change else None
+        after = TRANSITION_CHECK_SECONDS
+        return SPEC.pending(reason, message, action, after=after, announced=announced)
 
     if obs.run_strategy is None:
         return pending(Reason.VM_MISSING, "The VirtualMachine does not exist yet.")
@@ -75,11 +70,7 @@ def decide(obs: Observation) -> Decision[Action]:
     if running:
         if not change and obs.vmi_phase == "Running" and obs.printable == "Running":
             message = "The VM is running."
-            return Decision(
-                SPEC.result(
-                    Outcome.SATISFIED, Reason.RUNNING, message, power_state=PowerState.RUNNING
-                )
-            )
+            return SPEC.satisfied(Reason.RUNNING, message, power_state=PowerState.RUNNING)
         if not change and obs.unschedulable is not None:
             return pending(
                 Reason.UNSCHEDULABLE,
@@ -90,9 +81,7 @@ def decide(obs: Observation) -> Decision[Action]:
         return pending(Reason.STARTING, "The VM is starting.", change)
     if not change and obs.vmi_phase is None and obs.printable == "Stopped":
         message = "The VM is stopped, as asked."
-        return Decision(
-            SPEC.result(Outcome.SATISFIED, Reason.STOPPED, message, power_state=PowerState.STOPPED)
-        )
+        return SPEC.satisfied(Reason.STOPPED, message, power_state=PowerState.STOPPED)
     return pending(Reason.STOPPING, "The VM is stopping.", change)
 
 

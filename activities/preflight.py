@@ -22,7 +22,7 @@ from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import PREFLIGHT as SPEC
 from dbi.quantity import parse_quantity
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Decision, StepInput
 
 
 class Reason(StrEnum):
@@ -119,16 +119,11 @@ def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome for an observation, and whether to add the finalizer (pure)."""
     invalid = _invalid(obs)
     if invalid is not None:
-        return Decision(SPEC.result(Outcome.TERMINAL, *invalid))
+        return SPEC.terminal(*invalid)
     if not obs.has_finalizer:
         message = "The teardown finalizer was added."
-        return Decision(
-            SPEC.result(
-                Outcome.PENDING, Reason.FINALIZER_ADDED, message, requeue_after_seconds=AT_ONCE
-            ),
-            Action.ADD_FINALIZER,
-        )
-    return Decision(SPEC.result(Outcome.SATISFIED, Reason.VALID, "The spec is valid."))
+        return SPEC.pending(Reason.FINALIZER_ADDED, message, Action.ADD_FINALIZER, after=AT_ONCE)
+    return SPEC.satisfied(Reason.VALID, "The spec is valid.")
 
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:

@@ -37,7 +37,7 @@ from activities.step import Anatomy, Context
 from dbi import maintenance, names
 from dbi.pipeline import REPAVE as SPEC
 from dbi.spec import PowerState
-from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, StepInput
 
 RESTART_CHECK_SECONDS = 2.0
 
@@ -82,18 +82,6 @@ class Observation:
     children: tuple[ownership.Child, ...] = ()
 
 
-def _pending(
-    reason: Reason,
-    message: str,
-    action: Action | None,
-    after: float = AT_ONCE,
-    *,
-    held: bool = False,
-) -> Decision[Action]:
-    result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=after, held=held)
-    return Decision(result, action)
-
-
 def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one action to take (pure)."""
     if obs.one_disk:
@@ -102,12 +90,12 @@ def decide(obs: Observation) -> Decision[Action]:
         return change
     if obs.old_roots:
         message = f"The root disks of former images were deleted: {', '.join(obs.old_roots)}."
-        return _pending(Reason.OLD_DELETED, message[:512], Action.DELETE_OLD)
+        return SPEC.pending(Reason.OLD_DELETED, message[:512], Action.DELETE_OLD, after=AT_ONCE)
     if not obs.root_follows_policy:
         message = "The root disk's owner reference now follows deletionPolicy."
-        return _pending(Reason.OWNERS_SYNCED, message, Action.APPLY)
+        return SPEC.pending(Reason.OWNERS_SYNCED, message, Action.APPLY, after=AT_ONCE)
     message = f"The VM boots a root disk made from {obs.image}."
-    return Decision(SPEC.result(Outcome.SATISFIED, Reason.CURRENT, message, image=obs.image))
+    return SPEC.satisfied(Reason.CURRENT, message, image=obs.image)
 
 
 def _new_root(obs: Observation) -> Decision[Action] | None:
@@ -116,10 +104,10 @@ def _new_root(obs: Observation) -> Decision[Action] | None:
         return None
     if not obs.root_exists:
         message = f"A root disk from {obs.image} was created."
-        return _pending(Reason.CREATED, message, Action.CREATE)
+        return SPEC.pending(Reason.CREATED, message, Action.CREATE, after=AT_ONCE)
     was = f" (was {obs.template_image})" if obs.template_image else ""
     message = f"The VM boots the root disk from {obs.image} from its next start{was}."
-    return _pending(Reason.SWITCHED, message, Action.SWITCH)
+    return SPEC.pending(Reason.SWITCHED, message, Action.SWITCH, after=AT_ONCE)
 
 
 def _restart(obs: Observation) -> Decision[Action] | None:
@@ -129,18 +117,20 @@ def _restart(obs: Observation) -> Decision[Action] | None:
         return None
     if obs.vmi_root is None:
         message = f"The VM boots the root disk from {obs.image}."
-        return _pending(Reason.RESTARTING, message, None, RESTART_CHECK_SECONDS)
+        return SPEC.pending(Reason.RESTARTING, message, after=RESTART_CHECK_SECONDS)
     if obs.vmi_root == obs.root:
         return None
     if obs.vmi_deleting:
         message = f"The VM restarts on the root disk from {obs.image}."
-        return _pending(Reason.RESTARTING, message, None, RESTART_CHECK_SECONDS)
+        return SPEC.pending(Reason.RESTARTING, message, after=RESTART_CHECK_SECONDS)
     if obs.hold is not None:
         message = obs.hold.message(f"The restart onto the root disk from {obs.image}")
-        return _pending(Reason.MAINTENANCE_WINDOW, message[:512], None, obs.hold.seconds, held=True)
+        return SPEC.pending(
+            Reason.MAINTENANCE_WINDOW, message[:512], after=obs.hold.seconds, held=True
+        )
     was = f", was PostgreSQL {obs.version}" if obs.version else ""
     message = f"The VM restarts on a root disk from {obs.image}{was}; the data disk stays."
-    return _pending(Reason.REPAVING, message, Action.RESTART, RESTART_CHECK_SECONDS)
+    return SPEC.pending(Reason.REPAVING, message, Action.RESTART, after=RESTART_CHECK_SECONDS)
 
 
 def _one_disk(obs: Observation) -> Decision[Action]:
@@ -153,9 +143,9 @@ def _one_disk(obs: Observation) -> Decision[Action]:
             "OS would replace the data. Move it to a new instance (dbi backup, then a new "
             f"DBInstance with spec.restore.from.backup), or set spec.image back to {have}."
         )
-        return Decision(SPEC.result(Outcome.TERMINAL, Reason.ONE_DISK_LAYOUT, message[:512]))
+        return SPEC.terminal(Reason.ONE_DISK_LAYOUT, message[:512])
     message = "The VM boots its one disk (OS and data, made from its image)."
-    return Decision(SPEC.result(Outcome.SATISFIED, Reason.ONE_DISK, message, image=have))
+    return SPEC.satisfied(Reason.ONE_DISK, message, image=have)
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:

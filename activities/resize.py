@@ -27,7 +27,7 @@ from dbi import maintenance
 from dbi.pipeline import RESIZE as SPEC
 from dbi.quantity import parse_quantity
 from dbi.spec import PowerState, ResizePolicy
-from dbi.steps import Common, Decision, Outcome, StepInput
+from dbi.steps import Common, Decision, StepInput
 
 CHECK_SECONDS = 2.0
 DEFERRED_CHECK_SECONDS = 300.0
@@ -76,29 +76,18 @@ class Observation:
 def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one action to take (pure)."""
 
-    def pending(
-        reason: Reason,
-        message: str,
-        action: Action | None = None,
-        after: float = CHECK_SECONDS,
-        *,
-        held: bool = False,
-    ) -> Decision[Action]:
-        result = SPEC.result(
-            Outcome.PENDING, reason, message, requeue_after_seconds=after, held=held
-        )
-        return Decision(result, action)
-
     if (disk := _disk(obs)) is not None:
         return disk
     if not obs.stopped and obs.restart_required:
         if obs.allow_restart or (obs.policy is ResizePolicy.RESTART and obs.hold is None):
             message = "The VM restarts to take its new size."
-            return pending(Reason.RESTARTING, message, Action.RESTART)
+            return SPEC.pending(Reason.RESTARTING, message, Action.RESTART, after=CHECK_SECONDS)
         if obs.policy is ResizePolicy.RESTART and obs.hold is not None:
             message = obs.hold.message("The restart for the new size")
-            return pending(Reason.MAINTENANCE_WINDOW, message, after=obs.hold.seconds, held=True)
-        return pending(
+            return SPEC.pending(
+                Reason.MAINTENANCE_WINDOW, message, after=obs.hold.seconds, held=True
+            )
+        return SPEC.pending(
             Reason.RESTART_REQUIRED,
             "The new size needs a restart; resizePolicy is Deferred, so it waits for force_resize.",
             after=DEFERRED_CHECK_SECONDS,
@@ -106,16 +95,14 @@ def decide(obs: Observation) -> Decision[Action]:
         )
     live = (obs.vmi_sockets, obs.vmi_memory) == (obs.cpu, obs.memory)
     if not obs.stopped and not live:
-        return pending(Reason.LIVE_RESIZING, "The VM is taking its new size live.")
-    return Decision(
-        SPEC.result(
-            Outcome.SATISFIED,
-            Reason.SYNCED,
-            "CPU, memory and disk match the spec.",
-            cpu=obs.cpu,
-            memory=obs.memory_quantity,
-            storage=obs.capacity,
-        )
+        message = "The VM is taking its new size live."
+        return SPEC.pending(Reason.LIVE_RESIZING, message, after=CHECK_SECONDS)
+    return SPEC.satisfied(
+        Reason.SYNCED,
+        "CPU, memory and disk match the spec.",
+        cpu=obs.cpu,
+        memory=obs.memory_quantity,
+        storage=obs.capacity,
     )
 
 
@@ -125,21 +112,12 @@ def _disk(obs: Observation) -> Decision[Action] | None:
     if grow and not obs.expandable:
         return _not_expandable(obs.storage_class)
     if obs.claim_capacity is None and not grow:
-        result = SPEC.result(
-            Outcome.PENDING,
-            Reason.BINDING,
-            "The data disk's claim is not bound to a volume yet.",
-            requeue_after_seconds=CHECK_SECONDS,
-        )
-        return Decision(result)
+        message = "The data disk's claim is not bound to a volume yet."
+        return SPEC.pending(Reason.BINDING, message, after=CHECK_SECONDS)
     if grow or obs.claim_capacity is None or obs.claim_capacity < obs.storage:
-        result = SPEC.result(
-            Outcome.PENDING,
-            Reason.EXPANDING,
-            "The data disk is being expanded.",
-            requeue_after_seconds=CHECK_SECONDS,
-        )
-        return Decision(result, Action.GROW_CLAIM if grow else None)
+        action = Action.GROW_CLAIM if grow else None
+        message = "The data disk is being expanded."
+        return SPEC.pending(Reason.EXPANDING, message, action, after=CHECK_SECONDS)
     return None
 
 
@@ -154,7 +132,7 @@ def _not_expandable(storage_class: str | None) -> Decision[Action]:
         "spec.resources.storage. Set allowVolumeExpansion: true on the class, then run "
         "dbi retry."
     )
-    return Decision(SPEC.result(Outcome.TERMINAL, Reason.NOT_EXPANDABLE, message))
+    return SPEC.terminal(Reason.NOT_EXPANDABLE, message)
 
 
 def _restart_required(vm: Manifest | None) -> bool:

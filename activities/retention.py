@@ -28,7 +28,7 @@ from activities.kube import Instance
 from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import RETENTION as SPEC
-from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, StepInput
 
 BIND_CHECK_SECONDS = 2.0
 
@@ -63,25 +63,18 @@ class Observation:
     children: tuple[ownership.Child, ...] = ()
 
 
-def _pending(
-    reason: Reason, message: str, action: Action | None = None, after: float = AT_ONCE
-) -> Decision[Action]:
-    result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=after)
-    return Decision(result, action)
-
-
 def _satisfied(reason: Reason, message: str) -> Decision[Action]:
-    return Decision(SPEC.result(Outcome.SATISFIED, reason, message))
+    return SPEC.satisfied(reason, message)
 
 
 def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one change to make (pure)."""
     if not obs.claim_exists:
         message = "The data disk does not exist yet."
-        return _pending(Reason.DISK_UNBOUND, message, None, BIND_CHECK_SECONDS)
+        return SPEC.pending(Reason.DISK_UNBOUND, message, after=BIND_CHECK_SECONDS)
     if not obs.claim_follows_policy:
         message = "The data claim's owner reference now follows deletionPolicy."
-        return _pending(Reason.OWNERS_SYNCED, message, Action.APPLY_CLAIM)
+        return SPEC.pending(Reason.OWNERS_SYNCED, message, Action.APPLY_CLAIM, after=AT_ONCE)
     return _retained(obs) if obs.retain else _deleted_with_instance(obs)
 
 
@@ -89,10 +82,10 @@ def _retained(obs: Observation) -> Decision[Action]:
     """Under Retain: the volume bound, set to reclaimPolicy Retain and marked (pure)."""
     if obs.volume is None:
         message = "The data disk is not bound to a volume yet; its retention waits for it."
-        return _pending(Reason.DISK_UNBOUND, message, None, BIND_CHECK_SECONDS)
+        return SPEC.pending(Reason.DISK_UNBOUND, message, after=BIND_CHECK_SECONDS)
     if obs.reclaim_policy != volumes.RETAIN or not obs.volume_marked:
         message = f"The volume {obs.volume} was set to reclaimPolicy Retain."
-        return _pending(Reason.VOLUME_RETAINED, message, Action.RETAIN_VOLUME)
+        return SPEC.pending(Reason.VOLUME_RETAINED, message, Action.RETAIN_VOLUME, after=AT_ONCE)
     return _satisfied(
         Reason.RETAINED,
         f"deletionPolicy Retain: the VM, its data disk and the volume {obs.volume} "
@@ -104,7 +97,7 @@ def _deleted_with_instance(obs: Observation) -> Decision[Action]:
     """Under Delete: a volume dbi set to Retain gets its former policy back (pure)."""
     if obs.policy_before is not None:
         message = f"The volume {obs.volume} got back reclaimPolicy {obs.policy_before}."
-        return _pending(Reason.VOLUME_RESTORED, message, Action.RESTORE_VOLUME)
+        return SPEC.pending(Reason.VOLUME_RESTORED, message, Action.RESTORE_VOLUME, after=AT_ONCE)
     return _satisfied(
         Reason.DELETED_WITH_INSTANCE,
         "deletionPolicy Delete: the VM and its data disk go with the instance.",

@@ -5,7 +5,8 @@ A step is a module (``activities/<name>.py``) with one anatomy, whatever it conv
 - ``Observation``: what the step saw, facts only (a frozen dataclass);
 - ``observe(ctx, instance, step_input) -> Observation``: reads, never writes;
 - ``decide(observation) -> Decision``: pure; the step's result and, when the world must
-  change, the one action to take (a successful action is Pending, always);
+  change, the one action to take (a successful action is Pending, always), made with
+  one of ``SPEC.satisfied``, ``SPEC.pending``, ``SPEC.transient``, ``SPEC.terminal``;
 - ``act(ctx, instance, observation, action)``: the one mutation;
 
 tied together as ``STEP = Anatomy(SPEC, observe, decide, act)``, where ``SPEC`` is the
@@ -276,24 +277,6 @@ def _retry_after(error: k8s.ApiException) -> float:
 
 A = TypeVar("A")
 O = TypeVar("O")  # noqa: E741 (the observation's type)
-
-
-@dataclass(frozen=True)
-class Verdict(Generic[A]):
-    """A decision before it is a step's result: for a ``decide`` that picks it in helpers
-    (``decision`` makes it the ``Decision`` of the step ``spec``)."""
-
-    outcome: Outcome
-    reason: str
-    message: str
-    action: A | None = None
-    after: float | None = None  # the requeue hint
-
-    def decision(self, spec: StepSpec) -> Decision[A]:
-        result = spec.result(
-            self.outcome, self.reason, self.message, requeue_after_seconds=self.after
-        )
-        return Decision(result, self.action)
 
 
 @dataclass(frozen=True)

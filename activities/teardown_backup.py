@@ -28,7 +28,7 @@ from dbi import names
 from dbi.backups import BackupPhase, Trigger
 from dbi.pipeline import TEARDOWN_BACKUP as SPEC
 from dbi.spec import DeletionPolicy
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Decision, StepInput
 
 # How often a running final backup is looked at (nothing wakes the workflow when it ends).
 FINAL_BACKUP_POLL_SECONDS = 5.0
@@ -60,11 +60,9 @@ def decide(obs: Observation) -> Decision[Action]:
     """Delete the schedule, then take the final backup if one is asked (pure)."""
     if obs.scheduled:
         message = "The backup schedule was deleted; backups taken stay."
-        return _pending(Reason.DELETED, message, Action.DELETE_SCHEDULE, AT_ONCE)
+        return SPEC.pending(Reason.DELETED, message, Action.DELETE_SCHEDULE, after=AT_ONCE)
     if not obs.final_asked:
-        return Decision(
-            SPEC.result(Outcome.SATISFIED, Reason.REMOVED, "No backup schedule is left.")
-        )
+        return SPEC.satisfied(Reason.REMOVED, "No backup schedule is left.")
     return _final(obs.final)
 
 
@@ -72,34 +70,27 @@ def _final(final: Run | None) -> Decision[Action]:
     """Start the final backup, wait for it, and go on once it Completed (pure)."""
     if final is None:
         message = "The final backup (spec.backup.onDelete) was started; the disks wait for it."
-        return _pending(
-            Reason.FINAL_STARTED, message, Action.START_FINAL, FINAL_BACKUP_POLL_SECONDS
+        return SPEC.pending(
+            Reason.FINAL_STARTED, message, Action.START_FINAL, after=FINAL_BACKUP_POLL_SECONDS
         )
     if final.running:
         message = "The final backup (spec.backup.onDelete) runs; the disks wait for it."
-        return _pending(Reason.FINAL_RUNNING, message, None, FINAL_BACKUP_POLL_SECONDS)
+        return SPEC.pending(Reason.FINAL_RUNNING, message, after=FINAL_BACKUP_POLL_SECONDS)
     result = final.result
     if result is not None and result.phase is BackupPhase.COMPLETED:
         message = f"The final backup {result.backup} completed; it stays after the instance."
-        return Decision(SPEC.result(Outcome.SATISFIED, Reason.FINAL_TAKEN, message))
+        return SPEC.satisfied(Reason.FINAL_TAKEN, message)
     if result is not None and result.reason == NAMESPACE_TERMINATING:
         # The namespace's deletion deletes the disks whatever waits here: no use holding.
         message = "The namespace is being deleted: no final backup could be recorded in it."
-        return Decision(SPEC.result(Outcome.SATISFIED, Reason.FINAL_SKIPPED, message))
+        return SPEC.satisfied(Reason.FINAL_SKIPPED, message)
     why = f"{result.reason}: {result.message}" if result is not None else "its workflow ended"
     message = (
         f"The final backup failed ({why}). The disks are kept until it is taken: fix the "
         "cause and signal retry, set spec.backup.onDelete to false to delete without it, "
         "or spec.deletionPolicy to Retain to keep the disks."
     )
-    return Decision(SPEC.result(Outcome.TERMINAL, Reason.FINAL_FAILED, message[:512]))
-
-
-def _pending(
-    reason: Reason, message: str, action: Action | None, requeue: float
-) -> Decision[Action]:
-    result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=requeue)
-    return Decision(result, action)
+    return SPEC.terminal(Reason.FINAL_FAILED, message[:512])
 
 
 def final_asked(instance: Instance) -> bool:

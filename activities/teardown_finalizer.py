@@ -16,7 +16,7 @@ from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import TEARDOWN_FINALIZER as SPEC
 from dbi.pipeline import StepSpec
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput, StepResult
+from dbi.steps import AT_ONCE, Decision, StepInput, StepResult
 
 
 class Reason(StrEnum):
@@ -40,18 +40,13 @@ def decide(obs: Observation) -> Decision[Action]:
     """Remove the finalizer if it is there (pure)."""
     if obs.has_finalizer:
         message = "The finalizer is being removed."
-        return Decision(
-            SPEC.result(
-                Outcome.PENDING, Reason.FINALIZER_REMOVED, message, requeue_after_seconds=AT_ONCE
-            ),
-            Action.REMOVE,
-        )
-    return Decision(removed(SPEC))
+        return SPEC.pending(Reason.FINALIZER_REMOVED, message, Action.REMOVE, after=AT_ONCE)
+    return SPEC.satisfied(Reason.FINALIZER_REMOVED, "The finalizer is removed.")
 
 
 def removed(spec: StepSpec) -> StepResult:
-    """The finalizer is not there (or the instance is gone with it): done."""
-    return spec.result(Outcome.SATISFIED, Reason.FINALIZER_REMOVED, "The finalizer is removed.")
+    """The instance is gone with its finalizer: done (``decide`` without a finalizer)."""
+    return decide(Observation(has_finalizer=False)).result
 
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:

@@ -14,7 +14,7 @@ from activities import ownership, scrape
 from activities.kube import Instance
 from activities.step import Anatomy, Context
 from dbi.pipeline import TEARDOWN_MONITORING as SPEC
-from dbi.steps import Decision, Outcome, StepInput
+from dbi.steps import Decision, StepInput
 
 CHECK_SECONDS = 1.0
 
@@ -43,15 +43,8 @@ def decide(obs: Observation) -> Decision[Action]:
     """Delete the instance's metrics objects until none is left (pure)."""
     if obs.ours:
         message = "The monitoring objects are being deleted."
-        return Decision(
-            SPEC.result(
-                Outcome.PENDING, Reason.REMOVING, message, requeue_after_seconds=CHECK_SECONDS
-            ),
-            Action.DELETE,
-        )
-    return Decision(
-        SPEC.result(Outcome.SATISFIED, Reason.REMOVED, "The monitoring objects are gone.")
-    )
+        return SPEC.pending(Reason.REMOVING, message, Action.DELETE, after=CHECK_SECONDS)
+    return SPEC.satisfied(Reason.REMOVED, "The monitoring objects are gone.")
 
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:

@@ -27,7 +27,7 @@ from activities.kube import KUBEVIRT, Instance
 from activities.step import Anatomy, Context
 from dbi import names
 from dbi.pipeline import TEARDOWN_VM as SPEC
-from dbi.steps import Decision, Outcome, StepInput
+from dbi.steps import Decision, StepInput
 
 CHECK_SECONDS = 1.0
 OURS = ownership.Claim.OURS
@@ -102,27 +102,23 @@ def decide(obs: Observation) -> Decision[Action]:
     """Delete everything of the instance's (Delete), or release what Retain keeps and
     delete the rest (Retain) (pure)."""
 
-    def pending(reason: Reason, message: str, action: Action) -> Decision[Action]:
-        result = SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=CHECK_SECONDS)
-        return Decision(result, action)
-
     if not obs.retain:
         if obs.kept or obs.rest or obs.credential:
             message = "The VM, its data disk and the instance's Secrets are being deleted."
-            return pending(Reason.DELETING, message, Action.DELETE)
+            return SPEC.pending(Reason.DELETING, message, Action.DELETE, after=CHECK_SECONDS)
         message = "The VM, its data disk, its Secrets and admin credential are deleted."
-        return Decision(SPEC.result(Outcome.SATISFIED, Reason.DELETED, message))
+        return SPEC.satisfied(Reason.DELETED, message)
     if obs.held() or obs.rest or not obs.volume_protected:
         message = (
             "The VM, its data disk and volume, and the Secrets they need are being "
             "released from the instance."
         )
-        return pending(Reason.RELEASING, message, Action.RELEASE)
+        return SPEC.pending(Reason.RELEASING, message, Action.RELEASE, after=CHECK_SECONDS)
     message = (
         "The VM, its data disk and volume, and the cloud-init Secret are kept, released "
         "from the instance; dbi keeps its admin credential."
     )
-    return Decision(SPEC.result(Outcome.SATISFIED, Reason.RELEASED, message))
+    return SPEC.satisfied(Reason.RELEASED, message)
 
 
 def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> None:

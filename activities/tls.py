@@ -31,11 +31,11 @@ from enum import StrEnum
 
 from activities import addresses, admin_credential, postgres, secrets, trust
 from activities.kube import KUBEVIRT, Instance
-from activities.step import Anatomy, Context, Verdict
+from activities.step import Anatomy, Context
 from dbi import bootstrap, maintenance, tls
 from dbi.pipeline import TLS as SPEC
 from dbi.spec import PowerState, ResizePolicy
-from dbi.steps import AT_ONCE, Common, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, StepInput
 
 BOOT_CHECK_SECONDS = 2.0
 HELD_CHECK_SECONDS = 300.0
@@ -78,68 +78,62 @@ class Observation:
     admin_password: str = field(default="", repr=False)
 
 
-def _before_serving(obs: Observation) -> Verdict[Action] | None:
+def _before_serving(obs: Observation) -> Decision[Action] | None:
     """What stops the step before it can look at what is served (pure)."""
     if obs.stopped:
         message = "The instance is stopped, as asked; not checked."
-        return Verdict(Outcome.SATISFIED, Reason.STOPPED, message)
+        return SPEC.satisfied(Reason.STOPPED, message)
     if not obs.has_certificate:
         message = "The boot data has no server certificate yet (the credentials step issues it)."
-        return Verdict(Outcome.PENDING, Reason.NO_CERTIFICATE, message, after=1.0)
+        return SPEC.pending(Reason.NO_CERTIFICATE, message, after=1.0)
     if obs.address is None:
         message = "The VM has no address yet."
-        return Verdict(Outcome.PENDING, Reason.NO_ADDRESS, message, after=BOOT_CHECK_SECONDS)
+        return SPEC.pending(Reason.NO_ADDRESS, message, after=BOOT_CHECK_SECONDS)
     if obs.served is trust.Serves.UNREACHABLE:
         message = "PostgreSQL does not answer yet."
-        return Verdict(Outcome.PENDING, Reason.BOOTING, message, after=BOOT_CHECK_SECONDS)
+        return SPEC.pending(Reason.BOOTING, message, after=BOOT_CHECK_SECONDS)
     return None
 
 
-def _untrusted(obs: Observation) -> Verdict[Action]:
+def _untrusted(obs: Observation) -> Decision[Action]:
     """What serving no TLS, or a certificate dbi does not trust, calls for (pure)."""
     if obs.booted_with_current:
         message = (
             "The guest booted with its certificate and does not serve it: its image does "
             "not support dbi's TLS boot data (docs/operations.md)."
         )
-        return Verdict(Outcome.TERMINAL, Reason.NOT_SERVED, message)
+        return SPEC.terminal(Reason.NOT_SERVED, message)
     if obs.restart_allowed and obs.hold is not None:
         message = obs.hold.message("The restart to serve its certificate")
-        return Verdict(
-            Outcome.PENDING, Reason.MAINTENANCE_WINDOW, message[:512], after=obs.hold.seconds
-        )
+        return SPEC.pending(Reason.MAINTENANCE_WINDOW, message[:512], after=obs.hold.seconds)
     if obs.restart_allowed:
         message = "The VM restarts to serve its certificate (it served none dbi trusts)."
-        return Verdict(
-            Outcome.PENDING, Reason.RESTARTING, message, Action.RESTART, BOOT_CHECK_SECONDS
-        )
+        return SPEC.pending(Reason.RESTARTING, message, Action.RESTART, after=BOOT_CHECK_SECONDS)
     message = (
         "PostgreSQL serves no certificate dbi trusts; the VM serves its own at its next "
         "boot. resizePolicy is Deferred, so that waits for `dbi resize NAME --force`."
     )
-    return Verdict(Outcome.PENDING, Reason.RESTART_REQUIRED, message, after=HELD_CHECK_SECONDS)
+    return SPEC.pending(Reason.RESTART_REQUIRED, message, after=HELD_CHECK_SECONDS)
 
 
 def decide(obs: Observation) -> Decision[Action]:
     """Return the outcome and the one change to make (pure)."""
-    verdict = _before_serving(obs)
-    if verdict is not None:
-        pass
-    elif obs.serves_current:
+    before = _before_serving(obs)
+    if before is not None:
+        return before
+    if obs.serves_current:
         message = "PostgreSQL serves the instance's current certificate; plaintext is refused."
-        verdict = Verdict(Outcome.SATISFIED, Reason.READY, message)
-    elif obs.serves_trusted and obs.admin_logs_in:
+        return SPEC.satisfied(Reason.READY, message)
+    if obs.serves_trusted and obs.admin_logs_in:
         message = "The renewed certificate was installed in the running server."
-        verdict = Verdict(Outcome.PENDING, Reason.INSTALLED, message, Action.INSTALL, AT_ONCE)
-    elif obs.serves_trusted:
+        return SPEC.pending(Reason.INSTALLED, message, Action.INSTALL, after=AT_ONCE)
+    if obs.serves_trusted:
         message = (
             "PostgreSQL serves a valid certificate; the renewed one is installed once dbi's "
             "admin credential logs in (the admin step)."
         )
-        verdict = Verdict(Outcome.SATISFIED, Reason.RENEWAL_WAITS, message)
-    else:
-        verdict = _untrusted(obs)
-    return verdict.decision(SPEC)
+        return SPEC.satisfied(Reason.RENEWAL_WAITS, message)
+    return _untrusted(obs)
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:

@@ -27,7 +27,7 @@ from activities.step import Anatomy, Context
 from dbi import maintenance, names
 from dbi.pipeline import UPGRADE as SPEC
 from dbi.spec import PowerState
-from dbi.steps import Common, Decision, Outcome, StepInput
+from dbi.steps import Common, Decision, StepInput
 from dbi.upgrades import FINISH_FAILED, UpgradeRequest
 
 POLL_SECONDS = 5.0
@@ -66,13 +66,13 @@ def decide(obs: Observation) -> Decision[Action]:
     """Wait for, start, or report the major upgrade (pure)."""
     if obs.data is None or obs.data == obs.target:
         message = f"The data is PostgreSQL {obs.target}'s."
-        return Decision(SPEC.result(Outcome.SATISFIED, Reason.CURRENT, message))
+        return SPEC.satisfied(Reason.CURRENT, message)
     if obs.data > obs.target:
         message = (
             f"The data is PostgreSQL {obs.data}'s, newer than spec.version {obs.target}; "
             f"a major is never downgraded: set spec.version to {obs.data}."
         )
-        return Decision(SPEC.result(Outcome.TERMINAL, Reason.DATA_NEWER, message))
+        return SPEC.terminal(Reason.DATA_NEWER, message)
     versions = f"PostgreSQL {obs.data} to {obs.target}"
     if obs.one_disk:
         message = (
@@ -81,7 +81,7 @@ def decide(obs: Observation) -> Decision[Action]:
             "dbi backup, then a new DBInstance with spec.restore.from.backup, then upgrade "
             "that one."
         )
-        return Decision(SPEC.result(Outcome.TERMINAL, Reason.ONE_DISK, message))
+        return SPEC.terminal(Reason.ONE_DISK, message)
     if obs.run is None:
         return _start(obs, versions)
     return _follow(obs, obs.run, versions)
@@ -91,10 +91,12 @@ def _follow(obs: Observation, run: Upgrade, versions: str) -> Decision[Action]:
     """An upgrade started: wait while it runs; Terminal, with its reason, if it failed."""
     if run.running:
         message = f"The major upgrade from {versions} runs (workflow {obs.workflow_id})."
-        return _pending(Reason.UPGRADING, message[:512])
+        return SPEC.pending(Reason.UPGRADING, message[:512], after=POLL_SECONDS)
     result = run.result
     if result is not None and result.ok:
-        return _pending(Reason.UPGRADING, f"The major upgrade from {versions} is finishing.")
+        return SPEC.pending(
+            Reason.UPGRADING, f"The major upgrade from {versions} is finishing.", after=POLL_SECONDS
+        )
     said = result.message if result is not None else ""
     again = "annotate dbi.dev/reconcile-requested-at with a new value to try again."
     if result is None:  # failed or terminated: nothing says where it stopped
@@ -111,28 +113,21 @@ def _follow(obs: Observation, run: Upgrade, versions: str) -> Decision[Action]:
             f"cause, then {again} {said}"
         )
     reason = result.reason if result is not None else Reason.FAILED
-    return Decision(SPEC.result(Outcome.TERMINAL, reason, message[:512]))
+    return SPEC.terminal(reason, message[:512])
 
 
 def _start(obs: Observation, versions: str) -> Decision[Action]:
     if not obs.can_start:
         message = "This worker cannot start workflows from steps (no Temporal client)."
-        return Decision(SPEC.result(Outcome.TERMINAL, Reason.UNAVAILABLE, message))
+        return SPEC.terminal(Reason.UNAVAILABLE, message)
     if obs.stopped:
         message = f"The major upgrade from {versions} waits until the instance runs."
-        return _pending(Reason.WAITS_FOR_START, message, STOPPED_CHECK_SECONDS)
+        return SPEC.pending(Reason.WAITS_FOR_START, message, after=STOPPED_CHECK_SECONDS)
     if obs.hold is not None:
         message = obs.hold.message(f"The major upgrade from {versions}")
-        return _pending(Reason.MAINTENANCE_WINDOW, message[:512], obs.hold.seconds)
+        return SPEC.pending(Reason.MAINTENANCE_WINDOW, message[:512], after=obs.hold.seconds)
     message = f"The major upgrade from {versions} was started (workflow {obs.workflow_id})."
-    result = SPEC.result(
-        Outcome.PENDING, Reason.STARTED, message[:512], requeue_after_seconds=POLL_SECONDS
-    )
-    return Decision(result, Action.START)
-
-
-def _pending(reason: Reason, message: str, after: float = POLL_SECONDS) -> Decision[Action]:
-    return Decision(SPEC.result(Outcome.PENDING, reason, message, requeue_after_seconds=after))
+    return SPEC.pending(Reason.STARTED, message[:512], Action.START, after=POLL_SECONDS)
 
 
 def data_major(kube: Kube, instance: Instance) -> tuple[int | None, bool]:

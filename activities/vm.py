@@ -25,7 +25,7 @@ from activities.kube import KUBEVIRT, Instance, Manifest
 from activities.machine import create_root, desired_vm, image_for
 from activities.step import Anatomy, Context
 from dbi.pipeline import VM as SPEC
-from dbi.steps import AT_ONCE, Decision, Outcome, StepInput
+from dbi.steps import AT_ONCE, Decision, StepInput
 
 
 class Reason(StrEnum):
@@ -61,20 +61,14 @@ def decide(obs: Observation) -> Decision[Action]:
     desired, observed = obs.desired, obs.observed
     if observed is None:
         message = "The VirtualMachine was created."
-        return Decision(
-            SPEC.result(Outcome.PENDING, Reason.CREATED, message, requeue_after_seconds=AT_ONCE),
-            Action.CREATE,
-        )
+        return SPEC.pending(Reason.CREATED, message, Action.CREATE, after=AT_ONCE)
     wanted = {**desired, "spec": {k: v for k, v in desired["spec"].items() if k != "runStrategy"}}
     owned = obs.uid in _owner_uids(observed)
     if not manifests.covers(wanted, observed) or owned != (obs.uid in _owner_uids(desired)):
         message = "The VirtualMachine drifted and was corrected."
-        return Decision(
-            SPEC.result(Outcome.PENDING, Reason.UPDATED, message, requeue_after_seconds=AT_ONCE),
-            Action.APPLY,
-        )
+        return SPEC.pending(Reason.UPDATED, message, Action.APPLY, after=AT_ONCE)
     message = "The VirtualMachine matches the spec."
-    return Decision(SPEC.result(Outcome.SATISFIED, Reason.PROVISIONED, message))
+    return SPEC.satisfied(Reason.PROVISIONED, message)
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:

@@ -11,10 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any, TypeVar
 
 from dbi import names
 from dbi.models import Phase
-from dbi.steps import Outcome, PipelineStep, StepResult
+from dbi.steps import Decision, Outcome, PipelineStep, StepResult
+
+A = TypeVar("A")
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,50 @@ class StepSpec:
                 "facts": facts,
             }
         )
+
+    # A step's decide returns one of these four (``activities.step``): its result and,
+    # for a Pending one that changes the world, the one action to take.
+
+    def satisfied(self, reason: str, message: str, **facts: Any) -> Decision[Any]:
+        """Nothing to change: the step's condition is True."""
+        return Decision(self.result(Outcome.SATISFIED, reason, message, **facts))
+
+    def pending(
+        self,
+        reason: str,
+        message: str,
+        action: A | None = None,
+        *,
+        after: float | None = None,
+        held: bool = False,
+        announced: bool = False,
+        **facts: Any,
+    ) -> Decision[A]:
+        """Under way: the step takes ``action`` (None: it waits for something else), and
+        the pass looks again ``after`` seconds (None: at the workflow's back-off). See
+        ``result`` for ``held`` and ``announced``."""
+        result = self.result(
+            Outcome.PENDING,
+            reason,
+            message,
+            requeue_after_seconds=after,
+            held=held,
+            announced=announced,
+            **facts,
+        )
+        return Decision(result, action)
+
+    def transient(
+        self, reason: str, message: str, *, after: float | None = None, **facts: Any
+    ) -> Decision[Any]:
+        """The step could not observe or act this time; the pass retries with back-off."""
+        return Decision(
+            self.result(Outcome.TRANSIENT, reason, message, requeue_after_seconds=after, **facts)
+        )
+
+    def terminal(self, reason: str, message: str, **facts: Any) -> Decision[Any]:
+        """Only a change of the spec (or an operator) can move the step on."""
+        return Decision(self.result(Outcome.TERMINAL, reason, message, **facts))
 
 
 PREFLIGHT = StepSpec("preflight", "SpecValid", "preflight: check the spec, add the finalizer")
