@@ -51,8 +51,9 @@ from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from kubernetes import client as k8s
 
-from dbi import names
-from dbi.streams import Listener, Source, WatchState, forever, metadata_only
+from dbi import kinds, names
+from dbi.kinds import DBINSTANCES, VIEWED, Kind
+from dbi.streams import Listener, WatchState, forever
 
 # How long a view the API server refused (403: RBAC; 404: a kind not installed) waits
 # before it lists again; the first refusal is logged, the rest are quiet.
@@ -68,35 +69,6 @@ ANSWERS_PER_WORKFLOW = 16
 Key = tuple[str, str]  # an object's name and resourceVersion
 
 
-@dataclass(frozen=True)
-class Kind:
-    """A kind the worker views: its collection's path (``api/v1/services``), whether
-    its objects live in namespaces, and whether only those with the instance label are
-    viewed (an instance's children) or all of them."""
-
-    name: str
-    path: str
-    namespaced: bool = True
-    labelled: bool = True
-
-    @property
-    def selector(self) -> str | None:
-        return names.INSTANCE_LABEL if self.labelled else None
-
-
-# What an idle pass reads, Secrets apart.
-DBINSTANCES = Kind(
-    "DBInstance", f"apis/{names.GROUP}/{names.VERSION}/{names.PLURAL}", labelled=False
-)
-KINDS = (
-    DBINSTANCES,
-    Kind("VirtualMachine", "apis/kubevirt.io/v1/virtualmachines"),
-    Kind("VirtualMachineInstance", "apis/kubevirt.io/v1/virtualmachineinstances"),
-    Kind("PersistentVolumeClaim", "api/v1/persistentvolumeclaims"),
-    Kind("Service", "api/v1/services"),
-    Kind("ServiceMonitor", "apis/monitoring.coreos.com/v1/servicemonitors"),
-    Kind("PersistentVolume", "api/v1/persistentvolumes", namespaced=False, labelled=False),
-)
 # Viewed in the images' namespaces only (DBI_IMAGES).
 IMAGES = Kind(
     "VirtualMachineImage", "apis/harvesterhci.io/v1beta1/virtualmachineimages", labelled=False
@@ -291,7 +263,7 @@ class Views:
         """The worker's views: each kind cluster-wide, or in each of ``namespaces``
         (DBI_WATCH_NAMESPACES); the images in their namespaces."""
         views = []
-        for kind in KINDS:
+        for kind in VIEWED:
             if kind.namespaced and namespaces is not None:
                 views += [View(kind, ns) for ns in sorted(namespaces)]
             else:
@@ -402,7 +374,8 @@ class Views:
 
     def _keep(self, api: k8s.ApiClient, view: View) -> None:
         listener = Listener(view.seen, view.listed, view.state)
-        forever(api, _source(api, view), listener, self._stop, refused_seconds=REFUSED_SECONDS)
+        source = kinds.source(api, view.kind, view.namespace, metadata=True)
+        forever(api, source, listener, self._stop, refused_seconds=REFUSED_SECONDS)
 
 
 def _judged(found: Target, kind: Kind) -> bool:
@@ -423,29 +396,3 @@ def _answerable(found: Target, kind: Kind, body: dict[str, Any]) -> bool:
         return False
     labels = (body.get("metadata") or {}).get("labels") or {}
     return found.name is None or not kind.labelled or names.INSTANCE_LABEL in labels
-
-
-def _source(api: k8s.ApiClient, view: View) -> Source:
-    """How to list ``view``'s objects, as metadata only."""
-    parts = view.kind.path.split("/")
-    if parts[0] == "api":
-        plural = {"persistentvolumeclaims": "persistent_volume_claim", "services": "service"}
-        core = k8s.CoreV1Api(api)
-        if not view.kind.namespaced:
-            list_fn: Callable[..., Any] = core.list_persistent_volume
-            args: tuple[Any, ...] = ()
-        elif view.namespace is None:
-            list_fn = getattr(core, f"list_{plural[parts[2]]}_for_all_namespaces")
-            args = ()
-        else:
-            list_fn = getattr(core, f"list_namespaced_{plural[parts[2]]}")
-            args = (view.namespace,)
-    else:
-        objects = k8s.CustomObjectsApi(api)
-        group, version, plural_name = parts[1:]
-        if view.namespace is None:
-            list_fn, args = objects.list_cluster_custom_object, (group, version, plural_name)
-        else:
-            list_fn = objects.list_namespaced_custom_object
-            args = (group, version, view.namespace, plural_name)
-    return Source(view.kind.name, metadata_only(list_fn), args, view.kind.selector, view.namespace)

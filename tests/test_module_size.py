@@ -9,15 +9,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION = ("dbi", "activities", "workflows", "watcher", "commands")
 LIMIT = 350
-# Still to split, at their size when the limit was set.
+# Still to split, each at its size now: it may shrink, never grow.
 OVER = {
     "dbi/spec.py": 589,
-    "activities/credentials.py": 473,
+    "activities/credentials.py": 465,
     "dbi/status.py": 377,
-    "activities/views.py": 451,
+    "activities/views.py": 398,
     "activities/kube.py": 439,
-    "watcher/watcher.py": 429,
-    "activities/step.py": 413,
+    "watcher/watcher.py": 382,
+    "activities/step.py": 396,
     "commands/operate.py": 358,
     "activities/pgupgrade.py": 355,
     "dbi/environment.py": 353,

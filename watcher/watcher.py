@@ -29,9 +29,9 @@ from kubernetes import client as k8s
 from pydantic import ValidationError
 from temporalio.client import Client
 
-from dbi import names, stored
+from dbi import kinds, names, stored
 from dbi.messages import SeenInstance
-from dbi.streams import WATCH_SECONDS, Listener, Source, WatchState, forever, metadata_only
+from dbi.streams import WATCH_SECONDS, Listener, Source, WatchState, forever
 from watcher import relevance
 from watcher.leader import LeaderElection
 from watcher.wakeups import RPC_TIMEOUT, Origin, Wakeups, why
@@ -54,64 +54,17 @@ WATCH_GRACE_SECONDS = 20.0
 
 
 def sources(api: k8s.ApiClient, namespaces: frozenset[str] | None = None) -> list[Source]:
-    """Return the DBInstance source and the children's, selected by the instance label:
-    cluster-wide lists and watches, or, given ``namespaces``, one of each per namespace
-    (what RoleBindings in those namespaces allow). Secrets come as metadata only."""
-    core, objects = k8s.CoreV1Api(api), k8s.CustomObjectsApi(api)
-    child = names.INSTANCE_LABEL
-    instances = (names.GROUP, names.VERSION, names.PLURAL)
-    vms, vmis = (
-        ("kubevirt.io", "v1", "virtualmachines"),
-        ("kubevirt.io", "v1", "virtualmachineinstances"),
-    )
+    """Return the watched kinds' sources (``dbi.kinds.WATCHED``): the DBInstances and
+    their children, selected by the instance label; cluster-wide lists and watches, or,
+    given ``namespaces``, one of each per namespace (what RoleBindings in those
+    namespaces allow). Secrets come as metadata only."""
     if namespaces is None:
-        return [
-            Source("DBInstance", objects.list_cluster_custom_object, instances),
-            Source("Secret", metadata_only(core.list_secret_for_all_namespaces), (), child),
-            Source(
-                "PersistentVolumeClaim",
-                core.list_persistent_volume_claim_for_all_namespaces,
-                (),
-                child,
-            ),
-            Source("Service", core.list_service_for_all_namespaces, (), child),
-            Source("VirtualMachine", objects.list_cluster_custom_object, vms, child),
-            Source("VirtualMachineInstance", objects.list_cluster_custom_object, vmis, child),
-        ]
-
-    def custom(group: str, version: str, plural: str, ns: str) -> tuple[str, ...]:
-        return (group, version, ns, plural)
-
-    found = []
-    for ns in sorted(namespaces):
-        found += [
-            Source(
-                "DBInstance",
-                objects.list_namespaced_custom_object,
-                custom(*instances, ns),
-                namespace=ns,
-            ),
-            Source("Secret", metadata_only(core.list_namespaced_secret), (ns,), child, ns),
-            Source(
-                "PersistentVolumeClaim",
-                core.list_namespaced_persistent_volume_claim,
-                (ns,),
-                child,
-                ns,
-            ),
-            Source("Service", core.list_namespaced_service, (ns,), child, ns),
-            Source(
-                "VirtualMachine", objects.list_namespaced_custom_object, custom(*vms, ns), child, ns
-            ),
-            Source(
-                "VirtualMachineInstance",
-                objects.list_namespaced_custom_object,
-                custom(*vmis, ns),
-                child,
-                ns,
-            ),
-        ]
-    return found
+        return [kinds.source(api, k, metadata=k.metadata) for k in kinds.WATCHED]
+    return [
+        kinds.source(api, k, ns, metadata=k.metadata)
+        for ns in sorted(namespaces)
+        for k in kinds.WATCHED
+    ]
 
 
 def origin(kind: str, event: str) -> Origin:

@@ -19,9 +19,10 @@ from activities.kube import Stale, confirm_fresh, shared_reads
 from activities.passes import Passes
 from activities.step import Anatomy, Context
 from activities.step import run as run_step
-from activities.views import ANSWERS_PER_WORKFLOW, KINDS, Kind, Spared, View, Views, target
+from activities.views import ANSWERS_PER_WORKFLOW, Spared, View, Views, target
 from dbi import connect, names, pipeline
 from dbi.config import Config
+from dbi.kinds import VIEWED, Kind
 from dbi.steps import Decision, Outcome, StepInput, StepResult, StepsInput, StepsResult
 from tests.activities.conftest import Counted
 from tests.activities.notes import (
@@ -386,7 +387,7 @@ def test_a_list_is_answered_only_in_one_namespace_and_by_equality_selectors() ->
     """Plain data: a live view of claims, an answer kept for each list; only the
     namespaced list by an equality selector that includes the instance label holds
     (an empty list across namespaces must not pass for an empty namespace)."""
-    (claims,) = [k for k in KINDS if k.name == "PersistentVolumeClaim"]
+    (claims,) = [k for k in VIEWED if k.name == "PersistentVolumeClaim"]
     view = View(claims)
     view.state.listed()
     view.objects = {"a": {"db-root": ("7", {**LABEL, "disk": "root"})}}
@@ -419,7 +420,7 @@ def test_a_list_is_answered_only_in_one_namespace_and_by_equality_selectors() ->
 
 
 def test_every_kind_viewed_is_one_an_idle_pass_reads_and_never_a_secret() -> None:
-    assert "secrets" not in {k.path.rsplit("/", 1)[-1] for k in KINDS}
+    assert "secrets" not in {k.path.rsplit("/", 1)[-1] for k in VIEWED}
 
 
 def test_what_a_status_write_answered_is_the_objects_idle_read_with_nothing_asked(
@@ -449,8 +450,8 @@ def test_answers_and_spared_reads_are_kept_for_every_instance_served_not_only_th
     """Plain data: a worker whose workflow cache (DBI_CACHED_WORKFLOWS, here 1) is smaller
     than its fleet still re-checks every instance; were the answers sized by the cache,
     each re-check past the first would ask the server again."""
-    (instances,) = [k for k in KINDS if k.name == "DBInstance"]
-    (services,) = [k for k in KINDS if k.name == "Service"]
+    (instances,) = [k for k in VIEWED if k.name == "DBInstance"]
+    (services,) = [k for k in VIEWED if k.name == "Service"]
     held, service_view = View(instances), View(services)
     for view in (held, service_view):
         view.state.listed()
