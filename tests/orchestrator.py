@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
 import subprocess
 import uuid
 from collections.abc import AsyncIterator
@@ -29,6 +31,7 @@ from devstack.stack import StackInfo
 from devstack.temporal import NAMESPACE
 from tests import polling
 from tests.stack import Kubectl
+from tests.workflows.recorded import history_path
 from watcher.wakeups import Wakeups
 from watcher.watcher import Watcher
 from workflows.dbinstance import DBInstanceWorkflow
@@ -185,6 +188,29 @@ async def watcher(
     """Run a watcher for this test's namespace, signaling the orchestrator's task queue."""
     async with watching(orchestrator, kube_api, namespace) as w:
         yield w
+
+
+@pytest_asyncio.fixture(autouse=True, loop_scope="session")
+async def recorded_on_the_stack(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """With DBI_RECORD_HISTORIES set, keep the history of every DBInstance workflow a test
+    of the orchestrator ran in its namespace for the replay test
+    (``tests/workflows/histories/real-stack-<test>.json``): the real steps, their
+    failures and the real server's task grouping, which stub runs do not have."""
+    wanted = {"orchestrator", "namespace"} <= set(request.fixturenames)
+    if not (os.environ.get("DBI_RECORD_HISTORIES") and wanted):
+        yield
+        return
+    orchestrator: Orchestrator = request.getfixturevalue("orchestrator")
+    namespace: str = request.getfixturevalue("namespace")
+    yield
+    prefix = names.workflow_id(namespace, "")
+    query = f"WorkflowType='{names.WORKFLOW_TYPE}' AND TaskQueue='{orchestrator.task_queue}'"
+    slug = "real-stack-" + re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")
+    async for run in orchestrator.client.list_workflows(query):
+        if run.id.startswith(prefix):
+            handle = orchestrator.client.get_workflow_handle(run.id, run_id=run.run_id)
+            history = await handle.fetch_history()
+            history_path(slug).write_text(history.to_json())
 
 
 @pytest.hookimpl(hookwrapper=True)

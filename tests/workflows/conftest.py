@@ -9,7 +9,6 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest_asyncio
@@ -23,6 +22,7 @@ from dbi import names
 from dbi.messages import Progress, Wake, WorkflowInput
 from dbi.payloads import DATA_CONVERTER
 from devstack import tools
+from tests.workflows.recorded import history_path
 from tests.workflows.stubs import World, activities
 from workflows.dbinstance import DBInstanceWorkflow
 from workflows.worker import Tuning, build_worker
@@ -98,19 +98,6 @@ async def running(
             await _record(env, handle)
         if (await handle.describe()).close_time is None:
             await handle.terminate("test over")
-
-
-HISTORIES = Path(__file__).parent / "histories"
-
-
-def history_path(slug: str) -> Path:
-    """Return a new file for a history of ``slug``: never one already recorded, whose
-    point is to stay as it was (``slug.json``, then ``slug-2.json``, ...)."""
-    path, n = HISTORIES / f"{slug}.json", 1
-    while path.exists():
-        n += 1
-        path = HISTORIES / f"{slug}-{n}.json"
-    return path
 
 
 async def _record(env: WorkflowEnvironment, handle: WorkflowHandle[Any, Any]) -> None:

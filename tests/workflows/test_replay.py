@@ -4,10 +4,12 @@ A change to DBInstanceWorkflow or DBBackupWorkflow that would break the workflow
 already running fails here. Re-record after an intended change guarded by a patch
 (docs/engine.md, "Changing workflow code"): DBI_RECORD_HISTORIES=1 ./dev test
 tests/workflows (new histories are added; keep the old ones, they are the point).
-Most come from the workflow tests on Temporal's time-skipping server; ``real-stack-*``
-from the dev server: a run of test_replay_under_queries.py whose workflow tasks queries
-cut short while local activities ran (completed without their markers, the results
-seen in the next task).
+Most come from the workflow tests on Temporal's time-skipping server with stub
+activities. ``real-stack-*`` come from the dev server and the real steps: a run of
+test_replay_under_queries.py whose workflow tasks queries cut short while local
+activities ran, and the orchestrator's stack tests (``tests/orchestrator.py``
+records them with DBI_RECORD_HISTORIES=1): Pending and Terminal steps, an activity
+that failed, updates, deletion and teardown, continue-as-new.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from temporalio.api.common.v1 import Payload
 from temporalio.client import WorkflowHistory
 
 from dbi.payloads import DATA_CONVERTER
-from tests.workflows import conftest, definitions
+from tests.workflows import definitions, recorded
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
@@ -30,14 +32,14 @@ def test_a_re_recording_never_replaces_a_recorded_history(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Recording a test's history again picks a new file; the recorded one stays."""
-    monkeypatch.setattr(conftest, "HISTORIES", tmp_path)
-    first = conftest.history_path("a-test")
+    monkeypatch.setattr(recorded, "HISTORIES", tmp_path)
+    first = recorded.history_path("a-test")
     first.write_text("recorded")
-    second = conftest.history_path("a-test")
+    second = recorded.history_path("a-test")
     second.write_text("re-recorded")
     assert (first.name, second.name) == ("a-test.json", "a-test-2.json")
     assert first.read_text() == "recorded"
-    assert conftest.history_path("a-test").name == "a-test-3.json"
+    assert recorded.history_path("a-test").name == "a-test-3.json"
 
 
 def test_histories_are_kept() -> None:
