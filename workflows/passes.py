@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import CancelledError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from dbi import pipeline
@@ -33,9 +32,9 @@ with workflow.unsafe.imports_passed_through():
     from dbi.steps import InstanceSnapshot, StepInput, StepsResult
     from workflows import tracing, ui
     from workflows.runner import (
-        IN_ONE,
         call,
         go_on_after,
+        in_one,
         in_one_timeout,
         run_pass,
         run_pass_in_one,
@@ -236,19 +235,15 @@ class PassRunner:
         begun = self.begin(plan.expected, plan, rotated=Served())
         then = PassInput(steps=steps_input(begun.pipeline, begun.step_input), then=begun.status)
         self.s.tally.activities(local=True)
-        try:
-            loaded: LoadedPass = await workflow.execute_local_activity(
-                pipeline.LOAD_AND_RUN_PASS,
-                LoadedPassInput(load=self._load_input(plan), expected=plan.expected, then=then),
-                result_type=LoadedPass,
-                start_to_close_timeout=SHORT + in_one_timeout(begun.pipeline),
-                retry_policy=IN_ONE,
-                summary="load the DBInstance; unchanged: the steps, then the status",
-            )
-        except FailureError as e:
-            if isinstance(e, CancelledError):
-                raise
-            workflow.logger.warning("the pass failed in one activity; loading first now")
+        loaded = await in_one(
+            pipeline.LOAD_AND_RUN_PASS,
+            LoadedPassInput(load=self._load_input(plan), expected=plan.expected, then=then),
+            LoadedPass,
+            timeout=SHORT + in_one_timeout(begun.pipeline),
+            summary="load the DBInstance; unchanged: the steps, then the status",
+            instead="loading first now",
+        )
+        if loaded is None:
             return None
         self.s.rechecked = loaded.rechecked
         return loaded.snapshot, (begun, loaded.done) if loaded.done is not None else None

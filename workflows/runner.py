@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from temporalio import workflow
@@ -123,6 +123,38 @@ IN_ONE = RetryPolicy(maximum_attempts=1)
 WRITE = timedelta(seconds=30)
 
 
+R = TypeVar("R", bound=BaseModel)
+
+
+async def in_one(
+    activity: str,
+    arg: BaseModel,
+    result_type: type[R],
+    *,
+    timeout: timedelta,
+    summary: str,
+    instead: str,
+) -> R | None:
+    """Run ``activity`` as one local activity, not retried (``IN_ONE``); None when it
+    failed or timed out (the log says what the workflow does ``instead``). A
+    cancellation goes on up."""
+    try:
+        result: R = await workflow.execute_local_activity(
+            activity,
+            arg,
+            result_type=result_type,
+            start_to_close_timeout=timeout,
+            retry_policy=IN_ONE,
+            summary=summary,
+        )
+    except FailureError as e:
+        if isinstance(e, CancelledError):
+            raise
+        workflow.logger.warning("%s failed in one activity; %s", activity, instead)
+        return None
+    return result
+
+
 def steps_input(steps: Sequence[StepSpec], step_input: StepInput) -> StepsInput:
     """What the activity that runs ``steps`` in one go is given."""
     return StepsInput(steps=tuple(s.name for s in steps), step_input=step_input)
@@ -153,19 +185,15 @@ async def run_pass_in_one(
     Transient (StepFailed).
     """
     arg = PassInput(steps=steps_input(steps, step_input), then=status, settle=settle)
-    try:
-        done: StepsResult = await workflow.execute_local_activity(
-            RUN_PASS,
-            arg,
-            result_type=StepsResult,
-            start_to_close_timeout=in_one_timeout(steps),
-            retry_policy=IN_ONE,
-            summary="the steps, one after the other, then the status, while Satisfied",
-        )
-    except FailureError as e:
-        if isinstance(e, CancelledError):
-            raise
-        workflow.logger.warning("the pass's steps failed in one activity; one by one now")
+    done = await in_one(
+        RUN_PASS,
+        arg,
+        StepsResult,
+        timeout=in_one_timeout(steps),
+        summary="the steps, one after the other, then the status, while Satisfied",
+        instead="one by one now",
+    )
+    if done is None:
         done = StepsResult(results=[], raised=steps[0].name if steps else None)
     results, written = await go_on_after(steps, step_input, done)
     return results, written, done.rechecked and written

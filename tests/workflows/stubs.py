@@ -86,6 +86,9 @@ class World:
     # While set, a status write after the steps (run_pass) fails, as one the API server
     # refuses would; the workflow's own write_status then writes it.
     status_fails: bool = False
+    # While set, the activities that run a pass in one go (run_pass, load_and_run_pass)
+    # fail as a whole, as one that timed out or lost its worker does.
+    in_one_fails: bool = False
     clock: Callable[[], Awaitable[datetime]] | None = None
     # When set, a pass that settles the instance (an idle one, or one given what its load
     # found), or waits on an announced transition, says the worker re-checks it
@@ -142,6 +145,12 @@ class World:
             self.raises_once.discard(name)
             raise RuntimeError(f"{name} exploded (stub)")
         return _result(name, CONDITIONS[name], self.outcome_of(name, step_input))
+
+    def fail_in_one(self, activity: str) -> None:
+        """Fail the activity that runs a pass in one go, as a whole, while
+        ``in_one_fails``."""
+        if self.in_one_fails:
+            raise RuntimeError(f"{activity} failed as a whole (stub)")
 
     def write(self, status: StatusInput) -> bool:
         """Write a pass's status, as ``write_status`` does."""
@@ -217,6 +226,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
         """The steps (``run_steps``), then the status written as the real one does
         (``then_write``); a pass given what its load found settles the instance as the
         real one does."""
+        world.fail_in_one(pipeline.RUN_PASS)
         done = await run_steps(pass_input.steps)
         done = then_write(pass_input.then, done, world.write_after_steps)
         if (snapshot := pass_input.settle) is None:
@@ -234,6 +244,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
     async def load_and_run_pass(loaded: LoadedPassInput) -> LoadedPass:
         """The load, then ``run_pass`` when it found what the workflow expected (as
         ``activities.passes.Passes`` does, over these async stubs)."""
+        world.fail_in_one(pipeline.LOAD_AND_RUN_PASS)
         world.loads.append(loaded.load)
         snapshot = world.snapshot()
         if snapshot != loaded.expected:

@@ -792,6 +792,25 @@ async def test_a_health_check_step_that_raises_is_transient_too(
         assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
 
 
+async def test_a_pass_whose_one_activity_fails_as_a_whole_goes_on_step_by_step(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """When the activity that runs a pass's steps in one go fails as a whole (it timed
+    out, or its worker went away), the pass runs its steps one by one, each once, and
+    the workflow writes the status; a health check, whose one activity loads the
+    instance too, loads it first instead and goes on the same way."""
+    world = World(in_one_fails=True, interval_seconds=60)
+    async with running(time_env, world) as handle:
+        await settled(handle, 1)
+        assert [step for step, _ in world.calls] == ALL
+        assert world.passes() == [ALL] and world.reports[0].report.converged
+        await time_env.sleep(61)
+        await until(_passes(world, 2))
+        assert [step for step, _ in world.calls] == ALL + ALL
+        assert world.passes() == [ALL, ALL] and len(world.loads) == 2
+        assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+
+
 async def _wake(handle: Any, wake: Wake) -> None:
     """Signal as the watcher does, which sends a failed wake again a moment later: the
     time-skipping test server's continue-as-new is not atomic (temporalio/sdk-java#1538),
