@@ -35,9 +35,9 @@ from typing import Any
 from kubernetes import client as k8s
 from temporalio.client import Client
 
-from activities import credentials, step, vm
-from activities.kube import Kube
-from activities.step import Context
+from activities.infra.context import Context
+from activities.infra.kube import Kube
+from activities.steps import credentials, loop, vm
 from bench import measure, own_passes, profile, report
 from bench import peer as peer_module
 from dbi import connect, names
@@ -123,8 +123,8 @@ def floor(args: argparse.Namespace, state_dir: Path) -> dict[str, Any]:
                 names.GROUP, names.VERSION, NAMESPACE, names.PLURAL, name
             )
             step_input = StepInput(namespace=NAMESPACE, name=name, uid=body["metadata"]["uid"])
-            step.run(ctx, credentials.STEP, step_input)
-            step.run(ctx, vm.STEP, step_input)
+            loop.run(ctx, credentials.STEP, step_input)
+            loop.run(ctx, vm.STEP, step_input)
 
         with ThreadPoolExecutor(max_workers=16) as pool:
             list(pool.map(prepare, names_))
@@ -326,7 +326,7 @@ def _idle(
     minutes = args.idle / 60
     per = args.n * minutes
     passes = measure.total(after, "dbi_passes_total") - measure.total(before, "dbi_passes_total")
-    # The worker's re-checks of settled instances (activities.rechecks): a look each, as
+    # The worker's re-checks of settled instances (activities.worker.rechecks): a look each, as
     # a pass is, that goes through no workflow.
     rechecks = measure.total(after, "dbi_rechecks_total") - measure.total(
         before, "dbi_rechecks_total"

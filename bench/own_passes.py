@@ -1,7 +1,7 @@
 """The own passes of settled instances, at their steady-state rate, in an idle window.
 
 A settled instance's workflow runs its own pass every ``RECHECK_NET`` (six hours); the
-worker re-checks it in between (``activities.rechecks``). An idle window of minutes
+worker re-checks it in between (``activities.worker.rechecks``). An idle window of minutes
 right after a converge holds none of those passes, so it shows the trough, not the
 steady state. ``OwnPasses`` brings them in at the rate the steady state holds them:
 N per ``RECHECK_NET``, each a ``wake`` with ``settle`` (what a starting or stopping

@@ -30,10 +30,10 @@ import prometheus_client
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities import registry
-from activities.kube import Kube, shared_reads
-from activities.postgres import shared_sessions
-from activities.step import Context
+from activities.infra.context import Context
+from activities.infra.kube import Kube, shared_reads
+from activities.infra.postgres import shared_sessions
+from activities.worker import registry
 from bench import stubs
 from dbi import connect, metrics, names, pipeline
 from dbi.config import Config

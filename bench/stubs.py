@@ -16,10 +16,12 @@ from typing import Any
 
 from temporalio import activity
 
-from activities import registry, secrets
-from activities.kube import Instance
-from activities.passes import Passes
-from activities.step import Context, gone, load
+from activities.infra import secrets
+from activities.infra.context import Context
+from activities.infra.kube import Instance
+from activities.steps.loop import gone, load
+from activities.worker import registry
+from activities.worker.passes import Passes
 from dbi import pipeline
 from dbi.pipeline import StepSpec
 from dbi.steps import Outcome, StepInput, StepResult

@@ -1,6 +1,6 @@
 """The kinds dbi lists and watches, in one table: which the watcher watches to wake an
 instance's workflow (``watcher.watcher.sources``) and which the worker's views keep
-for its idle passes and re-checks (``activities.views``), and how to list either.
+for its idle passes and re-checks (``activities.infra.views``), and how to list either.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class Wake(BaseModel):
     settle: bool = Field(
         default=False,
         description="Nothing changed: a worker that started asks a Ready instance for its "
-        "idle pass now, which settles it there (activities.rechecks). Ends a Ready wait "
+        "idle pass now, which settles it there (activities.worker.rechecks). Ends a Ready wait "
         "only, and the pass that follows is idle, as a health check's.",
     )
     seen: SeenInstance | None = Field(
@@ -93,7 +93,7 @@ class Carried(BaseModel):
 # How many events a run of the DBInstance workflow holds before it continues as new:
 # about 20 idle passes (6.6 events each): two hours at a 5-minute interval where every
 # check is the workflow's pass, some five days where the worker re-checks settled
-# instances between them (activities.rechecks, one pass every RECHECK_NET). A workflow
+# instances between them (activities.worker.rechecks, one pass every RECHECK_NET). A workflow
 # the worker's cache does not hold replays its run at its next task, about 0.7 ms of
 # CPU per event (docs/benchmarks.md), and at 10,000 settled instances with a
 # cache of 3,000 every six-hourly pass is such a replay: the shorter the run, the
@@ -110,15 +110,15 @@ RUN_EVENTS = 150
 RECORDED_RUN_EVENTS = 300
 # A settled Ready instance's workflow waits this long for its own next pass while the
 # worker that settled it re-checks it every healthCheckInterval and wakes it on any
-# change (activities.rechecks): the safety net for a worker that went away without
+# change (activities.worker.rechecks): the safety net for a worker that went away without
 # handing its instances on (a stopping worker hands them on, a starting one asks every
-# instance for a pass: activities.rechecks), as controller-runtime's SyncPeriod (10 h)
+# instance for a pass: activities.worker.rechecks), as controller-runtime's SyncPeriod (10 h)
 # is a controller's. Each of these passes costs the Temporal server a workflow task,
 # and the worker a replay of the run when its workflow is not cached: at 10,000
 # instances, once an hour was 167 passes a minute (docs/benchmarks.md).
 RECHECK_NET = timedelta(hours=6)
 # A pass that waits on a transition the watcher announces (a VM starting) hands the
-# worker its fallback look (activities.rechecks, ``awaits``): its workflow waits this
+# worker its fallback look (activities.worker.rechecks, ``awaits``): its workflow waits this
 # long for its own pass, a net for a worker that went away; the watcher's wake when the
 # VM runs brings the pass long before. A booting VM's 30 s look was a workflow task, a
 # timer and a marker of its own (docs/benchmarks.md).

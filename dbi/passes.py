@@ -1,7 +1,7 @@
 """A pass as the workflow hands it to one activity: its steps, then its status, and,
 for a pass that expects the instance unchanged, its load first (``run_pass``,
 ``load_and_run_pass``), and whether it settles the instance. Plain data and pure
-functions; the worker's runner of them is activities/passes.py."""
+functions; the worker's runner of them is activities/worker/passes.py."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class PendingStatus(BaseModel):
 
 class PassInput(BaseModel):
     """What the activity ``run_pass`` is given: a local pass's steps, run in one go
-    (``activities.passes.Passes.run_steps``), then its status, written as
+    (``activities.worker.passes.Passes.run_steps``), then its status, written as
     ``write_status`` writes it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -43,7 +43,7 @@ class PassInput(BaseModel):
         description="What the pass's load found, when the pass may settle the instance "
         "(it has nothing to serve): every step Satisfied and the status written, the "
         "worker then re-checks it from its views as it does after an idle pass "
-        "(activities.rechecks, ``rechecked``).",
+        "(activities.worker.rechecks, ``rechecked``).",
     )
 
     def rechecked(self, snapshot: InstanceSnapshot) -> LoadedPassInput:
@@ -86,7 +86,7 @@ class LoadedPass(BaseModel):
     rechecked: bool = Field(
         default=False,
         description="The pass settled the instance and the worker re-checks it every "
-        "healthCheckInterval (activities.rechecks), waking the workflow when a re-check "
+        "healthCheckInterval (activities.worker.rechecks), waking the workflow when a re-check "
         "finds anything else: the workflow's own next pass comes RECHECK_NET later.",
     )
 

@@ -2,7 +2,7 @@
 too), its condition and what the UI and status say of it are written.
 
 The workflow runs ``CONVERGE`` (or ``TEARDOWN`` once the instance is being deleted) in
-order; each step's module (``activities/<name>.py``) reads its ``StepSpec`` from here,
+order; each step's module (``activities/steps/<name>.py``) reads its ``StepSpec`` from here,
 the worker registers its activity under ``spec.name``, status names its condition, and
 docs list it.
 """
@@ -65,7 +65,7 @@ class StepSpec:
             }
         )
 
-    # A step's decide returns one of these four (``activities.step``): its result and,
+    # A step's decide returns one of these four (``activities.steps.loop``): its result and,
     # for a Pending one that changes the world, the one action to take.
 
     def satisfied(self, reason: str, message: str, **facts: Any) -> Decision[Any]:
@@ -187,13 +187,13 @@ WRITE_STATUS = "write_status"
 RUN_PASS = "run_pass"  # noqa: S105 (an activity's name)
 # An idle pass's load, then, when it found the instance as the last pass did, RUN_PASS.
 LOAD_AND_RUN_PASS = "load_and_run_pass"  # noqa: S105 (an activity's name)
-# The backup workflow's activities (activities/backup.py, activities/basebackup.py).
+# The backup workflow's activities (activities/operations: backup.py, basebackup.py).
 BEGIN_BACKUP = "begin_backup"
 TAKE_BACKUP = "take_backup"
 FINISH_BACKUP = "finish_backup"
 PRUNE_BACKUPS = "prune_backups"
 REAP_BACKUPS = "reap_backups"  # the files of DBBackups deleted by hand or with a namespace
-# The major upgrade workflow's activities (activities/pgupgrade.py).
+# The major upgrade workflow's activities (activities/operations/pgupgrade.py).
 BEGIN_UPGRADE = "begin_upgrade"
 RUN_UPGRADE = "run_upgrade"
 VERIFY_UPGRADE = "verify_upgrade"

@@ -337,7 +337,7 @@ class StatusInput(BaseModel):
     pass_id: str = Field(
         default="",
         description="The pass the status is of: the activity starts from that pass's read "
-        "of the instance when this worker process made it (activities.step.PassReads).",
+        "of the instance when this worker process made it (activities.steps.loop.PassReads).",
     )
     report: PassReport
     generation_seen_at: datetime | None = Field(

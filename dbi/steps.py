@@ -114,7 +114,7 @@ class StepResult(BaseModel):
         default=False,
         description="Pending only: a transition whose end the watcher wakes the instance "
         "on (a VM starting or stopping), so the requeue hint is a fallback for a missed "
-        "event; the worker makes that look, not the workflow (``activities.rechecks``).",
+        "event; the worker makes that look, not the workflow (``activities.worker.rechecks``).",
     )
     facts: Facts = Field(default_factory=Facts)
 
@@ -152,7 +152,7 @@ class StepInput(BaseModel):
         default=False,
         description=(
             "A Ready instance's health check that nothing woke: the pass's load and steps"
-            " may read what the worker watches from its views (activities.views); a step"
+            " may read what the worker watches from its views (activities.infra.views); a step"
             " that would act runs the pass again on fresh reads first."
         ),
     )
@@ -195,7 +195,7 @@ def goes_on(result: StepResult) -> bool:
 
 
 class StepsInput(BaseModel):
-    """A pass's steps to run in one go (``activities.passes.Passes.run_steps``)."""
+    """A pass's steps to run in one go (``activities.worker.passes.Passes.run_steps``)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

@@ -1,6 +1,6 @@
 """A stored DBInstance as this version's models read it, and what a workflow needs of it.
 
-``read`` is how the worker reads an instance (``activities.kube.Kube.instance``);
+``read`` is how the worker reads an instance (``activities.infra.kube.Kube.instance``);
 ``snapshot`` is what a pass's load tells the workflow (``InstanceSnapshot``), and
 ``seen`` the same of an object a watch delivered: the watcher builds it, and a wake
 carries it (``Wake.seen``), so the pass the wake brings may expect it and run with its

@@ -1,7 +1,7 @@
 """Certificates: a CA per tenant namespace, a server certificate per instance (pure).
 
 dbi keeps one CA per namespace it serves (its key in the orchestrator's namespace,
-``activities.tls``) and signs each instance a server certificate for its Service's
+``activities.steps.tls``) and signs each instance a server certificate for its Service's
 names (``<name>``, ``<name>.<ns>``, ``<name>.<ns>.svc``, ``<name>.<ns>.svc.cluster.local``).
 The certificate and its key reach the guest in the boot data (``dbi.bootstrap``);
 clients verify it with the CA (``ca.crt`` in the credentials Secret) and

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import quote
 
-from activities.trust import trust_file
+from activities.infra.trust import trust_file
 
 
 def with_ca(uri: str, ca_pem: str) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psycopg
 
-from activities.backupstore import MANIFEST, Store
+from activities.infra.backupstore import MANIFEST, Store
 from dbi.backups import Taken
 from devstack import postgresql
 from devstack.vmstandin.guest import make_traversable

@@ -280,7 +280,7 @@ NOT_READY: dict[tuple[str, Any], tuple[tuple[str, str], str]] = {
 }
 
 # Accepted values whose convergence the corpus does not run: a Retain instance leaves
-# its volume behind on the shared stack (tests/activities/test_teardown_vm.py runs it).
+# its volume behind on the shared stack (tests/activities/steps/test_teardown_vm.py runs it).
 NO_CONVERGE = {("deletionPolicy", "Retain")}
 
 # Fields whose null the API server prunes before defaulting (the default applies).

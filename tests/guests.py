@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 from pydantic import SecretStr
 
-from activities import postgres, trust
+from activities.infra import postgres, trust
 from dbi import bootstrap, names, scram, tls
 from devstack.vmstandin.guest import Guest
 from devstack.vmstandin.kubevirt import Size

@@ -20,7 +20,7 @@ import pytest_asyncio
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowHandle
 
-from activities.schedules import Schedules, ensure_reaper
+from activities.infra.schedules import Schedules, ensure_reaper
 from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.stack
 # Any namespace a DBInstance may live in; the worker's and watcher's rights are cluster-wide.
 NS = "shop"
 
-# What an idle pass reads, the worker lists and watches (activities/views.py).
+# What an idle pass reads, the worker lists and watches (activities/infra/views.py).
 VIEWED = (
     "dbinstances.dbi.dev",
     "virtualmachines.kubevirt.io",

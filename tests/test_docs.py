@@ -1,5 +1,5 @@
 """The docs name only files that exist: every relative link, and every repository path
-written in backticks (``activities/vm.py``, ``deploy/base/``), in README.md,
+written in backticks (``activities/steps/vm.py``, ``deploy/base/``), in README.md,
 CHANGELOG.md and docs/, resolves in the repository."""
 
 from __future__ import annotations

@@ -92,10 +92,10 @@ def test_a_process_loads_only_what_it_runs(process: str, absent: set[str]) -> No
 
 
 def step_modules() -> set[str]:
-    """The modules of ``activities`` that are steps: those that define ``STEP``."""
+    """The modules of ``activities.steps`` that are steps: those that define ``STEP``."""
     return {
         p.stem
-        for p in (ROOT / "activities").glob("*.py")
+        for p in (ROOT / "activities" / "steps").glob("*.py")
         if any(
             isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "STEP" for t in n.targets)
             for n in ast.parse(p.read_text()).body
@@ -107,24 +107,69 @@ def step_imports(path: Path, steps: set[str]) -> set[str]:
     """The steps ``path`` imports, itself left out."""
     found: set[str] = set()
     for module, taken, _ in imports_of(path):
-        found |= set(taken) if module == "activities" else {module.removeprefix("activities.")}
+        if module == "activities.steps":
+            found |= set(taken)
+        elif module.startswith("activities.steps."):
+            found.add(module.removeprefix("activities.steps.").split(".")[0])
     return (found & steps) - {path.stem}
 
 
 def test_no_step_imports_another_step() -> None:
-    """What two steps share lives below them (``activities.machine``, ``volumes``,
+    """What two steps share lives below them (``activities.infra.machine``, ``volumes``,
     ``scrape``, ``addresses``, ...): a step is read, changed and tested alone."""
     steps = step_modules()
     assert {"vm", "power", "health", "teardown_vm"} <= steps
     found = {
         name: sorted(imported)
         for name in sorted(steps)
-        if (imported := step_imports(ROOT / "activities" / f"{name}.py", steps))
+        if (imported := step_imports(ROOT / "activities" / "steps" / f"{name}.py", steps))
     }
     assert found == {}
 
 
 def test_the_check_finds_a_step_importing_a_step(tmp_path: Path) -> None:
     module = tmp_path / "probe.py"
-    module.write_text("from activities import vm\nfrom activities.power import Reason\n")
+    module.write_text(
+        "from activities.steps import vm\nfrom activities.steps.power import Reason\n"
+    )
     assert step_imports(module, step_modules()) == {"vm", "power"}
+
+
+# The rooms of ``activities``, bottom up: how activities reach the world; the steps; the
+# operations beside convergence (a backup, an upgrade, a rotation); the worker's machinery.
+ROOMS = ["infra", "steps", "operations", "worker"]
+
+
+def room_violations(paths: list[Path]) -> list[str]:
+    """Imports in ``activities`` that run up a room (``activities.infra`` importing a
+    step, a step importing the worker, ...)."""
+    problems = []
+    for path in paths:
+        parts = path.relative_to(ROOT / "activities").parts
+        if len(parts) < 2:
+            problems.append(f"activities/{parts[0]}: outside every room")
+            continue
+        room = ROOMS.index(parts[0])
+        for module, _, _ in imports_of(path):
+            names = module.split(".")
+            up = names[0] == "activities" and len(names) > 1 and names[1] in ROOMS
+            if up and ROOMS.index(names[1]) > room:
+                problems.append(f"activities/{'/'.join(parts)} imports {module}")
+    return problems
+
+
+def test_every_activity_module_lives_in_a_room_and_imports_only_rooms_below() -> None:
+    modules = [p for p in (ROOT / "activities").rglob("*.py") if p.name != "__init__.py"]
+    assert {p.relative_to(ROOT / "activities").parts[0] for p in modules} == set(ROOMS)
+    assert room_violations(modules) == []
+
+
+def test_the_check_finds_an_import_up_a_room(tmp_path: Path) -> None:
+    probe = ROOT / "activities" / "infra" / "_room_probe.py"
+    probe.write_text("from activities.steps import vm\nfrom activities.infra import kube\n")
+    try:
+        assert room_violations([probe]) == [
+            "activities/infra/_room_probe.py imports activities.steps"
+        ]
+    finally:
+        probe.unlink()

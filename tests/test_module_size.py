@@ -12,14 +12,12 @@ LIMIT = 350
 # Still to split, each at its size now: it may shrink, never grow.
 OVER = {
     "dbi/spec.py": 589,
-    "activities/credentials.py": 465,
     "dbi/status.py": 377,
-    "activities/views.py": 398,
-    "activities/kube.py": 439,
+    "activities/infra/views.py": 398,
+    "activities/infra/kube.py": 439,
     "watcher/watcher.py": 382,
-    "activities/step.py": 396,
     "commands/operate.py": 358,
-    "activities/pgupgrade.py": 355,
+    "activities/operations/pgupgrade.py": 355,
     "dbi/environment.py": 353,
 }
 

@@ -203,7 +203,7 @@ class DBInstanceWorkflow:
         def woken() -> bool:
             # A settle wake (a worker starting or stopping) asks for the pass of a wait
             # the worker took on: a settled instance's, or a transition's look
-            # (``activities.rechecks``), which a worker that died took with it.
+            # (``activities.worker.rechecks``), which a worker that died took with it.
             settle = self.s.settle and (report.converged or self.s.rechecked)
             return self.c.woken or self.s.requests.pending() or settle
 

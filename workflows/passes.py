@@ -13,7 +13,7 @@ expects), then, once rotations are served, ``steps``: in ``run_pass`` (one local
 activity: the steps, then the status), or an activity per step (a forced resize's,
 a restart's and the teardown's), then the status where the activity did not write
 it. ``dbi.passes`` holds what the activities are given; the worker's side is
-``activities.passes``.
+``activities.worker.passes``.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def unchanged(s: State, *, idle: bool, local: bool) -> InstanceSnapshot | None:
 def quiet(s: State, snapshot: InstanceSnapshot, rotated: Served | None = None) -> bool:
     """Whether a pass on ``snapshot`` has nothing to serve: no request, deletion or
     pause in it, no rotation served before it (``rotated``), no request waiting in the
-    workflow. Such a pass may settle the instance (``activities.rechecks``)."""
+    workflow. Such a pass may settle the instance (``activities.worker.rechecks``)."""
     busy = snapshot.deleting or snapshot.paused or s.requests.pending()
     served = rotated is None or rotated == Served()
     return snapshot.exists and not busy and served and snapshot.unserved == Served()

@@ -1,5 +1,5 @@
 """DBBackupReaperWorkflow: give back the files of DBBackups deleted by hand or with
-their namespace (``activities.reaper``), once; a Temporal Schedule starts one a minute
+their namespace (``activities.operations.reaper``), once; a Temporal Schedule starts one a minute
 (``names.reaper_schedule_id``, made by the worker when it starts).
 
 Workflow code: deterministic, no I/O.

@@ -102,7 +102,7 @@ class State:
     streaks: Streaks
     # The wait that just ended was a Ready instance's health-check timer.
     health_check: bool = False
-    # This pass settled the instance: the worker re-checks it (activities.rechecks).
+    # This pass settled the instance: the worker re-checks it (activities.worker.rechecks).
     rechecked: bool = False
     # A worker that started asks for an idle pass now (Wake.settle).
     settle: bool = False

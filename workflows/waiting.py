@@ -120,7 +120,7 @@ def next_wait(
 
 
 def rechecked(wait: Wait, interval: timedelta, net: timedelta) -> Wait:
-    """The wait after a Ready pass the worker settled (``activities.rechecks``): the
+    """The wait after a Ready pass the worker settled (``activities.worker.rechecks``): the
     worker re-checks the instance every ``interval`` and wakes the workflow when a
     re-check finds a change, so the workflow's own next pass is a safety net, ``net``
     later, with the spread ``wait`` drew (never sooner than ``wait``)."""
@@ -133,7 +133,7 @@ def rechecked(wait: Wait, interval: timedelta, net: timedelta) -> Wait:
 
 
 def awaited(wait: Wait, net: timedelta) -> Wait:
-    """The wait after a Pending pass the worker took on (``activities.rechecks``,
+    """The wait after a Pending pass the worker took on (``activities.worker.rechecks``,
     ``awaits``: a transition the watcher announces): the worker makes the step's
     fallback look after ``wait`` and as often, waking the workflow when a look finds a
     change, and the watcher's wake brings the pass once the transition ends; the

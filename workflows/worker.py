@@ -31,13 +31,13 @@ from temporalio.runtime import Runtime
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from activities import registry
-from activities.kube import Kube
-from activities.rechecks import CONCURRENCY, Rechecks
-from activities.schedules import Schedules, ensure_reaper
-from activities.step import Context
-from activities.telemetry import StepTelemetry
-from activities.views import Spared, Views
+from activities.infra.context import Context
+from activities.infra.kube import Kube
+from activities.infra.schedules import Schedules, ensure_reaper
+from activities.infra.views import Spared, Views
+from activities.worker import registry
+from activities.worker.rechecks import CONCURRENCY, Rechecks
+from activities.worker.telemetry import StepTelemetry
 from dbi import connect, environment, names, pipeline, telemetry
 from dbi.config import Config
 from dbi.health import Health, connect_temporal
@@ -216,7 +216,7 @@ def step_activities(
 
 
 async def wake(client: Client, workflow_id: str, signal: Wake) -> None:
-    """Send the DBInstance workflow ``workflow_id`` a wake (``activities.rechecks``)."""
+    """Send the DBInstance workflow ``workflow_id`` a wake (``activities.worker.rechecks``)."""
     await client.get_workflow_handle(workflow_id).signal(names.WAKE, signal)
 
 
@@ -267,7 +267,7 @@ def workflow_ids(views: Views) -> list[str] | None:
 
 
 def start_views(cached_workflows: int, kubeconfig: str | None = None) -> Views:
-    """Start the worker's views (``activities.views``): cluster-wide, or in the
+    """Start the worker's views (``activities.infra.views``): cluster-wide, or in the
     namespaces of DBI_WATCH_NAMESPACES, and the images' namespaces, over a client of
     their own (each watch holds a connection)."""
     images = Config.from_env().image_namespaces

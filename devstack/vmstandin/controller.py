@@ -31,7 +31,7 @@ from typing import Any, cast
 from kubernetes import client as k8s
 from kubernetes import watch
 
-from activities.manifests import IMAGE_ANNOTATION
+from activities.infra.manifests import IMAGE_ANNOTATION
 from dbi.bootstrap import USERDATA_KEY, Bootstrap, from_userdata
 from devstack import postgresql
 from devstack.vmstandin import kubevirt

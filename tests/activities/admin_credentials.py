@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from activities.admin_credential import name_for
+from activities.infra.admin_credential import name_for
 from dbi.config import Config
 from tests.activities.logins import secret
 from tests.orchestrator import Orchestrator

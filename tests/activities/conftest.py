@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from activities.kube import Kube
-from activities.views import View, Views
+from activities.infra.kube import Kube
+from activities.infra.views import View, Views
 from dbi import connect
 from tests.polling import eventually
 

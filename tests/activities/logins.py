@@ -8,7 +8,7 @@ from typing import Any
 import psycopg
 from kubernetes import client as k8s
 
-from activities.admin_credential import name_for
+from activities.infra.admin_credential import name_for
 from dbi.config import Config
 from tests.activities.lifecycle import ready
 from tests.orchestrator import Orchestrator

@@ -7,8 +7,9 @@ from typing import Any
 
 from kubernetes import client as k8s
 
-from activities.kube import shared_reads
-from activities.step import Anatomy, Context
+from activities.infra.context import Context
+from activities.infra.kube import shared_reads
+from activities.steps.loop import Anatomy
 from dbi import names, pipeline
 from dbi.steps import Decision, Outcome, StepInput
 from tests.activities.conftest import Counted

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from activities.kube import Instance
+from activities.infra.kube import Instance
 from dbi import names
 from dbi.models import DBInstance
 

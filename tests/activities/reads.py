@@ -7,7 +7,7 @@ from typing import cast
 
 from kubernetes import client as k8s
 
-from activities.kube import Instance
+from activities.infra.kube import Instance
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """A worker that stops hands the instances it settled on to the workers still polling.
 
 A settled instance's workflow waits RECHECK_NET (6 h) for its own pass while the worker
-that settled it re-checks it (activities.rechecks). A worker that stops, in a rolling
+that settled it re-checks it (activities.worker.rechecks). A worker that stops, in a rolling
 update or a scale-down, asks each of those workflows for a pass now (``Wake.settle``):
 another worker runs it and settles the instance there, so its looks go on within
 about a minute instead of hours.

@@ -12,9 +12,10 @@ import pytest
 from kubernetes import client as k8s
 from temporalio.service import RPCError
 
-from activities import manifests, step, vm
-from activities.kube import Kube
-from activities.step import Context
+from activities.infra import manifests
+from activities.infra.context import Context
+from activities.infra.kube import Kube
+from activities.steps import loop, vm
 from dbi import names
 from dbi.config import Config
 from dbi.messages import ResizeResult, Wake
@@ -232,8 +233,8 @@ async def test_the_vm_step_retried_after_a_crash_creates_one_vm(
     db = orchestrator.get(namespace, "lone")
     ctx = Context(kube=Kube(kube_api), config=Config())
     step_input = StepInput(namespace=namespace, name="lone", uid=db["metadata"]["uid"])
-    first = await asyncio.to_thread(step.run, ctx, vm.STEP, step_input)
-    second = await asyncio.to_thread(step.run, ctx, vm.STEP, step_input)
+    first = await asyncio.to_thread(loop.run, ctx, vm.STEP, step_input)
+    second = await asyncio.to_thread(loop.run, ctx, vm.STEP, step_input)
     # The first run creates the VM and, having acted, observes it at once.
     assert (first.reason, second.reason) == ("VMProvisioned", "VMProvisioned")
     selector = f"{names.INSTANCE_LABEL}=lone"

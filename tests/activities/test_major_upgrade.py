@@ -15,8 +15,9 @@ import psycopg
 import pytest
 from kubernetes import client as k8s
 
-from activities import manifests, upgrade
-from activities.kube import Kube
+from activities.infra import manifests
+from activities.infra.kube import Kube
+from activities.steps import upgrade
 from dbi import names, pipeline
 from dbi.config import ADMIN_USER
 from dbi.upgrades import UpgradeRequest, UpgradeResult

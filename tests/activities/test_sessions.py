@@ -1,4 +1,4 @@
-"""The sessions the steps of one pass share (``activities.postgres.shared_sessions``),
+"""The sessions the steps of one pass share (``activities.infra.postgres.shared_sessions``),
 against a real PostgreSQL booted as a guest is (TLS, SCRAM): the steps' logins as one
 user with one password are one session; a step that acts is followed by new logins,
 which see what it changed; a session a statement failed on is not taken again; outside
@@ -16,11 +16,13 @@ from typing import cast
 import psycopg
 import pytest
 
-from activities import health, postgres
-from activities.kube import Instance, Kube
-from activities.postgres import drop_sessions, shared_sessions
-from activities.step import Anatomy, Context
-from activities.step import run as run_step
+from activities.infra import postgres
+from activities.infra.context import Context
+from activities.infra.kube import Instance, Kube
+from activities.infra.postgres import drop_sessions, shared_sessions
+from activities.steps import health
+from activities.steps.loop import Anatomy
+from activities.steps.loop import run as run_step
 from dbi import bootstrap, pipeline, scram
 from dbi.config import Config
 from dbi.steps import AT_ONCE, Decision, Outcome, StepInput

@@ -1,7 +1,7 @@
 """A worker that starts looks at the Ready instances another worker had settled.
 
 A settled instance's workflow waits RECHECK_NET (6 h) for its own pass while the worker
-that settled it re-checks it (activities.rechecks). When that worker goes (alone on its
+that settled it re-checks it (activities.worker.rechecks). When that worker goes (alone on its
 task queue, so it hands nothing on: test_hand_off.py), the one that starts next has
 settled nothing: its start round asks each workflow for a pass now (``Wake.settle``),
 so the instance is looked at within an interval, not hours.

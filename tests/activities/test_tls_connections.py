@@ -20,7 +20,7 @@ from cryptography import x509
 from kubernetes import client as k8s
 from temporalio.client import Client
 
-from activities import postgres, trust
+from activities.infra import postgres, trust
 from dbi import bootstrap, names, tls
 from dbi.config import Config
 from devstack.stack import StackInfo

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from activities import manifests
+from activities.infra import manifests
 from dbi import names
 from devstack import postgresql
 from tests.activities.lifecycle import SPEC, create, custom, events_of, ready, sql

@@ -8,9 +8,9 @@ from typing import Any, cast
 
 from temporalio import activity
 
-from activities import registry
-from activities.kube import Instance, Kube
-from activities.step import Context
+from activities.infra.context import Context
+from activities.infra.kube import Instance, Kube
+from activities.worker import registry
 from bench import stubs
 from dbi import pipeline
 from dbi.config import Config

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import inspect
 
-from activities import registry
+from activities.worker import registry
 from dbi import pipeline
 from dbi.steps import Decision, Outcome
 

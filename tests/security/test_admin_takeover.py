@@ -10,7 +10,7 @@ import json
 import psycopg
 import pytest
 
-from activities.admin_credential import name_for
+from activities.infra.admin_credential import name_for
 from dbi import names
 from dbi.config import ADMIN_USER
 from tests.appclient import conninfo

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from activities.endpoints import FIELD
+from activities.infra.endpoints import FIELD
 from dbi import names
 from dbi.backups import Reason
 from tests.security.tenancy import Tenancy, instance

@@ -11,9 +11,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from activities import basebackup, postgres
-from activities.admin_credential import name_for
-from activities.trust import trust_file
+from activities.infra import postgres
+from activities.infra.admin_credential import name_for
+from activities.infra.trust import trust_file
+from activities.operations import basebackup
 from dbi import bootstrap, names
 from devstack import postgresql
 from tests.security.tenancy import Tenancy, instance

@@ -8,9 +8,9 @@ from temporalio import activity
 from temporalio.contrib.opentelemetry import TracingInterceptor
 from temporalio.worker import Replayer
 
-from activities.kube import Kube
-from activities.registry import all_activities
-from activities.step import Context
+from activities.infra.context import Context
+from activities.infra.kube import Kube
+from activities.worker.registry import all_activities
 from dbi.config import Config
 from dbi.payloads import DATA_CONVERTER
 from workflows.backup import DBBackupWorkflow

@@ -20,7 +20,7 @@ from typing import Any
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.telemetry import measured
+from activities.worker.telemetry import measured
 from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
 from dbi.models import Served
@@ -92,12 +92,12 @@ class World:
     clock: Callable[[], Awaitable[datetime]] | None = None
     # When set, a pass that settles the instance (an idle one, or one given what its load
     # found), or waits on an announced transition, says the worker re-checks it
-    # (``activities.rechecks``), as the real load_and_run_pass and run_pass do on a
+    # (``activities.worker.rechecks``), as the real load_and_run_pass and run_pass do on a
     # worker with them.
     rechecks: bool = False
 
     def takes_on(self, loaded: LoadedPassInput, ran: LoadedPass) -> bool:
-        """Whether a worker with re-checks takes on the pass (``activities.passes.Passes``)."""
+        """Whether a worker with re-checks takes on the pass (``worker.passes.Passes``)."""
         return self.rechecks and (settled(loaded, ran) or awaits(loaded, ran) is not None)
 
     def outcome_of(self, step: str, step_input: StepInput) -> Scripted:
@@ -243,7 +243,7 @@ def activities(world: World) -> list[Callable[..., Any]]:
     @activity.defn(name=pipeline.LOAD_AND_RUN_PASS)
     async def load_and_run_pass(loaded: LoadedPassInput) -> LoadedPass:
         """The load, then ``run_pass`` when it found what the workflow expected (as
-        ``activities.passes.Passes`` does, over these async stubs)."""
+        ``activities.worker.passes.Passes`` does, over these async stubs)."""
         world.fail_in_one(pipeline.LOAD_AND_RUN_PASS)
         world.loads.append(loaded.load)
         snapshot = world.snapshot()

@@ -259,7 +259,7 @@ async def test_a_pass_the_worker_settled_waits_the_net_and_a_recheck_wake_brings
     time_env: WorkflowEnvironment,
 ) -> None:
     """A pass that converges with nothing to serve settles the instance on a worker that
-    re-checks it (``activities.rechecks``), the first pass and a woken one as much as an
+    re-checks it (``activities.worker.rechecks``), the first pass and a woken one as much as an
     idle one: the workflow's own next pass comes only RECHECK_NET later (with the
     spread), the worker looking every interval meanwhile. The wake a re-check sends
     when it finds a change brings a pass at once, which reads afresh; one that does not
@@ -392,7 +392,7 @@ async def test_a_started_workers_settle_wake_brings_an_idle_pass_to_a_ready_inst
 
 
 async def test_only_a_health_check_nothing_woke_is_idle(time_env: WorkflowEnvironment) -> None:
-    """An idle pass reads from the worker's views (activities.views); only a Ready
+    """An idle pass reads from the worker's views (activities.infra.views); only a Ready
     instance's health check that no wake preceded is one. A pass a wake brought, and
     one after a Pending pass, read afresh: the views may not have seen the change the
     watcher woke the workflow for."""
