@@ -25,7 +25,7 @@ from kubernetes.config import ConfigException
 
 from commands import backups, dev, operate
 from dbi import environment
-from dbi.spec import duration_seconds
+from dbi.fields import duration_seconds
 
 
 def run() -> NoReturn:

@@ -16,8 +16,9 @@ from enum import StrEnum
 
 from pydantic import Field
 
+from dbi.backup_spec import BackupRetention
+from dbi.fields import Section, duration_seconds
 from dbi.models import Condition
-from dbi.spec import BackupRetention, _Model, duration_seconds
 
 
 class BackupPhase(StrEnum):
@@ -51,7 +52,7 @@ class Trigger(StrEnum):
     DELETE = "Delete"  # the final backup of an instance being deleted (spec.backup.onDelete)
 
 
-class DBBackupSpec(_Model):
+class DBBackupSpec(Section):
     """Which instance the backup is of, and what started it. Written by dbi."""
 
     instance: str = Field(
@@ -63,7 +64,7 @@ class DBBackupSpec(_Model):
     )
 
 
-class WalRange(_Model):
+class WalRange(Section):
     """The WAL a restore replays to make the base backup consistent (it is in the backup)."""
 
     start: str = Field(max_length=32, description="Start LSN, such as 0/2000028.")
@@ -71,7 +72,7 @@ class WalRange(_Model):
     timeline: int = Field(ge=1, description="Timeline of the range.")
 
 
-class StoreRef(_Model):
+class StoreRef(Section):
     """Which store a backup is in, so it can be read after its instance is gone: the
     orchestrator's when unset, else a tenant's bucket and the Secret with its keys."""
 
@@ -82,7 +83,7 @@ class StoreRef(_Model):
     )
 
 
-class DBBackupStatus(_Model):
+class DBBackupStatus(Section):
     """What the backup workflow observed and did."""
 
     phase: BackupPhase | None = Field(default=None, description="Running, Completed or Failed.")
@@ -217,7 +218,7 @@ def expired(held: Sequence[Held], retention: BackupRetention, now: datetime) -> 
     return [b.name for b in sorted(doomed, key=lambda b: b.started or now)]
 
 
-class BackupRequest(_Model):
+class BackupRequest(Section):
     """The backup workflow's input: which instance, and what started it."""
 
     namespace: str
@@ -225,7 +226,7 @@ class BackupRequest(_Model):
     trigger: Trigger = Trigger.SCHEDULE
 
 
-class Begun(_Model):
+class Begun(Section):
     """What ``begin_backup`` found: the DBBackup it recorded, and whether to take it."""
 
     backup: str | None = Field(default=None, description="The DBBackup; None: none recorded.")
@@ -234,7 +235,7 @@ class Begun(_Model):
     message: str | None = None
 
 
-class Taken(_Model):
+class Taken(Section):
     """What a base backup wrote to the store (also its manifest there, ``MANIFEST``):
     ``files`` are keys under the backup's prefix (its attempt's, such as
     ``2/base.tar.gz``)."""
@@ -255,7 +256,7 @@ class Taken(_Model):
         raise KeyError(f"the backup holds no {name}")
 
 
-class Finish(_Model):
+class Finish(Section):
     """How a backup ended, for ``finish_backup`` to record."""
 
     namespace: str
@@ -267,7 +268,7 @@ class Finish(_Model):
     uid: str | None = None  # the instance's, whose backup lease to give back
 
 
-class BackupResult(_Model):
+class BackupResult(Section):
     """What the backup workflow returns (and ``dbi backup`` prints)."""
 
     backup: str | None

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 
 from dbi import environment
 from dbi.backups import StoreLocation
+from dbi.fields import duration_seconds
 from dbi.quantity import parse_quantity
-from dbi.spec import SUPPORTED_VERSIONS, duration_seconds
+from dbi.spec import SUPPORTED_VERSIONS
 
 ADMIN_USER = "dbi_admin"
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network

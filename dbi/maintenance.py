@@ -13,10 +13,115 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+from typing import TYPE_CHECKING, Annotated
 
-from cronsim import CronSim
+from cronsim import CronSim, CronSimError
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
-from dbi.spec import DBInstanceSpec, MaintenanceWindow, duration_seconds
+from dbi.fields import CRON_FIELD, DURATION, QUANTITY_MAX, Section, duration_seconds, rules
+
+if TYPE_CHECKING:
+    from dbi.spec import DBInstanceSpec
+
+# A window's openings: five cron fields (minute hour day-of-month month day-of-week, UTC).
+_WINDOW_CRON = rf"^{CRON_FIELD}( {CRON_FIELD}){{4}}$"
+WINDOW_MAX_HOURS = 168
+
+
+def _window_cron(value: str | None) -> str | None:
+    """Five cron fields that fire (cronsim reads them as the worker will)."""
+    if value is None:
+        return None
+    try:
+        next(CronSim(value, datetime(2000, 1, 1, tzinfo=UTC)))
+    except (CronSimError, StopIteration) as e:
+        raise ValueError(f"{value!r} is not a cron expression: {e}") from None
+    return value
+
+
+def _window_length(value: str) -> str:
+    if not 60 <= duration_seconds(value) <= WINDOW_MAX_HOURS * 3600:
+        raise ValueError(f"must be between 1m and {WINDOW_MAX_HOURS}h")
+    return value
+
+
+class Weekday(StrEnum):
+    MON = "Mon"
+    TUE = "Tue"
+    WED = "Wed"
+    THU = "Thu"
+    FRI = "Fri"
+    SAT = "Sat"
+    SUN = "Sun"
+
+
+class MaintenanceWindow(Section):
+    """When the orchestrator may restart the VM for a planned change, in UTC: from
+    ``start`` on ``days`` (or at the times of ``schedule``) for ``duration``."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            (
+                "has(self.start) != has(self.schedule)",
+                "set exactly one of start (with days) or schedule",
+            ),
+            ("!has(self.days) || has(self.start)", "days go with start"),
+        )
+    )
+
+    days: list[Weekday] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=7,
+        description="The days it opens on (Mon to Sun, UTC). Unset: every day.",
+    )
+    start: str | None = Field(
+        default=None,
+        max_length=5,
+        pattern=r"^([01][0-9]|2[0-3]):[0-5][0-9]$",
+        description="When it opens, as HH:MM in UTC, such as 02:00.",
+    )
+    schedule: Annotated[str | None, AfterValidator(_window_cron)] = Field(
+        default=None,
+        max_length=QUANTITY_MAX * 2,
+        pattern=_WINDOW_CRON,
+        description="When it opens, as five cron fields in UTC (minute hour day-of-month "
+        "month day-of-week), such as '0 2 * * 6' (Saturdays at 02:00); instead of start "
+        "and days.",
+    )
+    duration: Annotated[str, AfterValidator(_window_length)] = Field(
+        max_length=QUANTITY_MAX,
+        pattern=DURATION.pattern,
+        description=f"How long it stays open, between 1m and {WINDOW_MAX_HOURS}h, such as 4h.",
+        json_schema_extra=rules(
+            (
+                "duration(self) >= duration('1m') && "
+                f"duration(self) <= duration('{WINDOW_MAX_HOURS}h')",
+                f"must be between 1m and {WINDOW_MAX_HOURS}h",
+            )
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> MaintenanceWindow:
+        if (self.start is None) == (self.schedule is None):
+            raise ValueError("set exactly one of start (with days) or schedule")
+        if self.days is not None and self.start is None:
+            raise ValueError("days go with start")
+        return self
+
+
+class Maintenance(Section):
+    """When planned disruption may happen."""
+
+    window: MaintenanceWindow | None = Field(
+        default=None,
+        description="A restart a resize or a repave needs waits for this window (a "
+        "durable timer); dbi resize --force and dbi.dev/restart-requested-at apply it at "
+        "once. Unset: at once.",
+    )
+
 
 # cron's day-of-week numbers (0 is Sunday) of the days a window may name.
 DAY_NUMBERS = {"Sun": 0, "Mon": 1, "Tue": 2, "Wed": 3, "Thu": 4, "Fri": 5, "Sat": 6}

@@ -14,7 +14,8 @@ from typing import Any
 from pydantic import ConfigDict, Field
 
 from dbi import names
-from dbi.spec import DBInstanceSpec, PowerState, _Model
+from dbi.fields import Section
+from dbi.spec import DBInstanceSpec, PowerState
 
 
 class ConditionStatus(StrEnum):
@@ -23,7 +24,7 @@ class ConditionStatus(StrEnum):
     UNKNOWN = "Unknown"
 
 
-class Condition(_Model):
+class Condition(Section):
     """One aspect of the instance's state (the shape of metav1.Condition)."""
 
     type: str = Field(
@@ -65,7 +66,7 @@ class Phase(StrEnum):
     PAUSED = "Paused"
 
 
-class Endpoint(_Model):
+class Endpoint(Section):
     """Where clients connect."""
 
     host: str = Field(
@@ -75,7 +76,7 @@ class Endpoint(_Model):
     port: int = Field(ge=1, le=65535, description="PostgreSQL's port.")
 
 
-class Observed(_Model):
+class Observed(Section):
     """What the last pass observed of the VM and the database."""
 
     cpu: int | None = Field(default=None, description="CPU cores the VM runs with.")
@@ -96,7 +97,7 @@ class Observed(_Model):
     )
 
 
-class Served(_Model):
+class Served(Section):
     """The value of each dbi.dev/*-requested-at annotation last served."""
 
     reconcile_requested_at: str | None = Field(
@@ -127,7 +128,7 @@ class Served(_Model):
         return Served.model_validate({**older.model_dump(exclude_none=True), **newer})
 
 
-class DBInstanceStatus(_Model):
+class DBInstanceStatus(Section):
     """The observed state of the instance, written by the orchestrator only."""
 
     phase: Phase | None = Field(
@@ -170,7 +171,7 @@ class DBInstanceStatus(_Model):
     )
 
 
-class DBInstance(_Model):
+class DBInstance(Section):
     """A managed PostgreSQL instance running in a KubeVirt virtual machine."""
 
     model_config = ConfigDict(extra="ignore")

@@ -16,8 +16,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from dbi import names
+from dbi.fields import duration_seconds
 from dbi.models import DBInstance, DBInstanceStatus, Served
-from dbi.spec import SUPPORTED_VERSIONS, DBInstanceSpec, DeletionPolicy, duration_seconds
+from dbi.spec import SUPPORTED_VERSIONS, DBInstanceSpec, DeletionPolicy
 from dbi.steps import InstanceSnapshot
 
 Manifest = dict[str, Any]

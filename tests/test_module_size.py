@@ -11,7 +11,6 @@ PRODUCTION = ("dbi", "activities", "workflows", "watcher", "commands")
 LIMIT = 350
 # Still to split, each at its size now: it may shrink, never grow.
 OVER = {
-    "dbi/spec.py": 589,
     "dbi/status.py": 377,
     "activities/infra/views.py": 398,
     "activities/infra/kube.py": 439,
@@ -48,8 +47,11 @@ def test_no_production_module_grows_past_the_limit() -> None:
 
 def test_the_check_finds_a_module_too_long_and_one_listed_for_nothing() -> None:
     found = {module: lines for module, lines in OVER.items()}
-    found |= {"dbi/new.py": LIMIT + 1, "dbi/spec.py": 100, "dbi/steps.py": LIMIT}
-    assert problems(found) == [
-        f"dbi/new.py: {LIMIT + 1} lines, over {LIMIT}",
-        "dbi/spec.py: 100 lines, under the limit: take it off OVER",
-    ]
+    listed = next(iter(OVER))
+    found |= {"dbi/new.py": LIMIT + 1, listed: 100, "dbi/steps.py": LIMIT}
+    assert sorted(problems(found)) == sorted(
+        [
+            f"dbi/new.py: {LIMIT + 1} lines, over {LIMIT}",
+            f"{listed}: 100 lines, under the limit: take it off OVER",
+        ]
+    )

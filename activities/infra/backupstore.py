@@ -35,9 +35,9 @@ from minio.error import InvalidResponseError, MinioException, S3Error, ServerErr
 from activities.infra import endpoints
 from activities.infra.kube import Instance, Kube
 from dbi import environment
+from dbi.backup_spec import BackupTarget
 from dbi.backups import StoreKind, StoreLocation, StoreRef
 from dbi.config import Config, Network
-from dbi.spec import BackupTarget
 
 log = logging.getLogger("dbi.backupstore")
 # The keys of a tenant's store Secret (spec.backup.target.s3.credentialsSecret).

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from dbi import crd
+from dbi.backup_spec import BackupRetention
 from dbi.backups import BackupPhase, Held, StoreKind, StoreLocation, backup_name, expired
-from dbi.spec import BackupRetention
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 C, F, R = BackupPhase.COMPLETED, BackupPhase.FAILED, BackupPhase.RUNNING

@@ -10,7 +10,8 @@ import pytest
 from pydantic import ValidationError
 
 from dbi import maintenance
-from dbi.spec import DBInstanceSpec, MaintenanceWindow
+from dbi.maintenance import MaintenanceWindow
+from dbi.spec import DBInstanceSpec
 
 WEEKEND = {"days": ["Sat", "Sun"], "start": "02:00", "duration": "4h"}
 NIGHTLY_ACROSS_MIDNIGHT = {"start": "23:00", "duration": "4h"}

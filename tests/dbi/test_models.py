@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from dbi import crd, markdown
-from dbi.spec import DBInstanceSpec, DeletionPolicy, PowerState, ResizePolicy, duration_seconds
+from dbi.fields import duration_seconds
+from dbi.spec import DBInstanceSpec, DeletionPolicy, PowerState, ResizePolicy
 from tests.dbi.specs import INVALID_SPECS, MINIMAL, spec_with
 
 

@@ -15,6 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from temporalio.testing import WorkflowEnvironment
 
 from dbi import maintenance, pipeline
+from dbi.maintenance import MaintenanceWindow
 from dbi.messages import (
     AWAIT_NET,
     RECHECK_NET,
@@ -26,7 +27,6 @@ from dbi.messages import (
     Wake,
 )
 from dbi.models import Phase, Served
-from dbi.spec import MaintenanceWindow
 from dbi.status import StatusInput, summarize
 from dbi.steps import Outcome
 from tests.history import local_activities, local_activity_type

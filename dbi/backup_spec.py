@@ -1,0 +1,124 @@
+"""``spec.backup``: when an instance's backups are taken (a Temporal Schedule), which
+are kept, and where they go (the orchestrator's store, or a tenant's S3 bucket)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
+
+from dbi.fields import (
+    CRON_FIELD,
+    DNS_SUBDOMAIN,
+    DURATION,
+    QUANTITY_MAX,
+    Section,
+    duration_seconds,
+    rules,
+)
+
+# A backup schedule: five cron fields (minute hour day-of-month month day-of-week, UTC),
+# a macro, or @every with a duration of at least 5s (Temporal Schedules read them all).
+_SCHEDULE = (
+    rf"^(@every ([0-9]+(s|m|h))+|@(hourly|daily|weekly|monthly|yearly)|{CRON_FIELD}"
+    rf"( {CRON_FIELD}){{4}})$"
+)
+EVERY_MIN_SECONDS = 5
+
+
+def _schedule(value: str) -> str:
+    if value.startswith("@every ") and duration_seconds(value[7:]) < EVERY_MIN_SECONDS:
+        raise ValueError(f"@every must be at least {EVERY_MIN_SECONDS}s")
+    return value
+
+
+class BackupRetention(Section):
+    """Which backups are kept: the newest ``count``, none older than ``maxAge``, and
+    always the newest one that completed."""
+
+    count: int = Field(
+        default=7,
+        ge=1,
+        le=1000,
+        description="How many completed backups to keep, newest first (1 to 1000).",
+    )
+    max_age: str | None = Field(
+        default=None,
+        max_length=QUANTITY_MAX,
+        pattern=DURATION.pattern,
+        description="Delete completed backups older than this duration (such as 168h), "
+        "beyond the newest one, which is always kept. Unset: by count only.",
+    )
+
+
+_BUCKET = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+
+
+class S3Target(Section):
+    """An S3-compatible bucket of the tenant's, with its keys in a Secret of theirs."""
+
+    bucket: str = Field(pattern=_BUCKET, max_length=63, description="The bucket.")
+    prefix: str = Field(
+        default="",
+        max_length=256,
+        pattern=r"^[A-Za-z0-9!_.*'()/-]*$",
+        description="Where in the bucket the instance's backups go (keys start with it).",
+    )
+    endpoint: str | None = Field(
+        default=None,
+        max_length=256,
+        pattern=r"^https?://[^/\s]+/?$",
+        description="Base URL of an S3-compatible endpoint, such as https://minio.example:9000 "
+        "(http:// only on a trusted network). Unset: AWS S3.",
+    )
+    credentials_secret: str = Field(
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+        description="A Secret in this namespace with the keys AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (dbi reads them; the VM never sees them).",
+    )
+
+
+class BackupTarget(Section):
+    """Where the instance's backups go instead of the orchestrator's store."""
+
+    s3: S3Target = Field(description="An S3-compatible bucket.")
+
+
+class Backup(Section):
+    """Physical backups of the instance on a Temporal Schedule, into the orchestrator's
+    backup store (or ``target``); each one is a DBBackup object."""
+
+    schedule: Annotated[str, AfterValidator(_schedule)] = Field(
+        max_length=QUANTITY_MAX * 2,
+        pattern=_SCHEDULE,
+        description="When to take a backup, in UTC: five cron fields (minute hour "
+        "day-of-month month day-of-week, such as '0 3 * * *'), a macro such as @daily, or "
+        f"@every with a duration of at least {EVERY_MIN_SECONDS}s (such as @every 6h).",
+        json_schema_extra=rules(
+            (
+                "!self.startsWith('@every ') || duration(self.substring(7)) >= "
+                f"duration('{EVERY_MIN_SECONDS}s')",
+                f"@every must be at least {EVERY_MIN_SECONDS}s",
+            )
+        ),
+    )
+    retention: BackupRetention = Field(
+        default=BackupRetention(), description="Which backups are kept."
+    )
+    target: BackupTarget | None = Field(
+        default=None,
+        description="Where the backups go. Unset: the orchestrator's backup store "
+        "(DBI_BACKUP_STORE).",
+    )
+    suspended: bool = Field(
+        default=False,
+        description="Pause the schedule (backups already taken stay; `dbi backup` still "
+        "takes one).",
+    )
+    on_delete: bool = Field(
+        default=False,
+        description="Take a final backup when the instance is deleted under deletionPolicy "
+        "Delete, before its disks go; the deletion waits for it, and stalls if it fails.",
+    )
