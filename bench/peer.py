@@ -31,8 +31,9 @@ from kubernetes import client as k8s
 from temporalio import activity
 
 from activities.infra.context import Context
-from activities.infra.kube import Kube, shared_reads
+from activities.infra.kube import Kube
 from activities.infra.postgres import shared_sessions
+from activities.infra.reads import shared_reads
 from activities.worker import registry
 from bench import stubs
 from dbi import connect, metrics, names, pipeline

@@ -12,8 +12,6 @@ LIMIT = 350
 # Still to split, each at its size now: it may shrink, never grow.
 OVER = {
     "dbi/status.py": 377,
-    "activities/infra/views.py": 398,
-    "activities/infra/kube.py": 439,
     "watcher/watcher.py": 382,
     "commands/operate.py": 358,
     "activities/operations/pgupgrade.py": 355,

@@ -33,8 +33,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.infra.context import Context
 from activities.infra.kube import Kube
+from activities.infra.reads import Spared
 from activities.infra.schedules import Schedules, ensure_reaper
-from activities.infra.views import Spared, Views
+from activities.infra.views import Views
 from activities.worker import registry
 from activities.worker.rechecks import CONCURRENCY, Rechecks
 from activities.worker.telemetry import StepTelemetry

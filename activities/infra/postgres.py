@@ -12,7 +12,7 @@ or ``sql.Literal``; nothing from a spec is put into SQL text.
 
 The steps of a pass log in one after the other as the same user (the admin, health and
 access steps each as dbi's admin): within ``shared_sessions`` (a pass's block) one
-session serves them all, as one GET serves them in ``activities.infra.kube.shared_reads``,
+session serves them all, as one GET serves them in ``activities.infra.reads.shared_reads``,
 until a step acts (``drop_sessions``) or the block ends.
 """
 

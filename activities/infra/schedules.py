@@ -12,9 +12,9 @@ Describing a schedule is a query of its scheduler workflow on the Temporal serve
 ms of the dev server's CPU, 2.4 ms for one that is not there), and the backup step
 describes the instance's on each pass and re-check. So an idle pass (and a re-check)
 takes this worker's describe of it from the last hour when there is one (``spared``,
-``activities.infra.views.Spared``), as it takes the cloud-init Secret: the schedule changes by
+``activities.infra.reads.Spared``), as it takes the cloud-init Secret: the schedule changes by
 a step's write (this worker's drops what it kept; another worker's kept read would make
-a step act, which runs the pass again with every read made: ``activities.infra.kube.Stale``)
+a step act, which runs the pass again with every read made: ``activities.infra.reads.Stale``)
 or by a hand in Temporal's UI or CLI, which an idle pass then sees within the hour and
 a woken one at once.
 """
@@ -45,7 +45,7 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities.infra.views import Spared
+from activities.infra.reads import Spared
 from dbi import names
 from dbi.backups import BackupRequest, BackupResult, Trigger
 from dbi.upgrades import UpgradeRequest, UpgradeResult
@@ -145,7 +145,7 @@ class Schedules:
 
     def describe(self, schedule_id: str, *, spare: Callable[[], bool] = never) -> Seen | None:
         """The schedule, or None when there is none. ``spare``: asked when this worker
-        described it in the last hour; True takes that (``activities.infra.kube.spares_reads``:
+        described it in the last hour; True takes that (``activities.infra.reads.spares_reads``:
         an idle pass's). A describe from the server is kept."""
         kept = self.spared.get(schedule_id) if self.spared is not None else None
         if kept is not None and spare():

@@ -17,7 +17,8 @@ from typing import Any, cast
 from kubernetes import client as k8s
 from temporalio import activity
 
-from activities.infra.kube import Instance, Kube, Manifest, spares_reads
+from activities.infra.kube import Instance, Kube, Manifest
+from activities.infra.reads import spares_reads
 from dbi import bootstrap
 
 ROTATION_ANNOTATION = "dbi.dev/rotation-id"
@@ -69,7 +70,7 @@ class Read:
         return replace(self, resource_version=None)
 
 
-# A Secret there is none of (or a read left out: ``activities.infra.kube.spares_reads``).
+# A Secret there is none of (or a read left out: ``activities.infra.reads.spares_reads``).
 NONE = Read(uid=None, data={}, annotations={})
 
 
@@ -101,9 +102,9 @@ def read(kube: Kube, namespace: str, name: str) -> Read:
 
 def read_boot(kube: Kube, instance: Instance) -> Read:
     """The instance's cloud-init Secret. An idle pass takes this worker's read of it from
-    the last hour when there is one (``activities.infra.views.Spared``: a change to it wakes
+    the last hour when there is one (``activities.infra.reads.Spared``: a change to it wakes
     the instance), and a step that would act on it then runs the pass again with it read
-    (``activities.infra.kube.spares_reads``); any other read goes to the server and is kept."""
+    (``activities.infra.reads.spares_reads``); any other read goes to the server and is kept."""
     key = _spared_key(instance, cloudinit_name(instance))
     spared = kube.views.spared if kube.views is not None else None
     kept = spared.get(key) if spared is not None else None

@@ -11,7 +11,7 @@ So the worker keeps, as controller-runtime's client does, watches of its own:
   objects they cover (the response, by URL and the form asked for), least recently
   used first out.
 
-In an idle pass's block of reads (``activities.infra.kube.shared_reads(idle=True)``) a GET is
+In an idle pass's block of reads (``activities.infra.reads.shared_reads(idle=True)``) a GET is
 answered from the last answer when its view is live and has the object at the very
 resourceVersion that answer carried (a list: every object its selector matches, each
 at the version the answer had). Anything else goes to the server: an object the view
@@ -25,7 +25,7 @@ says.
 The views lag the API server by a watch event's latency; a pass a change woke does not
 use them (the watcher is another process, whose event may come before the worker's),
 and an idle pass that would act is run again with every read fresh before anything is
-written (``activities.infra.kube.Stale``).
+written (``activities.infra.reads.Stale``).
 
 ``Spared``: the backup step's describes of Temporal Schedules are kept in one too
 (``activities.infra.schedules``). The cloud-init Secret (boot data: the admin password's
@@ -34,7 +34,7 @@ worker's drops what it kept; another worker's was made to be right) or by a hand
 wakes the instance (the watcher watches Secrets' metadata). So an idle pass takes this
 worker's last read of it, when one is under an hour old (what a wake the watcher never
 sent could hide, it hides no longer); a step that would act on it runs the pass again
-with every read made (``activities.infra.kube.spares_reads``). The passwords' Secrets, the
+with every read made (``activities.infra.reads.spares_reads``). The passwords' Secrets, the
 admin credential and the app's, are read from the server on every pass.
 """
 
@@ -42,15 +42,15 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from kubernetes import client as k8s
 
+from activities.infra.reads import Spared
 from dbi import kinds, names
 from dbi.kinds import DBINSTANCES, VIEWED, Kind
 from dbi.streams import Listener, WatchState, forever
@@ -58,8 +58,6 @@ from dbi.streams import Listener, WatchState, forever
 # How long a view the API server refused (403: RBAC; 404: a kind not installed) waits
 # before it lists again; the first refusal is logged, the rest are quiet.
 REFUSED_SECONDS = 300.0
-# How long an idle pass may take a cloud-init Secret from this worker's read (``Spared``).
-SPARED_SECONDS = 3600.0
 # Answers kept per instance (or per cached workflow, DBI_CACHED_WORKFLOWS, when more):
 # an idle pass or re-check reads about 10 viewed objects. By the instances the views
 # hold, not the cache: a worker whose cache is smaller than its fleet still re-checks
@@ -189,52 +187,6 @@ class _Answer:
 
     version: str | frozenset[Key]
     response: Any
-
-
-class Spared:
-    """Reads no view vouches for that an idle pass may take again (the cloud-init
-    Secrets: ``activities.infra.secrets.read_boot``), by key: each for ``seconds`` after it was
-    read, at most ``size`` of them, the least recently used out first."""
-
-    def __init__(
-        self,
-        size: int,
-        seconds: float = SPARED_SECONDS,
-        at_least: Callable[[], int] | None = None,
-    ) -> None:
-        self._size = size
-        self._seconds = seconds
-        self._at_least = at_least  # a larger size when there is (the instances served)
-        self._reads: OrderedDict[Hashable, tuple[float, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._reads)
-
-    def get(self, key: Hashable) -> Any | None:
-        """The read kept under ``key``, while it is young enough; else None."""
-        with self._lock:
-            found = self._reads.get(key)
-            if found is None:
-                return None
-            if time.monotonic() - found[0] >= self._seconds:
-                del self._reads[key]
-                return None
-            self._reads.move_to_end(key)
-            return found[1]
-
-    def put(self, key: Hashable, read: Any) -> None:
-        with self._lock:
-            self._reads[key] = (time.monotonic(), read)
-            self._reads.move_to_end(key)
-            size = max(self._size, self._at_least()) if self._at_least else self._size
-            while len(self._reads) > size:
-                self._reads.popitem(last=False)
-
-    def forget(self, key: Hashable) -> None:
-        with self._lock:
-            self._reads.pop(key, None)
 
 
 class Views:

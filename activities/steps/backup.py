@@ -19,7 +19,8 @@ from enum import StrEnum
 
 from activities.infra import backupstore
 from activities.infra.context import Context
-from activities.infra.kube import Instance, spares_reads
+from activities.infra.kube import Instance
+from activities.infra.reads import spares_reads
 from activities.infra.schedules import Seen, Wanted
 from activities.steps.loop import Anatomy
 from dbi import names

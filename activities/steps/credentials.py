@@ -47,7 +47,8 @@ from activities.infra import (
 )
 from activities.infra.admin_credential import Credential
 from activities.infra.context import Context
-from activities.infra.kube import Instance, spares_reads
+from activities.infra.kube import Instance
+from activities.infra.reads import spares_reads
 from activities.steps.loop import Anatomy
 from dbi import bootstrap, names, tls
 from dbi.pipeline import CREDENTIALS as SPEC
@@ -190,7 +191,7 @@ class Reads:
 
 
 def read_all(ctx: Context, instance: Instance) -> Reads:
-    """Read the Secrets; an idle pass (``activities.infra.kube.spares_reads``) takes the CA
+    """Read the Secrets; an idle pass (``activities.infra.reads.spares_reads``) takes the CA
     this process read in the last minute and the cloud-init Secret it read in the last
     hour (``secrets.read_boot``): neither changes but by a hand or a pass, and any
     action runs the pass again with both read."""

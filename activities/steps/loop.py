@@ -37,13 +37,8 @@ from temporalio import activity
 from activities.infra import ownership, postgres
 from activities.infra.context import Context
 from activities.infra.events import emit
-from activities.infra.kube import (
-    Instance,
-    api_error,
-    confirm_fresh,
-    namespace_terminating,
-    rests_on_views,
-)
+from activities.infra.kube import Instance, api_error, namespace_terminating
+from activities.infra.reads import confirm_fresh, rests_on_views
 from dbi.pipeline import StepSpec
 from dbi.status import Event
 from dbi.steps import AT_ONCE, PAUSED, Decision, Outcome, StepInput, StepResult

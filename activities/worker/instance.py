@@ -7,7 +7,7 @@ from dataclasses import replace
 from temporalio import activity
 
 from activities.infra.context import Activity
-from activities.infra.kube import shared_reads, viewed
+from activities.infra.reads import shared_reads, viewed
 from dbi import pipeline
 from dbi.steps import InstanceSnapshot, StepInput
 from dbi.stored import snapshot

@@ -11,7 +11,7 @@ which repeat it with ``Passes.recheck``: the same steps, read-only.
 Three modes of reading, one runner:
 
 - fresh (a woken pass): every read goes to the API server, each object once a pass
-  (``activities.infra.kube.shared_reads``);
+  (``activities.infra.reads.shared_reads``);
 - idle (a pass nothing woke): reads the worker views are answered from the views; a
   step that would act then raises ``Stale`` before anything is written, and the pass
   runs again fresh;
@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping
 from temporalio import activity
 
 from activities.infra.context import Context, Settles
-from activities.infra.kube import Stale, rests_on_views, shared_reads
 from activities.infra.postgres import shared_sessions
+from activities.infra.reads import Stale, rests_on_views, shared_reads
 from activities.worker.instance import LoadInstance
 from activities.worker.status import WriteStatus
 from activities.worker.telemetry import measured

@@ -8,7 +8,7 @@ from typing import Any
 from kubernetes import client as k8s
 
 from activities.infra.context import Context
-from activities.infra.kube import shared_reads
+from activities.infra.reads import shared_reads
 from activities.steps.loop import Anatomy
 from dbi import names, pipeline
 from dbi.steps import Decision, Outcome, StepInput

@@ -1,4 +1,4 @@
-"""The reads the steps of one pass's activity share (``activities.infra.kube.shared_reads``),
+"""The reads the steps of one pass's activity share (``activities.infra.reads.shared_reads``),
 against the real API server: an object read again in the block is the first answer, a
 write through the client drops what was read, and outside a block every read is fresh."""
 
@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from activities.infra.kube import Kube, shared_reads
+from activities.infra.kube import Kube
+from activities.infra.reads import shared_reads
 from dbi import connect
 
 pytestmark = pytest.mark.stack

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 from temporalio.client import Client
 
-from activities.infra.kube import Stale, confirm_fresh, shared_reads, spares_reads
+from activities.infra.reads import Spared, Stale, confirm_fresh, shared_reads, spares_reads
 from activities.infra.schedules import Schedules, Seen, Wanted
-from activities.infra.views import Spared
 from dbi import names
 
 pytestmark = pytest.mark.stack

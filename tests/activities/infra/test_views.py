@@ -15,8 +15,8 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.infra import admin_credential, secrets, trust
 from activities.infra.context import Context
-from activities.infra.kube import Stale, confirm_fresh, shared_reads
-from activities.infra.views import ANSWERS_PER_WORKFLOW, Spared, View, Views, target
+from activities.infra.reads import Spared, Stale, confirm_fresh, shared_reads
+from activities.infra.views import ANSWERS_PER_WORKFLOW, View, Views, target
 from activities.steps import credentials
 from activities.steps.loop import Anatomy
 from activities.steps.loop import run as run_step

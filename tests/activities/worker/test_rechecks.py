@@ -21,7 +21,7 @@ from kubernetes import client as k8s
 from temporalio.testing import ActivityEnvironment
 
 from activities.infra.context import Context
-from activities.infra.kube import shared_reads
+from activities.infra.reads import shared_reads
 from activities.infra.views import Views
 from activities.steps.loop import run as run_step
 from activities.worker.instance import LoadInstance
