@@ -1,7 +1,8 @@
 """A pass as the workflow hands it to one activity: its steps, then its status, and,
 for a pass that expects the instance unchanged, its load first (``run_pass``,
-``load_and_run_pass``), and whether it settles the instance. Plain data and pure
-functions; the worker's runner of them is activities/worker/passes.py."""
+``load_and_run_pass``), whether it settles the instance, and the requests it served.
+Plain data and pure functions; the worker's runner of them is
+activities/worker/passes.py."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbi.models import Served
-from dbi.status import StatusInput, finished
+from dbi.pipeline import BACKUP, RESIZE
+from dbi.status import PassReport, StatusInput
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult, StepsInput, StepsResult
 
 
@@ -130,3 +132,34 @@ def awaits(loaded: LoadedPassInput, ran: LoadedPass) -> float | None:
     if any(r.outcome is not Outcome.SATISFIED for r in before):
         return None
     return last.requeue_after_seconds
+
+
+def served(requested: Served, report: PassReport, rotated: Served) -> Served | None:
+    """The requests a pass served: a reconcile by running; a restart once the resize step
+    is Satisfied (the deferred resize applied, or none due) or the pass ends Terminal;
+    a backup once the backup step, which starts it, is Satisfied; rotations once
+    carried out (``rotated``)."""
+    resize = next((r for r in report.results if r.step == RESIZE.name), None)
+    backup = next((r for r in report.results if r.step == BACKUP.name), None)
+    backup_done = backup is not None and backup.outcome is Outcome.SATISFIED
+    blocking = report.blocking
+    restart_done = (resize is not None and resize.outcome is Outcome.SATISFIED) or (
+        blocking is not None and blocking.outcome is Outcome.TERMINAL
+    )
+    done = rotated.model_copy(
+        update={
+            "reconcile_requested_at": requested.reconcile_requested_at,
+            "restart_requested_at": requested.restart_requested_at if restart_done else None,
+            "backup_requested_at": requested.backup_requested_at if backup_done else None,
+        }
+    )
+    return done if done != Served() else None
+
+
+def finished(
+    report: PassReport, results: list[StepResult], requested: Served, rotated: Served
+) -> PassReport:
+    """The pass ``report`` begins (its results to come) once its steps returned
+    ``results``, with the requests it served: the workflow's and ``run_pass``'s alike."""
+    done = report.model_copy(update={"results": results})
+    return done.model_copy(update={"served": served(requested, done, rotated)})

@@ -22,7 +22,7 @@ from dbi.models import (
     Phase,
     Served,
 )
-from dbi.pipeline import BACKUP, CONVERGE, POWER, RESIZE, TEARDOWN
+from dbi.pipeline import CONVERGE, POWER, TEARDOWN
 from dbi.spec import PowerState
 from dbi.steps import (
     PAUSED,
@@ -344,34 +344,3 @@ class StatusInput(BaseModel):
         default=None,
         description="When the workflow's first pass saw the report's generation (metrics).",
     )
-
-
-def served(requested: Served, report: PassReport, rotated: Served) -> Served | None:
-    """The requests a pass served: a reconcile by running; a restart once the resize step
-    is Satisfied (the deferred resize applied, or none due) or the pass ends Terminal;
-    a backup once the backup step, which starts it, is Satisfied; rotations once
-    carried out (``rotated``)."""
-    resize = next((r for r in report.results if r.step == RESIZE.name), None)
-    backup = next((r for r in report.results if r.step == BACKUP.name), None)
-    backup_done = backup is not None and backup.outcome is Outcome.SATISFIED
-    blocking = report.blocking
-    restart_done = (resize is not None and resize.outcome is Outcome.SATISFIED) or (
-        blocking is not None and blocking.outcome is Outcome.TERMINAL
-    )
-    done = rotated.model_copy(
-        update={
-            "reconcile_requested_at": requested.reconcile_requested_at,
-            "restart_requested_at": requested.restart_requested_at if restart_done else None,
-            "backup_requested_at": requested.backup_requested_at if backup_done else None,
-        }
-    )
-    return done if done != Served() else None
-
-
-def finished(
-    report: PassReport, results: list[StepResult], requested: Served, rotated: Served
-) -> PassReport:
-    """The pass ``report`` begins (its results to come) once its steps returned
-    ``results``, with the requests it served: the workflow's and ``run_pass``'s alike."""
-    done = report.model_copy(update={"results": results})
-    return done.model_copy(update={"served": served(requested, done, rotated)})

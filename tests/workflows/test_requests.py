@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dbi import pipeline
 from dbi.models import Served
+from dbi.passes import served
 from dbi.spec import PowerState
-from dbi.status import PassReport, served
+from dbi.status import PassReport
 from dbi.steps import Outcome
 from workflows.requests import annotation_request_id
 
