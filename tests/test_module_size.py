@@ -11,7 +11,6 @@ PRODUCTION = ("dbi", "activities", "workflows", "watcher", "commands")
 LIMIT = 350
 # Still to split, each at its size now: it may shrink, never grow.
 OVER = {
-    "watcher/watcher.py": 382,
     "commands/operate.py": 358,
     "activities/operations/pgupgrade.py": 355,
     "dbi/environment.py": 353,

@@ -8,12 +8,9 @@ missed before it. It holds no state of its own but what its watches give it:
 the instances that exist, each as last seen (so a child's event after its instance is
 gone does not start a workflow, and a status-only change is told from a new spec).
 A deletion tells the instance's workflow it is gone (a wake that ends every wait,
-a Terminal one too). A periodic resync matches running workflows with instances:
-it starts the workflow of an instance that has none running (one terminated by hand,
-say) and tells a workflow whose instance is gone. Each minute it counts the running
-workflows (one visibility count); it lists them to match them one by one only when
-the count differs from the instances, and at the term's first resync and every
-FULL_RESYNC_SECONDS after (a workflow missing and an orphan at once keep the count).
+a Terminal one too). A periodic resync (``watcher.resync``) matches running workflows
+with instances: it starts the workflow of an instance that has none running (one
+terminated by hand, say) and tells a workflow whose instance is gone.
 """
 
 from __future__ import annotations
@@ -34,7 +31,8 @@ from dbi.messages import SeenInstance
 from dbi.streams import WATCH_SECONDS, Listener, Source, WatchState, forever
 from watcher import relevance
 from watcher.leader import LeaderElection
-from watcher.wakeups import RPC_TIMEOUT, Origin, Wakeups, why
+from watcher.resync import Resync
+from watcher.wakeups import Origin, Wakeups, why
 
 log = logging.getLogger("dbi.watcher")
 RESYNC_SECONDS = 60.0
@@ -42,11 +40,6 @@ RESYNC_SECONDS = 60.0
 # beside the loop that checks leadership, which a slow one does not hold up. While
 # 10,000 instances converged on a loaded dev server, every resync bounded to 30 s failed.
 RESYNC_TIMEOUT_SECONDS = 300.0
-# How often the resync lists every running workflow even though their count matched
-# the instances. A list costs the Temporal server about 0.7 CPU-seconds per 1,000
-# workflows (a count 0.01 s at 3,000; docs/benchmarks.md): listed every minute,
-# 10,000 instances kept the dev server busy a tenth of a core with nothing to do.
-FULL_RESYNC_SECONDS = 600.0
 # How long a stopping watcher waits for its Lease to be given up.
 RELEASE_SECONDS = 10.0
 # How long a watch may be down before the watcher reports itself not ready.
@@ -118,8 +111,10 @@ class Watcher:
     unlisted: set[str | None] = field(default_factory=set)
     # Each watch of the current term, live or failing (readiness reads them).
     watches: dict[str, WatchState] = field(default_factory=dict)
-    # When the resync next lists every running workflow (loop time; 0: at the next).
-    full_resync_at: float = 0.0
+    resyncs: Resync = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.resyncs = Resync(self.client, self.wakeups, self.namespaces)
 
     def handle(
         self,
@@ -270,7 +265,7 @@ class Watcher:
             term = threading.Event()
             self.listed.clear()
             self.listing = {}
-            self.full_resync_at = 0.0
+            self.resyncs.full_at = 0.0
             resyncing: asyncio.Task[None] | None = None
             try:
                 self._start_watches(loop, term)
@@ -330,53 +325,8 @@ class Watcher:
         return self.election is None or self.election.leading.is_set()
 
     async def resync(self) -> None:
-        """Match running workflows with the instances that exist, with one visibility
-        query (not a describe per instance): start the workflow of an instance that has
-        none running (one terminated by hand, say), and tell a running workflow whose
-        instance is gone that it is (it then completes). Between full resyncs
-        (``full_resync_at``) a count of them that equals the instances ends it there:
-        at 10,000 a list costs the Temporal server seconds. Only once the DBInstances were
-        listed in this term: before that, every workflow would look orphaned. Both go
-        as wakes in line behind the changes (``Wakeups``, as a relist's): an instance
-        whose wake already waits (a fleet just applied) is not signaled twice, and a
-        resync that finds thousands does not send them all at once."""
-        if not self.listed.is_set():
-            return
-        known = set(self.instances)
-        now = asyncio.get_running_loop().time()
-        if now < self.full_resync_at and await self._count() == len(known):
-            return  # as many running as exist: matched one by one at the full resync
-        running = await self._running()
-        self.full_resync_at = now + FULL_RESYNC_SECONDS
-        for key in sorted(known - running):
-            log.info("resync: %s/%s has no running workflow; starting it", *key)
-            self.wakeups.note(key, "resync: workflow not running", None, origin=Origin.RELIST)
-        for key in sorted(running - known):
-            log.info("resync: %s/%s no longer exists; ending its workflow", *key)
-            self.wakeups.note(key, "resync: instance gone", None, gone=True, origin=Origin.RELIST)
-
-    def _query(self) -> str:
-        """The running workflows of this watcher's task queue (and namespaces)."""
-        query = (
-            f"WorkflowType = '{names.WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'"
-            f" AND TaskQueue = '{self.wakeups.task_queue}'"
-        )
-        if self.namespaces is not None:
-            quoted = ", ".join(f"'{n}'" for n in sorted(self.namespaces))
-            query += f" AND {names.NAMESPACE_ATTRIBUTE.name} IN ({quoted})"
-        return query
-
-    async def _count(self) -> int:
-        """How many workflows ``_running`` would list."""
-        counted = await self.client.count_workflows(self._query(), rpc_timeout=RPC_TIMEOUT)
-        return counted.count
-
-    async def _running(self) -> set[tuple[str, str]]:
-        """The instances whose workflow runs on this watcher's task queue (and namespaces)."""
-        found = set()
-        query = self._query()
-        async for execution in self.client.list_workflows(query, rpc_timeout=RPC_TIMEOUT):
-            instance = names.instance_of(execution.id)
-            if instance is not None:
-                found.add(instance)
-        return found
+        """Match running workflows with the instances that exist (``watcher.resync``);
+        only once the DBInstances were listed in this term: before that, every workflow
+        would look orphaned."""
+        if self.listed.is_set():
+            await self.resyncs.run(set(self.instances))

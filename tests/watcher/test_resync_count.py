@@ -10,7 +10,8 @@ from typing import Any, cast
 from dbi import names
 from tests.watcher.recording import Recording
 from watcher.relevance import Seen
-from watcher.watcher import FULL_RESYNC_SECONDS, Watcher
+from watcher.resync import FULL_RESYNC_SECONDS
+from watcher.watcher import Watcher
 
 
 class Visibility:
@@ -49,7 +50,7 @@ async def test_a_count_that_matches_the_instances_lists_nothing_until_the_full_r
     await watcher.resync()
     await watcher.resync()
     assert visibility.calls == ["list", "count", "count"]
-    watcher.full_resync_at = asyncio.get_running_loop().time()  # FULL_RESYNC_SECONDS on
+    watcher.resyncs.full_at = asyncio.get_running_loop().time()  # FULL_RESYNC_SECONDS on
     await watcher.resync()
     assert visibility.calls[-1] == "list" and wakeups.notes == []
     assert FULL_RESYNC_SECONDS >= 60  # the count's own minute is the shorter
@@ -79,6 +80,6 @@ async def test_a_missing_workflow_and_an_orphan_at_once_wait_for_the_full_resync
     visibility.running = [("ns", "a"), ("ns", "c")]  # b's gone, c's an orphan
     await watcher.resync()
     assert wakeups.notes == []
-    watcher.full_resync_at = 0.0
+    watcher.resyncs.full_at = 0.0
     await watcher.resync()
     assert sorted(noted(wakeups)) == [("b", False), ("c", True)]

@@ -34,7 +34,7 @@ async def test_a_slow_resync_holds_up_neither_the_loop_nor_another_resync() -> N
     def no_watches(loop: asyncio.AbstractEventLoop, term: threading.Event) -> None:
         watcher.listed.set()  # as if the DBInstances were listed whole
 
-    watcher._running = running  # type: ignore[method-assign]
+    watcher.resyncs._running = running  # type: ignore[method-assign]
     watcher._start_watches = no_watches  # type: ignore[method-assign]
     task = asyncio.create_task(watcher.run())
     try:
