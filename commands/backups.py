@@ -19,7 +19,8 @@ from temporalio.converter import DataConverter
 from temporalio.service import RPCError
 
 from commands import operate
-from commands.operate import FAILED, NOT_FOUND, OK, REFUSED, TIMED_OUT, Answer, Kube
+from commands.cluster import Kube, read_instance
+from commands.operate import FAILED, NOT_FOUND, OK, REFUSED, TIMED_OUT, Answer
 from dbi import environment, names
 from dbi.backups import BackupPhase, BackupRequest, BackupResult, Trigger
 
@@ -29,7 +30,7 @@ PROGRESS_SECONDS = 5.0
 async def backup(kube: Kube, namespace: str, name: str, *, timeout: float | None = None) -> Answer:
     """Start a backup of the instance now and wait for it (at most ``timeout`` seconds),
     printing its progress to stderr."""
-    if operate.read_instance(kube, namespace, name) is None:
+    if read_instance(kube, namespace, name) is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     client = await operate.temporal_client()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

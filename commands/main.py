@@ -23,7 +23,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
-from commands import backups, dev, operate
+from commands import backups, cluster, dev, operate
 from dbi import environment
 from dbi.fields import duration_seconds
 
@@ -299,7 +299,7 @@ def _operate(
     YAML with -o), its code returned."""
 
     def run(args: argparse.Namespace) -> int:
-        args.kube = operate.Kube(args.kubeconfig, args.context)
+        args.kube = cluster.Kube(args.kubeconfig, args.context)
         try:
             args.namespace = args.namespace or args.kube.namespace()
             answer = asyncio.run(command(args))

@@ -1,21 +1,21 @@
 """Every environment variable dbi's processes read: its default, what it means, who reads it.
 
 The worker, the watcher and the operator commands read their settings only through
-this table, so it is the one list that docs/configuration.md, deploy/ and
-docker-compose.yml are checked against (tests/test_deploy.py,
+this table, the one list docs/configuration.md (``python -m dbi.environment`` rewrites
+its table), deploy/ and docker-compose.yml are checked against (tests/test_deploy.py,
 tests/test_docker_compose.py, tests/dbi/test_environment.py). A malformed value is an
 error that names the variable.
-
-``python -m dbi.environment`` rewrites the table in docs/configuration.md.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TypeVar
 
 from dbi import markdown
 
@@ -27,6 +27,7 @@ class Process(StrEnum):
 
 
 WORKER, WATCHER, CLI = Process.WORKER, Process.WATCHER, Process.CLI
+N = TypeVar("N", int, float)
 
 
 @dataclass(frozen=True)
@@ -52,31 +53,27 @@ class Variable:
         raw = self.get()
         return frozenset(n.strip() for n in raw.split(",") if n.strip()) if raw else None
 
+    def _parsed(self, parse: Callable[[str], N], what: str) -> N | None:
+        """The value as ``parse`` reads it; an error naming the variable when it cannot."""
+        raw = self.get()
+        try:
+            return None if raw is None else parse(raw)
+        except ValueError:
+            raise ValueError(f"{self.name} must be {what}, not {raw!r}") from None
+
     def integer(self, *, low: int = 0, high: int | None = None) -> int | None:
         """The value as a whole number in [low, high]; a clear error otherwise."""
-        raw = self.get()
-        if raw is None:
-            return None
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"{self.name} must be a whole number, not {raw!r}") from None
-        if value < low or (high is not None and value > high):
+        value = self._parsed(int, "a whole number")
+        if value is not None and (value < low or (high is not None and value > high)):
             top = "" if high is None else f" and at most {high}"
             raise ValueError(f"{self.name} must be at least {low}{top}, not {value}")
         return value
 
     def seconds(self) -> float | None:
         """The value as a positive number of seconds; a clear error otherwise."""
-        raw = self.get()
-        if raw is None:
-            return None
-        try:
-            value = float(raw)
-        except ValueError:
-            raise ValueError(f"{self.name} must be a number of seconds, not {raw!r}") from None
-        if not value > 0:
-            raise ValueError(f"{self.name} must be more than 0 seconds, not {raw!r}")
+        value = self._parsed(float, "a number of seconds")
+        if value is not None and not value > 0:
+            raise ValueError(f"{self.name} must be more than 0 seconds, not {self.get()!r}")
         return value
 
 

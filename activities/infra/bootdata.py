@@ -8,9 +8,11 @@ from __future__ import annotations
 from datetime import timedelta
 
 from pydantic import SecretStr
+from temporalio.exceptions import ApplicationError
 
+from activities.infra import secrets
 from activities.infra.admin_credential import Credential
-from activities.infra.kube import Instance
+from activities.infra.kube import Instance, Kube
 from dbi import bootstrap, scram, tls
 from dbi.bootstrap import Bootstrap
 
@@ -79,4 +81,24 @@ def document(
         server_key=SecretStr(pair.key_pem) if pair else None,
         restore=restore,
         upgrade=written.upgrade if written is not None else None,
+    )
+
+
+def instruct_upgrade(kube: Kube, instance: Instance, upgrade: bootstrap.Upgrade | None) -> None:
+    """Put a major upgrade's instruction into the boot data (None: take it out), unless
+    it is there (``activities.operations.pgupgrade``)."""
+    name = secrets.cloudinit_name(instance)
+    read = secrets.read(kube, instance.namespace, name)
+    doc = secrets.boot_data(read)
+    if doc is None:
+        raise ApplicationError("The instance has no boot data yet.")
+    if doc.upgrade == upgrade:
+        return
+    updated = doc.model_copy(update=dict(upgrade=upgrade))  # a keyword: "upgrade" is a step
+    secrets.apply(
+        kube,
+        instance,
+        name,
+        {**read.data, bootstrap.USERDATA_KEY: bootstrap.to_userdata(updated)},
+        read=read.uid_only(),
     )

@@ -26,11 +26,11 @@ from temporalio.exceptions import ApplicationError
 from activities.infra import (
     addresses,
     admin_credential,
+    bootdata,
     heartbeats,
     machine,
     manifests,
     postgres,
-    secrets,
     trust,
 )
 from activities.infra.context import Activity
@@ -38,13 +38,13 @@ from activities.infra.events import emit
 from activities.infra.kube import KUBEVIRT, Instance
 from activities.infra.machine import image_for
 from activities.infra.postgres import major
+from activities.steps.loop import INSTANCE_GONE
 from dbi import bootstrap, names, pipeline
 from dbi.spec import PowerState
 from dbi.status import Event
 from dbi.upgrades import Plan, Ran, UpgradeRequest
 
 LOOK_SECONDS = 2.0
-INSTANCE_GONE = "InstanceGone"
 NOT_RUNNING = "NotRunning"
 OLD_ROOT_GONE = "OldRootDiskGone"
 
@@ -121,8 +121,8 @@ class Upgrades(Activity):
         if instance is None:
             raise ApplicationError("The instance is gone.", type=INSTANCE_GONE, non_retryable=True)
         token = activity.info().workflow_id or ""
-        _instruct(
-            self.ctx,
+        bootdata.instruct_upgrade(
+            self.ctx.kube,
             instance,
             bootstrap.Upgrade(
                 from_major=request.from_major,
@@ -194,7 +194,7 @@ class Upgrades(Activity):
         ran = self._boot(request, plan.old_root, "rollback")
         instance = self._instance(request)
         if instance is not None:
-            _instruct(self.ctx, instance, None)
+            bootdata.instruct_upgrade(self.ctx.kube, instance, None)
             _event(
                 self.ctx,
                 instance,
@@ -266,7 +266,7 @@ class Upgrades(Activity):
             manifests.data_claim_name(instance),
             {"metadata": {"annotations": {names.DATA_MAJOR_ANNOTATION: str(request.to_major)}}},
         )
-        _instruct(self.ctx, instance, None)
+        bootdata.instruct_upgrade(self.ctx.kube, instance, None)
         script = f"../{bootstrap.DELETE_OLD_CLUSTER}"
         try:
             with postgres.connect(server, password=password) as conn:
@@ -326,25 +326,6 @@ def _server_version(conn: psycopg.Connection[Any]) -> str:
     row = conn.execute("SHOW server_version").fetchone()
     assert row is not None
     return str(row[0])
-
-
-def _instruct(ctx: Any, instance: Instance, upgrade: bootstrap.Upgrade | None) -> None:
-    """Put ``upgrade`` into the boot data (None: take it out), unless it is there."""
-    name = secrets.cloudinit_name(instance)
-    read = secrets.read(ctx.kube, instance.namespace, name)
-    doc = secrets.boot_data(read)
-    if doc is None:
-        raise ApplicationError("The instance has no boot data yet.")
-    if doc.upgrade == upgrade:
-        return
-    updated = doc.model_copy(update=dict(upgrade=upgrade))  # a keyword: "upgrade" is a step
-    secrets.apply(
-        ctx.kube,
-        instance,
-        name,
-        {**read.data, bootstrap.USERDATA_KEY: bootstrap.to_userdata(updated)},
-        read=read.uid_only(),
-    )
 
 
 def _event(ctx: Any, instance: Instance, reason: str, message: str, kind: str = "Normal") -> None:

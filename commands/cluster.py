@@ -1,0 +1,64 @@
+"""The cluster a command talks to, chosen as kubectl chooses it (``--kubeconfig``, else
+``KUBECONFIG``, else ``~/.kube/config``, else the pod's ServiceAccount; ``--context``;
+the namespace from ``-n``, else the context's), and the DBInstances it reads there."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from dbi import connect, environment, names
+
+
+@dataclass(frozen=True)
+class Kube:
+    """The cluster a command talks to, chosen as kubectl chooses it."""
+
+    kubeconfig: str | None = None  # --kubeconfig
+    context: str | None = None  # --context
+
+    def config_file(self) -> str | None:
+        """``--kubeconfig``, else ``KUBECONFIG``, else ``~/.kube/config`` if it exists;
+        None: the pod's ServiceAccount."""
+        default = Path.home() / ".kube" / "config"
+        return (
+            self.kubeconfig
+            or environment.KUBECONFIG.get()
+            or (str(default) if default.exists() else None)
+        )
+
+    def objects(self) -> k8s.CustomObjectsApi:
+        return k8s.CustomObjectsApi(connect.kubernetes(self.config_file(), context=self.context))
+
+    def namespace(self) -> str:
+        """The namespace of the chosen context, as kubectl takes it; ``default`` without
+        one (and in a pod, the pod's own namespace, as kubectl there)."""
+        path = self.config_file()
+        if path is None:
+            mounted = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            return mounted.read_text().strip() if mounted.exists() else "default"
+        contexts, active = k8s_config.list_kube_config_contexts(config_file=path)
+        chosen = active
+        if self.context is not None:
+            chosen = next((c for c in contexts if c["name"] == self.context), None)
+            if chosen is None:
+                raise k8s_config.ConfigException(f"context {self.context!r} not in {path}")
+        return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+
+
+def read_instance(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        return cast(
+            dict[str, Any],
+            kube.objects().get_namespaced_custom_object(
+                names.GROUP, names.VERSION, namespace, names.PLURAL, name
+            ),
+        )
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return None
+        raise
