@@ -49,6 +49,8 @@ class Common(StrEnum):
     OWNERS_SYNCED = "OwnerReferencesSynced"  # owner references follow deletionPolicy
     RESTARTING = "Restarting"  # the VM restarts to take a change
     RESTART_REQUIRED = "RestartRequired"  # a change waits for a restart dbi may not make
+    ONE_DISK_LAYOUT = "OneDiskLayout"  # the VM boots its data disk: no root disk to swap
+    SCHEDULE_DELETED = "ScheduleDeleted"  # the instance's backup Schedule was deleted
 
 
 # The reason of a step whose activity kept raising (the runner's, for any step).

@@ -26,7 +26,7 @@ from activities.steps.loop import Anatomy
 from dbi import names
 from dbi.backups import Trigger
 from dbi.pipeline import BACKUP as SPEC
-from dbi.steps import AT_ONCE, Decision, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, StepInput
 
 
 class Reason(StrEnum):
@@ -36,7 +36,7 @@ class Reason(StrEnum):
     NO_SCHEDULES = "SchedulesUnavailable"
     CREATED = "ScheduleCreated"
     UPDATED = "ScheduleUpdated"
-    DELETED = "ScheduleDeleted"
+    DELETED = Common.SCHEDULE_DELETED
     REQUESTED = "BackupRequested"
 
 

@@ -46,7 +46,7 @@ RESTART_CHECK_SECONDS = 2.0
 class Reason(StrEnum):
     CURRENT = SPEC.condition_type
     ONE_DISK = "OneDisk"
-    ONE_DISK_LAYOUT = "OneDiskLayout"
+    ONE_DISK_LAYOUT = Common.ONE_DISK_LAYOUT
     CREATED = "RootDiskCreated"
     SWITCHED = "RootDiskSwitched"
     REPAVING = "Repaving"

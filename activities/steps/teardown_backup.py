@@ -28,7 +28,7 @@ from dbi import names
 from dbi.backups import BackupPhase, Trigger
 from dbi.pipeline import TEARDOWN_BACKUP as SPEC
 from dbi.spec import DeletionPolicy
-from dbi.steps import AT_ONCE, Decision, StepInput
+from dbi.steps import AT_ONCE, Common, Decision, StepInput
 
 # How often a running final backup is looked at (nothing wakes the workflow when it ends).
 FINAL_BACKUP_POLL_SECONDS = 5.0
@@ -36,7 +36,7 @@ FINAL_BACKUP_POLL_SECONDS = 5.0
 
 class Reason(StrEnum):
     REMOVED = SPEC.condition_type
-    DELETED = "ScheduleDeleted"
+    DELETED = Common.SCHEDULE_DELETED
     FINAL_STARTED = "FinalBackupStarted"
     FINAL_RUNNING = "FinalBackupRunning"
     FINAL_TAKEN = "FinalBackupTaken"

@@ -43,7 +43,7 @@ class Reason(StrEnum):
     MAINTENANCE_WINDOW = Common.MAINTENANCE_WINDOW
     FAILED = "UpgradeFailed"
     DATA_NEWER = "DataNewerThanVersion"
-    ONE_DISK = "OneDiskLayout"
+    ONE_DISK = Common.ONE_DISK_LAYOUT
     UNAVAILABLE = "WorkflowsUnavailable"
 
 

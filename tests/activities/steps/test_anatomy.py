@@ -1,17 +1,21 @@
-"""Every step has the same parts, and its Observation holds facts only: keyword-only
-fields a pure ``decide`` reads and a log line may show, never a password, a connection
-or a Secret as read (``act`` reads again what it needs: ``activities.steps.loop``)."""
+"""Every step has the same parts. Its Observation holds facts only: keyword-only fields
+a pure ``decide`` reads and a log line may show, never a password, a connection or a
+Secret as read (``act`` reads again what it needs: ``activities.steps.loop``). A reason
+several steps give is declared once (``dbi.steps.Common``)."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import typing
+from pathlib import Path
 from typing import Any
 
 from activities.infra import postgres, secrets
 from activities.infra.admin_credential import Credential
 from activities.worker.registry import MODULES
 from dbi import tls
+from dbi.steps import Common
 
 # What an Observation may not hold: the means to act, which act reads again.
 NOT_FACTS = (postgres.Server, tls.KeyPair, secrets.Read, Credential)
@@ -64,3 +68,37 @@ def test_the_check_finds_a_password_a_connection_and_a_secret_as_read() -> None:
         "admin_password: a secret",
         f"reads.app: {secrets.Read}",
     ]
+
+
+def written_reasons(sources: dict[str, str]) -> dict[str, list[str]]:
+    """The reasons each step module writes as a literal in its ``Reason`` enum, by value."""
+    found: dict[str, list[str]] = {}
+    for module, source in sources.items():
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ClassDef) and node.name == "Reason":
+                for item in node.body:
+                    if isinstance(item, ast.Assign) and isinstance(item.value, ast.Constant):
+                        found.setdefault(str(item.value.value), []).append(module)
+    return found
+
+
+def reasons_written_twice(sources: dict[str, str]) -> list[str]:
+    """Reasons written as a literal by two steps, or written where ``Common`` has them:
+    a reason several steps give is declared once (``dbi.steps.Common``)."""
+    common = {c.value for c in Common}
+    return sorted(
+        f"{value}: {', '.join(modules)}"
+        for value, modules in written_reasons(sources).items()
+        if len(modules) > 1 or value in common
+    )
+
+
+def test_a_reason_several_steps_give_is_declared_once() -> None:
+    sources = {m.__name__: Path(str(m.__file__)).read_text() for m in MODULES}
+    assert reasons_written_twice(sources) == []
+
+
+def test_the_check_finds_a_reason_written_twice() -> None:
+    one = 'class Reason(StrEnum):\n    GONE = "Gone"\n    STOPPED = "Stopped"\n'
+    two = 'class Reason(StrEnum):\n    GONE = "Gone"\n    OTHER = Common.BOOTING\n'
+    assert reasons_written_twice({"a": one, "b": two}) == ["Gone: a, b", "Stopped: a"]
