@@ -56,14 +56,31 @@ class Reason(StrEnum):
     ADOPTED = "Adopted"
 
 
+# What of a child's metadata the ownership check reads: never the rest (a Secret's
+# kubectl.kubernetes.io/last-applied-configuration holds its data).
+KEPT_METADATA = ("name", "namespace", "uid", "resourceVersion", "deletionTimestamp")
+
+
 @dataclass(frozen=True)
 class Child:
-    """An object with one of the instance's child names, as read (``meta`` None: absent)."""
+    """An object with one of the instance's child names, as read (``meta`` None: absent):
+    its name, UID, resourceVersion, deletion, owner references and dbi's annotations."""
 
     kind: str
     name: str
     meta: Manifest | None
     namespace: str | None = None  # None: the instance's
+
+    def __post_init__(self) -> None:
+        if self.meta is None:
+            return
+        kept = {k: self.meta[k] for k in KEPT_METADATA if k in self.meta}
+        kept["ownerReferences"] = list(self.meta.get("ownerReferences") or [])
+        annotations = self.meta.get("annotations") or {}
+        kept["annotations"] = {
+            k: v for k, v in annotations.items() if k.startswith(f"{names.GROUP}/")
+        }
+        object.__setattr__(self, "meta", kept)
 
     @property
     def instance_uid(self) -> str | None:
