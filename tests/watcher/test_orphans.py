@@ -47,7 +47,8 @@ async def test_the_resync_ends_a_workflow_whose_instance_is_gone(
         await stalled(orchestrator, namespace)
     handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
     await asyncio.to_thread(orchestrator.kubectl, "delete", "dbinstance", "db", "-n", namespace)
-    await asyncio.sleep(3)
-    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING  # orphaned
+    # No watcher saw the deletion, and a Stalled instance's workflow waits for a change
+    # (no timer): it runs, orphaned, until a watcher's resync tells it.
+    assert (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
     async with watching(orchestrator, kube_api, namespace):
         assert await asyncio.wait_for(handle.result(), 20) == "the instance no longer exists"

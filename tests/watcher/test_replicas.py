@@ -69,7 +69,10 @@ async def test_a_killed_watcher_loses_no_change(
         )
     last_change: dict[str, float] = {}
     with watcher_process(local_stack, namespace, tmp_path / "first.log") as first:
-        await asyncio.sleep(2)
+        deadline = time.monotonic() + 30
+        while not await last_wake(temporal_client, namespace, instances[-1]):
+            assert time.monotonic() < deadline, "the first watcher did not list the instances"
+            await asyncio.sleep(0.2)
         for n in range(3):
             for name in instances:
                 await asyncio.to_thread(patch, objects, namespace, name, n)
