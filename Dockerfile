@@ -11,6 +11,7 @@
 FROM python:3.12-slim AS build
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY guest guest
 COPY dbi dbi
 COPY activities activities
 COPY workflows workflows

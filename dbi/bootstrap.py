@@ -2,11 +2,11 @@
 
 The orchestrator writes it into the VM's cloud-init user-data Secret as a
 ``#cloud-config`` that drops ``/etc/dbi/bootstrap.json`` (mode 0600) and runs
-``dbi-bootstrap`` on it at every boot. A real VM image ships ``dbi-bootstrap``, which
-initializes PostgreSQL once, with the admin role and its password's SCRAM verifier
-(the document, in a Secret of the tenant's namespace, never holds the password), and
-configures it to listen; the local stack's VM stand-in reads the same document and
-does the same. Later boots find an initialized data directory and leave it alone, but
+``dbi-bootstrap`` on it at every boot: the guest program (``guest``, docs/guest.md),
+which initializes PostgreSQL once, with the admin role and its password's SCRAM
+verifier (the document, in a Secret of the tenant's namespace, never holds the
+password), and configures it to listen; the local stack's VM stand-in runs the same
+program on the same document. Later boots find an initialized data directory and leave it alone, but
 for one thing: a ``reset`` token the data directory has not seen yet sets the admin
 role's password to the document's verifier (the orchestrator's break-glass recovery
 of a lost admin credential), once.
@@ -47,9 +47,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 from dbi import tls
+from guest import files
 
-PATH = "/etc/dbi/bootstrap.json"
-COMMAND = "/usr/local/bin/dbi-bootstrap"
+PATH = files.DOCUMENT
+COMMAND = files.COMMAND
 USERDATA_KEY = "userdata"
 
 
@@ -77,10 +78,10 @@ class Upgrade(BaseModel):
 
 # Where a boot reports an upgrade, in the data directory it boots; the orchestrator
 # reads it with pg_read_file as the admin.
-UPGRADE_REPORT = "dbi-upgrade.json"
+UPGRADE_REPORT = files.UPGRADE_REPORT
 # pg_upgrade writes this into its working directory, the data directory's parent: it
 # removes the old data directory (the upgrade's point of no return).
-DELETE_OLD_CLUSTER = "delete_old_cluster.sh"
+DELETE_OLD_CLUSTER = files.DELETE_OLD_CLUSTER
 
 
 class Bootstrap(BaseModel):
@@ -136,20 +137,25 @@ class Bootstrap(BaseModel):
         return self.admin_password.get_secret_value()
 
 
-def to_userdata(doc: Bootstrap) -> str:
-    """Return the cloud-init user-data that delivers ``doc`` to the VM."""
+def to_document(doc: Bootstrap) -> str:
+    """Return ``doc`` as the guest reads it (JSON: ``guest.document``)."""
     payload = doc.model_dump(exclude_none=True)
     if doc.admin_password is not None:
         payload["admin_password"] = doc.admin_password.get_secret_value()
     if doc.server_key is not None:
         payload["server_key"] = doc.server_key.get_secret_value()
+    return json.dumps(payload, sort_keys=True)
+
+
+def to_userdata(doc: Bootstrap) -> str:
+    """Return the cloud-init user-data that delivers ``doc`` to the VM."""
     config = {
         "write_files": [
             {
                 "path": PATH,
                 "permissions": "0600",
                 "owner": "root:root",
-                "content": json.dumps(payload, sort_keys=True),
+                "content": to_document(doc),
             }
         ],
         "bootcmd": [[COMMAND, PATH]],  # every boot: a reset may come later
@@ -177,41 +183,10 @@ def from_userdata(userdata: str) -> Bootstrap:
     raise ValueError(f"user-data writes no {PATH}")
 
 
-# What the guest's PostgreSQL is configured with, by the boot (``dbi-bootstrap``, the
-# stand-in's guest) and by a live renewal alike. ``postgresql.conf`` includes TLS_CONF.
-TLS_CONF = "dbi-tls.conf"
-PG_HBA = """\
-# Written by dbi: TLS with SCRAM-SHA-256 only; a connection without TLS is refused.
-# Replication connections (dbi's backups: pg_basebackup) only for roles that have the
-# REPLICATION attribute (dbi's admin role; the app role has not).
-hostssl all all 0.0.0.0/0 scram-sha-256
-hostssl all all ::/0 scram-sha-256
-hostssl replication all 0.0.0.0/0 scram-sha-256
-hostssl replication all ::/0 scram-sha-256
-hostnossl all all 0.0.0.0/0 reject
-hostnossl all all ::/0 reject
-hostnossl replication all 0.0.0.0/0 reject
-hostnossl replication all ::/0 reject
-"""
-
-
-# Two slots for the certificate and key: a renewal writes the slot not in use, then
-# points TLS_CONF at it, so a pair is never overwritten while served. The boot writes
-# slot a and leaves slot b's files there, empty, mode 0600: a renewal written through
-# SQL (lo_export makes new files 0644, which PostgreSQL refuses for a key) truncates
-# files that exist and so keeps their mode.
-SLOTS = ("a", "b")
-
-
-def tls_files(cert_pem: str, key_pem: str, slot: str = SLOTS[0]) -> dict[str, str]:
-    """The files, relative to the data directory, that make PostgreSQL serve
-    ``cert_pem`` from ``slot``: the certificate, its key, and the settings that point
-    at them (written last)."""
-    stem = f"dbi-server-{slot}"
-    conf = f"ssl = on\nssl_cert_file = '{stem}.crt'\nssl_key_file = '{stem}.key'\n"
-    return {f"{stem}.crt": cert_pem, f"{stem}.key": key_pem, TLS_CONF: conf}
-
-
-def other_slot(key_file: str) -> str:
-    """The slot a renewal writes, given the key file PostgreSQL uses now."""
-    return SLOTS[1] if key_file.endswith(f"dbi-server-{SLOTS[0]}.key") else SLOTS[0]
+# What the guest's PostgreSQL is configured with (``guest.files``): by the boot, and by
+# a live renewal of the certificate (the tls step).
+TLS_CONF = files.TLS_CONF
+PG_HBA = files.PG_HBA
+SLOTS = files.SLOTS
+tls_files = files.tls_files
+other_slot = files.other_slot

@@ -1,7 +1,7 @@
-"""A guest's PostgreSQL booted by the VM stand-in's guest code, outside any cluster: TLS
-with a certificate of a namespace CA, SCRAM, dbi's admin role; for tests of what talks
-to one (sessions, pg_basebackup). ``booted`` is a module-scoped fixture (a plugin of
-tests/conftest.py)."""
+"""A guest's PostgreSQL booted as the VM stand-in boots one (the guest program, then the
+server), outside any cluster: TLS with a certificate of a namespace CA, SCRAM, dbi's
+admin role; for tests of what talks to one (sessions, pg_basebackup). ``booted`` is a
+module-scoped fixture (a plugin of tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -41,9 +41,9 @@ def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
         server_key=SecretStr(pair.key_pem),
     )
     guest = Guest(disk=tmp / "disk", address=address, log_path=tmp / "postgres.log")
-    guest.initialize(doc)
-    guest.configure_tls(doc)
-    guest.boot(Size(1, 1, 1, 1, 512 << 20, 512 << 20))
+    size = Size(1, 1, 1, 1, 512 << 20, 512 << 20)
+    guest.prepare(doc, size)
+    guest.boot(size)
     try:
         eventually(guest.ready, what="the guest's PostgreSQL accepting connections")
         server = postgres.Server(

@@ -1,7 +1,8 @@
 """The house plan, checked on the code: packages import only the floors below them, and
 production code never imports the dev-only packages.
 
-Floors, bottom up: ``dbi`` (what every part shares) ← ``activities`` (the steps) ←
+Floors, bottom up: ``guest`` (the program inside each VM: standard library only) ←
+``dbi`` (what every part shares) ← ``activities`` (the steps) ←
 ``workflows`` (deterministic workflow code, the worker) ← ``watcher`` ← ``commands``
 (the ``dbi`` command line). ``devstack`` and ``bench`` are dev-only: only ``dbi dev``
 and ``dbi bench`` import them, lazily (inside the functions in commands/dev.py).

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCTION = ("dbi", "activities", "workflows", "watcher", "commands")
+PRODUCTION = ("guest", "dbi", "activities", "workflows", "watcher", "commands")
 LIMIT = 350
 
 

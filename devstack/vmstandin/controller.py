@@ -374,27 +374,25 @@ class StandIn:
             self._unschedulable(vm, state)
             return
         self._vm_status(vm, state, "Starting", ready=False, restart=False)
-        self._prepare(vm, state, bootstrap, build)
+        self._prepare(vm, state, bootstrap, build, kubevirt.size_of(vmi["spec"]))
         state.ready_seen = False
         if state.boots:  # a restart: a new pod, a new address (KubeVirt's too)
             state.guest.address = self.addresses.renew(vm["metadata"]["uid"])
         state.boots += 1
         state.guest.boot(kubevirt.size_of(vmi["spec"]))
 
-    def _prepare(self, vm: Manifest, state: VM, bootstrap: Bootstrap, build: str) -> None:
-        """What the guest's dbi-bootstrap does before PostgreSQL starts: the binaries of
-        the root disk's image, initdb (or a restore) once, an upgrade or a reset the boot
-        data asks for, the binaries of the data's major, TLS."""
+    def _prepare(
+        self, vm: Manifest, state: VM, bootstrap: Bootstrap, build: str, size: kubevirt.Size
+    ) -> None:
+        """The guest program's boot (``python -m guest``, an image's dbi-bootstrap) on
+        the root disk of ``build``'s image: initdb (or a restore) once, an upgrade or a
+        reset the boot data asks for, TLS, the size's settings."""
         state.guest.use(build)  # the root disk may be a new one
-        first = not state.guest.initialized()
-        if first:
-            state.guest.initialize(bootstrap)
-        elif bootstrap.upgrade is not None:
-            state.guest.apply_upgrade(bootstrap.upgrade, bootstrap.admin_user)
-        state.guest.boot_data_major()
-        if not first and state.guest.apply_reset(bootstrap):
+        said = state.guest.prepare(bootstrap, size)
+        if said.get("reset"):
             log.info("reset the admin password of %s", vm["metadata"]["name"])
-        state.guest.configure_tls(bootstrap)
+        if said.get("upgrade"):
+            log.info("upgrade of %s: %s", vm["metadata"]["name"], said["upgrade"])
 
     def _waits_for_a_node(self, vm: Manifest, state: VM, vmi: Manifest | None) -> bool:
         """Whether the VM's VMI waits, unschedulable, for a node; one that fits now

@@ -1,21 +1,12 @@
 """The guest of a stand-in VM: a real PostgreSQL server on the VM's own loopback address.
 
 Dev and test infrastructure. The data directory plays the VM's disk: it survives
-stop and start, and goes when its PVC goes. The first boot acts on the cloud-init
-bootstrap document as a real image's ``dbi-bootstrap`` would (``initdb`` with the
-admin role and its password's verifier); later boots leave the data alone, but for
-a reset of the admin password the document asks for once (``apply_reset``). Every boot
-installs the document's TLS certificate and key and dbi's ``pg_hba.conf`` (TLS with
-SCRAM only: ``configure_tls``). PostgreSQL refuses to run as root, so when the
-stand-in is root the server runs as ``nobody``.
-
-A major upgrade (the document's ``upgrade``, ``dbi.bootstrap``) runs at boot, as a real
-image's ``dbi-bootstrap`` would (``apply_upgrade``): recovery of data not shut down
-cleanly (a single-user server of the old major), ``pg_upgrade --check``, then a copy
-into ``pgdata-<major>`` beside the old data directory, which stays until
-``delete_old_cluster.sh`` removes it; the file ``current`` names the data directory a
-boot uses. A guest boots its data's major: an image carries the previous majors'
-binaries (pg_upgrade needs them), here the cached build of that major.
+stop and start, and goes when its PVC goes. What happens inside the VM before
+PostgreSQL starts is the product's guest program, run as an image runs it
+(``python -m guest``, ``dbi-bootstrap``: docs/guest.md) on the cloud-init document;
+this module plays the VM around it: the binaries of the root disk's image, the size,
+and the server as a process (boot, stop, crash, freeze). PostgreSQL refuses to run as
+root, so when the stand-in is root the server runs as ``nobody``.
 """
 
 from __future__ import annotations
@@ -28,9 +19,8 @@ import shutil
 import signal
 import socket
 import subprocess
-import tarfile
+import sys
 import tempfile
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,6 +28,8 @@ from dbi import bootstrap as boot_data
 from dbi.bootstrap import Bootstrap
 from devstack import postgresql
 from devstack.vmstandin.kubevirt import Size
+from guest import boot as guest_boot
+from guest import disk as guest_disk
 
 PORT = 5432
 
@@ -88,319 +80,61 @@ class Guest:
         self._log_offset = 0
 
     def use(self, version: str) -> None:
-        """Boot ``version``'s binaries from now on: a VM restarted on a root disk from
-        another image (a repave)."""
+        """Boot from a root disk of ``version``'s image from now on (a repave): its
+        binaries, until the guest program says which major the data boots."""
         self.version = version
-        self.bin = postgresql.install(version)
+        self.image_bin = self.bin = postgresql.install(version)
+        self.major = int(version.split(".", maxsplit=1)[0])
 
     @property
     def pgdata(self) -> Path:
-        """The data directory this disk boots: the one ``current`` names (an upgrade's),
-        else ``pgdata``."""
-        pointer = self.disk / "current"
-        name = pointer.read_text().strip() if pointer.exists() else ""
-        return self.disk / (name or "pgdata")
+        """The data directory this disk boots (``guest.boot.pgdata``)."""
+        return guest_disk.pgdata(self.disk)
 
     def initialized(self) -> bool:
-        return (self.pgdata / "PG_VERSION").exists()
+        return guest_disk.initialized(self.disk)
 
     def data_major(self) -> int:
-        return int((self.pgdata / "PG_VERSION").read_text().strip())
+        return guest_disk.data_major(self.disk)
 
-    def boot_data_major(self) -> None:
-        """Boot the binaries of the data's major when the image's are newer (the image
-        carries the previous majors' binaries, as pg_upgrade needs them)."""
-        major = self.data_major()
-        if major < int(self.version.split(".")[0]) and major in postgresql.BY_MAJOR:
-            self.use(postgresql.BY_MAJOR[major])
-
-    # A major upgrade -------------------------------------------------------------
-
-    def apply_upgrade(self, upgrade: boot_data.Upgrade, admin_user: str) -> None:
-        """Carry out (or roll back) the document's upgrade once (the server down), and
-        report it in the data directory the boot then uses (``dbi.bootstrap``)."""
-        make_traversable(self.disk)
-        old, major = self.pgdata, self.data_major()
-        if upgrade.action == "rollback":
-            self._roll_back(upgrade)
-            return
-        if major == upgrade.to_major or _report(old).get("token") == upgrade.token:
-            return  # done, or failed already: the orchestrator decides what comes next
-        binaries = int(self.version.split(".")[0])
-        if major != upgrade.from_major or binaries != upgrade.to_major:
-            said = (
-                f"the data is PostgreSQL {major} and the root disk's {binaries}, not "
-                f"{upgrade.from_major} and {upgrade.to_major}"
-            )
-            self._write_report(old, upgrade, ok=False, phase="check", output=said)
-            return
-        new = self.disk / f"pgdata-{upgrade.to_major}"
-        shutil.rmtree(new, ignore_errors=True)
-        old_bin = postgresql.install(postgresql.BY_MAJOR[upgrade.from_major])
-        hba = (old / "pg_hba.conf").read_text()
-        try:
-            failed = self._pg_upgrade(old, new, old_bin, admin_user)
-        finally:
-            (old / "pg_hba.conf").write_text(hba)
-        if failed is not None:
-            phase, output = failed
-            shutil.rmtree(new, ignore_errors=True)
-            (self.disk / boot_data.DELETE_OLD_CLUSTER).unlink(missing_ok=True)
-            self._write_report(old, upgrade, ok=False, phase=phase, output=output)
-            return
-        with (new / "postgresql.conf").open("a") as conf:
-            conf.write("\ninclude_if_exists = 'dbi-vm.conf'\n")
-        self._point_at(new)
-        self._write_report(new, upgrade, ok=True, phase="upgraded", output="", old=old.name)
-
-    def _pg_upgrade(
-        self, old: Path, new: Path, old_bin: Path, admin_user: str
-    ) -> tuple[str, str] | None:
-        """initdb the new data directory, then pg_upgrade --check and pg_upgrade (copy),
-        over a private socket with trust (the guest's own, for the run only); return the
-        phase that failed and pg_upgrade's last lines, or None."""
-        initdb = [str(self.bin / "initdb"), "-D", str(new), "-U", admin_user, "-E", "UTF8"]
-        control = self._control_data(old, old_bin)
-        if "Database cluster state:               shut down\n" not in control:
-            recovered = self._recover(old, old_bin)
-            if recovered is not None:
-                return "check", recovered
-        new_major = int(self.version.split(".")[0])
-        if new_major >= 18 and "Data page checksum version:           0" in control:
-            initdb.append("--no-data-checksums")  # 18 turns them on; pg_upgrade wants equal
-        ran = subprocess.run(
-            [*self._as_guest, *initdb, "--auth=trust", "--no-sync"],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if ran.returncode != 0:
-            return "check", _tail(ran.stdout + ran.stderr)
-        (old / "pg_hba.conf").write_text("local all all trust\n")
-        (new / "pg_hba.conf").write_text("local all all trust\n")
-        # A short path: a Unix socket's path is at most 107 bytes (a disk's can be longer).
-        sockets = Path(tempfile.mkdtemp(prefix="dbi-upgrade-"))
-        self._own(sockets)
-        try:
-            for phase, extra in (("check", ["--check"]), ("copy", [])):
-                ran = subprocess.run(
-                    [
-                        *self._as_guest,
-                        str(self.bin / "pg_upgrade"),
-                        *extra,
-                        "-b",
-                        str(old_bin),
-                        "-B",
-                        str(self.bin),
-                        "-d",
-                        str(old),
-                        "-D",
-                        str(new),
-                        "-U",
-                        admin_user,
-                        "-s",
-                        str(sockets),
-                    ],
-                    cwd=self.disk,
-                    capture_output=True,
-                    text=True,
-                    check=False,
-                )
-                if ran.returncode != 0:
-                    return phase, _tail(ran.stdout + ran.stderr)
-        finally:
-            shutil.rmtree(sockets, ignore_errors=True)
-        return None
-
-    def _control_data(self, data: Path, binaries: Path) -> str:
-        return subprocess.run(
-            [*self._as_guest, str(binaries / "pg_controldata"), str(data)],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
-
-    def _recover(self, data: Path, binaries: Path) -> str | None:
-        """Bring a cluster that was not shut down cleanly (a VM that lost power, or was
-        killed at the end of its grace period) to a clean shutdown: a single-user server
-        of its own major replays its WAL and, at the end of its input, writes the
-        shutdown checkpoint pg_upgrade requires. Return what it said if it failed."""
-        ran = subprocess.run(
-            [*self._as_guest, str(binaries / "postgres"), "--single", "-D", str(data), "postgres"],
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if ran.returncode != 0:
-            return "recovering the old cluster: " + _tail(ran.stdout + ran.stderr)
-        return None
-
-    def _roll_back(self, upgrade: boot_data.Upgrade) -> None:
-        """Boot the old data directory again, if the upgrade's is in use and the old one
-        is still there, and drop the new one."""
-        new = self.pgdata
-        report = _report(new)
-        old = self.disk / str(report.get("old") or "")
-        if report.get("token") != upgrade.token or not report.get("old") or not old.is_dir():
-            return
-        self._point_at(old)
-        shutil.rmtree(new, ignore_errors=True)
-        (self.disk / boot_data.DELETE_OLD_CLUSTER).unlink(missing_ok=True)
-        self._write_report(old, upgrade, ok=False, phase="rolled-back", output="")
-
-    def _point_at(self, data: Path) -> None:
-        pointer = self.disk / "current"
-        staged = self.disk / ".current"
-        staged.write_text(data.name)
-        staged.rename(pointer)
-
-    def _write_report(
-        self,
-        data: Path,
-        upgrade: boot_data.Upgrade,
-        *,
-        ok: bool,
-        phase: str,
-        output: str,
-        old: str | None = None,
-    ) -> None:
-        report = {"token": upgrade.token, "ok": ok, "phase": phase, "output": output}
-        if old is not None:
-            report["old"] = old
-        path = data / boot_data.UPGRADE_REPORT
-        path.write_text(json.dumps(report))
-        self._own(path)
-
-    def initialize(self, bootstrap: Bootstrap) -> None:
-        """Run initdb with the bootstrap's admin role and password (first boot only), or,
-        for a document with ``restore``, unpack that backup and set the admin password."""
+    def prepare(self, bootstrap: Bootstrap, size: Size) -> dict[str, object]:
+        """Run the guest program on ``bootstrap`` as the VM's boot does (the server
+        down); boot the binaries of the major it says. Raise with what it said when it
+        fails (the data untouched or kept)."""
         self.disk.mkdir(parents=True, exist_ok=True)
         make_traversable(self.disk)
-        self._own(self.disk)
-        if bootstrap.restore is not None:
-            self._restore(bootstrap)
-            return
-        # The verifier reaches initdb through a private file, never an argument (initdb
-        # stores a SCRAM verifier as it is).
-        with tempfile.NamedTemporaryFile("w", dir=self.disk, delete=False) as pwfile:
-            pwfile.write(bootstrap.initial_password())
-        pw = Path(pwfile.name)
-        self._own(pw)
-        try:
-            initdb = subprocess.run(
+        image_major = int(self.version.split(".")[0])
+        binaries = {image_major: self.image_bin}
+        wanted = {bootstrap.upgrade.from_major} if bootstrap.upgrade is not None else set()
+        if guest_disk.initialized(self.disk):
+            wanted.add(guest_disk.data_major(self.disk))
+        for major in sorted(wanted - {image_major}):
+            if major in postgresql.BY_MAJOR:
+                binaries[major] = postgresql.install(postgresql.BY_MAJOR[major])
+        with tempfile.TemporaryDirectory(prefix="dbi-etc-") as etc:
+            document = Path(etc) / "bootstrap.json"
+            document.write_text(boot_data.to_document(bootstrap))
+            ran = subprocess.run(
                 [
-                    *self._as_guest,
-                    str(self.bin / "initdb"),
-                    "-D",
-                    str(self.pgdata),
-                    "-U",
-                    bootstrap.admin_user,
-                    f"--pwfile={pw}",
-                    "--auth-host=scram-sha-256",
-                    "--auth-local=scram-sha-256",
-                    "-E",
-                    "UTF8",
-                    "--no-sync",
+                    sys.executable,
+                    "-m",
+                    "guest",
+                    str(document),
+                    *("--disk", str(self.disk), "--image-major", str(image_major)),
+                    *(f"--binaries={m}={path}" for m, path in sorted(binaries.items())),
+                    *("--user", "nobody", "--cpus", str(size.cpus)),
+                    f"--memory-bytes={size.memory_bytes}",
                 ],
-                check=False,
                 capture_output=True,
                 text=True,
+                check=False,
             )
-        finally:
-            pw.unlink(missing_ok=True)
-        if initdb.returncode != 0:
-            # What initdb said, for the stand-in's log (the password is in no argument).
-            said = (initdb.stdout + initdb.stderr).strip().splitlines()[-8:]
-            raise RuntimeError(f"initdb exited {initdb.returncode}: " + " | ".join(said))
-        if bootstrap.server_cert is None:  # a document before TLS (version 2)
-            with (self.pgdata / "pg_hba.conf").open("a") as hba:
-                hba.write("host all all 0.0.0.0/0 scram-sha-256\n")
-        with (self.pgdata / "postgresql.conf").open("a") as conf:
-            conf.write("\ninclude_if_exists = 'dbi-vm.conf'\n")
-
-    def configure_tls(self, bootstrap: Bootstrap) -> None:
-        """Install the document's certificate and key and dbi's pg_hba.conf (every boot,
-        the server down): what a real image's dbi-bootstrap does. A document without a
-        certificate changes nothing."""
-        if bootstrap.server_cert is None or bootstrap.server_key is None:
-            return
-        files = boot_data.tls_files(bootstrap.server_cert, bootstrap.server_key.get_secret_value())
-        files["pg_hba.conf"] = boot_data.PG_HBA
-        spare = boot_data.tls_files("", "", boot_data.SLOTS[1])
-        files.update({name: "" for name in spare if name != boot_data.TLS_CONF})
-        for old in self.pgdata.glob("dbi-server-*"):
-            if old.name not in files:
-                old.unlink()
-        for name, content in files.items():
-            path = self.pgdata / name
-            path.write_text(content)
-            path.chmod(0o600)
-            self._own(path)
-        conf = self.pgdata / "postgresql.conf"
-        include = f"include_if_exists = '{boot_data.TLS_CONF}'"
-        if include not in conf.read_text():  # data initialized before TLS
-            with conf.open("a") as f:
-                f.write(f"\n{include}\n")
-
-    def _restore(self, bootstrap: Bootstrap) -> None:
-        """Unpack the backup's data directory and WAL, give the admin role the document's
-        verifier (the backup's is its source instance's; single-user mode replays the
-        WAL first), and only then move it into place: a boot cut short starts again."""
-        source = bootstrap.restore
-        assert source is not None and bootstrap.admin_verifier is not None
-        restoring = self.disk / "pgdata.restoring"
-        shutil.rmtree(restoring, ignore_errors=True)
-        for url, target in ((source.base_url, restoring), (source.wal_url, restoring / "pg_wal")):
-            with tempfile.TemporaryFile() as tarball:
-                with urllib.request.urlopen(url, timeout=60) as fetched:  # noqa: S310 (file: or https)
-                    shutil.copyfileobj(fetched, tarball)
-                tarball.seek(0)
-                with tarfile.open(fileobj=tarball) as tar:
-                    tar.extractall(target, filter="data")
-        restoring.chmod(0o700)
-        conf = restoring / "postgresql.conf"
-        if "dbi-vm.conf" not in conf.read_text():
-            with conf.open("a") as f:
-                f.write("\ninclude_if_exists = 'dbi-vm.conf'\n")
-        for path in [restoring, *restoring.rglob("*")]:
-            self._own(path)
-        self._set_admin_verifier(restoring, bootstrap.admin_user, bootstrap.admin_verifier)
-        shutil.rmtree(self.pgdata, ignore_errors=True)
-        restoring.rename(self.pgdata)
-
-    def _set_admin_verifier(self, pgdata: Path, user: str, verifier: str) -> None:
-        """ALTER ROLE in single-user mode (the server down), as dbi-bootstrap would."""
-        literal = verifier.replace("'", "''")
-        statement = f"ALTER ROLE \"{user}\" PASSWORD '{literal}';\n"
-        subprocess.run(
-            [
-                *self._as_guest,
-                str(self.bin / "postgres"),
-                "--single",
-                "-D",
-                str(pgdata),
-                "postgres",
-            ],
-            input=statement.encode(),
-            check=True,
-            capture_output=True,
-        )
-
-    def apply_reset(self, bootstrap: Bootstrap) -> bool:
-        """Set the admin role's password to the document's verifier when it carries a
-        reset token this data has not applied (the server must be down); return whether
-        it did. PostgreSQL's single-user mode, as a real image's dbi-bootstrap would."""
-        make_traversable(self.disk)
-        token, done = bootstrap.reset, self.pgdata / "dbi-reset-applied"
-        if not token or bootstrap.admin_verifier is None:
-            return False
-        if done.exists() and done.read_text() == token:
-            return False
-        self._set_admin_verifier(self.pgdata, bootstrap.admin_user, bootstrap.admin_verifier)
-        done.write_text(token)
-        self._own(done)
-        return True
+        if ran.returncode != 0:
+            raise RuntimeError(f"dbi-bootstrap exited {ran.returncode}: {ran.stderr.strip()}")
+        said: dict[str, object] = json.loads(ran.stdout.strip().splitlines()[-1])
+        self.bin = Path(str(said["bin"]))
+        self.major = int(str(said["major"]))
+        return said
 
     def boot(self, size: Size) -> None:
         """Start PostgreSQL on the VM's address; readiness is observed with ``ready``."""
@@ -427,7 +161,7 @@ class Guest:
                     "max_connections=30",
                     "-c",
                     "fsync=off",
-                    *(["-c", "io_method=sync"] if int(self.version.split(".")[0]) >= 18 else []),
+                    *(["-c", "io_method=sync"] if self.major >= 18 else []),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -437,14 +171,9 @@ class Guest:
 
     def write_size(self, size: Size) -> None:
         """Reflect the VM's size in PostgreSQL's settings (and reload a running server)."""
-        conf = self.pgdata / "dbi-vm.conf"
-        conf.write_text(
-            f"effective_cache_size = '{size.memory_bytes * 3 // 4 // 1024}kB'\n"
-            f"max_parallel_workers = {size.cpus}\n"
-            f"dbi.vm_cpus = '{size.cpus}'\n"
-            f"dbi.vm_memory_bytes = '{size.memory_bytes}'\n"
-        )
-        self._own(conf)
+        owner = (self.user.pw_uid, self.user.pw_gid) if self.user is not None else None
+        vm = guest_boot.Size(cpus=size.cpus, memory_bytes=size.memory_bytes)
+        guest_boot.write_size(self.disk, guest_disk.Host(binaries={}, user=owner), vm)
         if self.running():
             assert self._server is not None
             os.kill(self._server.pid, signal.SIGHUP)
@@ -543,21 +272,6 @@ class Guest:
     def _own(self, path: Path) -> None:
         if self.user is not None:
             os.chown(path, self.user.pw_uid, self.user.pw_gid)
-
-
-def _report(data: Path) -> dict[str, object]:
-    """The upgrade report in a data directory, or {}."""
-    try:
-        found = json.loads((data / boot_data.UPGRADE_REPORT).read_text())
-    except (OSError, ValueError):
-        return {}
-    return found if isinstance(found, dict) else {}
-
-
-def _tail(output: str, lines: int = 12) -> str:
-    """What a tool said last, without pg_upgrade's "... ok" progress lines."""
-    said = [line for line in output.strip().splitlines() if not line.rstrip().endswith(" ok")]
-    return "\n".join(line.strip() for line in said[-lines:] if line.strip())[-2000:]
 
 
 def _processes() -> Iterator[tuple[int, int, int]]:

@@ -1,5 +1,5 @@
-"""A guest's major upgrade at boot (``Guest.apply_upgrade``, as a real image's
-dbi-bootstrap runs it) after its server was not shut down cleanly: a VM that lost
+"""A guest's major upgrade at boot (the guest program, ``guest.boot.apply_upgrade``, as
+the stand-in runs it) after its server was not shut down cleanly: a VM that lost
 power, or one KubeVirt killed at the end of its grace period because the shutdown
 checkpoint of a loaded server took longer. pg_upgrade refuses such a cluster ("The
 source cluster was not shut down cleanly"); the boot recovers it first, with the old
@@ -18,9 +18,9 @@ from pydantic import SecretStr
 
 from dbi import bootstrap, scram, tls
 from devstack import postgresql
-from devstack.vmstandin import guest as guest_module
 from devstack.vmstandin.guest import Guest
 from devstack.vmstandin.kubevirt import Size
+from guest import upgrade as guest_upgrade
 from tests.polling import eventually
 
 ADDRESS = f"127.67.{secrets.randbelow(200) + 1}.{secrets.randbelow(200) + 1}"
@@ -45,7 +45,7 @@ def guest(tmp_path: Path) -> Iterator[tuple[Guest, bootstrap.Bootstrap, str]]:
         log_path=tmp_path / "postgres.log",
         version=postgresql.BY_MAJOR[17],
     )
-    guest.initialize(doc)
+    guest.prepare(doc, SIZE)
     try:
         yield guest, doc, password
     finally:
@@ -53,8 +53,8 @@ def guest(tmp_path: Path) -> Iterator[tuple[Guest, bootstrap.Bootstrap, str]]:
 
 
 def _boot(guest: Guest, doc: bootstrap.Bootstrap, password: str) -> psycopg.Connection:
-    """Boot as the stand-in does (dbi's pg_hba.conf and TLS each boot); connect as dbi."""
-    guest.configure_tls(doc)
+    """Boot as the stand-in does (the guest program, then the server); connect as dbi."""
+    guest.prepare(doc, SIZE)
     guest.boot(SIZE)
     eventually(guest.ready, what=f"PostgreSQL {guest.version} accepting connections")
     return psycopg.connect(
@@ -91,9 +91,11 @@ def test_an_upgrade_after_a_crash_recovers_the_old_cluster_and_keeps_every_row(
 
     vm.use(postgresql.BY_MAJOR[18])  # the new root disk's image
     upgrade = bootstrap.Upgrade(from_major=17, to_major=18, token="upgrade-1")  # noqa: S106
-    vm.apply_upgrade(upgrade, doc.admin_user)
+    doc = doc.model_copy(update={"upgrade": upgrade})
+    said = vm.prepare(doc, SIZE)
 
-    report = guest_module._report(vm.pgdata)
+    assert said["upgrade"] == "upgraded"
+    report = guest_upgrade.report_of(vm.pgdata)
     assert (report["ok"], report["phase"]) == (True, "upgraded"), report
     assert vm.data_major() == 18
     with _boot(vm, doc, password) as conn:

@@ -1,0 +1,110 @@
+"""``dbi-bootstrap``: prepare the data disk for this boot (``guest.boot.prepare``).
+
+cloud-init runs it at every boot on the document the orchestrator wrote
+(``/etc/dbi/bootstrap.json``); PostgreSQL starts after it, on the data directory and
+with the major's binaries it prints as one JSON line on stdout. The defaults are an
+image's (Debian's layout); the local stack's stand-in passes its own.
+
+Exit codes: 0 prepared; 1 a part of the boot failed (what it said is on stderr, the
+data untouched or kept); 2 the document cannot be read (the field is named).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pwd
+import sys
+from pathlib import Path
+
+from guest import boot, disk, files
+from guest.document import Invalid, read
+
+DISK = "/var/lib/dbi"
+BINARIES = Path("/usr/lib/postgresql")  # <major>/bin, as Debian installs them
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        doc = read(Path(args.document))
+    except Invalid as e:
+        print(f"dbi-bootstrap: {e}", file=sys.stderr)
+        return 2
+    binaries = dict(args.binaries) if args.binaries else _installed()
+    if not binaries:
+        print("dbi-bootstrap: no PostgreSQL binaries found", file=sys.stderr)
+        return 1
+    user = pwd.getpwnam(args.user) if os.geteuid() == 0 else None
+    host = disk.Host(binaries=binaries, user=(user.pw_uid, user.pw_gid) if user else None)
+    size = boot.Size(
+        cpus=args.cpus or os.cpu_count() or 1, memory_bytes=args.memory_bytes or _memory()
+    )
+    try:
+        booted = boot.prepare(
+            doc, Path(args.disk), host, image_major=args.image_major or max(binaries), size=size
+        )
+    except (OSError, RuntimeError) as e:
+        print(f"dbi-bootstrap: {e}", file=sys.stderr)
+        return 1
+    said = {
+        "pgdata": str(booted.pgdata),
+        "major": booted.major,
+        "bin": str(binaries[booted.major]),
+        "initialized": booted.initialized,
+        "reset": booted.reset,
+        "upgrade": booted.upgrade,
+    }
+    print(json.dumps(said), flush=True)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="dbi-bootstrap", description="Prepare the data disk for this boot."
+    )
+    parser.add_argument("document", nargs="?", default=files.DOCUMENT)
+    parser.add_argument("--disk", default=DISK, help="where the data disk is mounted")
+    parser.add_argument(
+        "--binaries",
+        action="append",
+        type=_binaries,
+        metavar="MAJOR=DIR",
+        help="a major's bin directory (repeat; default: /usr/lib/postgresql/*/bin)",
+    )
+    parser.add_argument(
+        "--image-major", type=int, help="the major this image boots (default: the newest)"
+    )
+    parser.add_argument("--user", default="postgres", help="PostgreSQL's user (when root)")
+    parser.add_argument("--cpus", type=int, help="the VM's CPUs (default: this machine's)")
+    parser.add_argument("--memory-bytes", type=int, help="the VM's memory (default: /proc)")
+    return parser
+
+
+def _binaries(value: str) -> tuple[int, Path]:
+    major, _, path = value.partition("=")
+    if not major.isdigit() or not path:
+        raise argparse.ArgumentTypeError(f"{value!r} is not MAJOR=DIR")
+    return int(major), Path(path)
+
+
+def _installed() -> dict[int, Path]:
+    """The majors installed as Debian installs them: /usr/lib/postgresql/<major>/bin."""
+    found = {}
+    for bin_dir in BINARIES.glob("*/bin"):
+        if bin_dir.parent.name.isdigit() and (bin_dir / "postgres").exists():
+            found[int(bin_dir.parent.name)] = bin_dir
+    return found
+
+
+def _memory() -> int:
+    """This machine's memory, from /proc/meminfo (MemTotal, kB)."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemTotal:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

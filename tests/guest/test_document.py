@@ -1,0 +1,98 @@
+"""The guest reads every version of the bootstrap document the orchestrator writes, and
+refuses one it cannot act on with the field named (plain data)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from pydantic import SecretStr
+
+from dbi import bootstrap, scram, tls
+from guest.document import VERSION, Invalid, parse
+
+VERIFIER = scram.verifier("a-password-of-the-admin")
+
+
+def written(**fields: Any) -> dict[str, Any]:
+    """A document as the orchestrator writes it today (``dbi.bootstrap.to_document``)."""
+    doc = bootstrap.Bootstrap(admin_verifier=VERIFIER, **fields)
+    return dict(json.loads(bootstrap.to_document(doc)))
+
+
+def test_the_document_the_orchestrator_writes_today_reads_back_whole() -> None:
+    ca = tls.new_ca("team-a")
+    pair = tls.issue(ca, tls.service_names("team-a", "db"))
+    raw = written(
+        reset="token-1",
+        memory_bytes=1 << 30,
+        server_cert=pair.cert_pem,
+        server_key=SecretStr(pair.key_pem),
+        restore=bootstrap.Restore(backup="db-1", base_url="file:///b", wal_url="file:///w"),
+        upgrade=bootstrap.Upgrade(from_major=17, to_major=18, token="up-1"),  # noqa: S106
+    )
+    doc = parse(raw)
+    assert raw["version"] == VERSION == doc.version
+    assert (doc.admin_verifier, doc.reset, doc.memory_bytes) == (VERIFIER, "token-1", 1 << 30)
+    assert (doc.server_cert, doc.server_key) == (pair.cert_pem, pair.key_pem)
+    assert doc.restore is not None and doc.restore.base_url == "file:///b"
+    assert doc.upgrade is not None and (doc.upgrade.from_major, doc.upgrade.to_major) == (17, 18)
+    shown = repr(doc)
+    assert pair.key_pem.splitlines()[1] not in shown and VERIFIER not in shown
+    assert "file:///b" not in shown  # a presigned URL grants a read of the backup
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        pytest.param({"version": 1, "admin_password": "pw"}, id="v1-password"),
+        pytest.param({"version": 2, "admin_verifier": VERIFIER}, id="v2-verifier"),
+        pytest.param(
+            {"version": 3, "admin_verifier": VERIFIER, "server_cert": "c", "server_key": "k"},
+            id="v3-tls",
+        ),
+        pytest.param({"admin_password": "pw"}, id="no-version-is-1"),
+    ],
+)
+def test_an_older_version_reads_as_it_was_written(raw: dict[str, Any]) -> None:
+    doc = parse(raw)
+    assert doc.initial_password in {"pw", VERIFIER}
+    assert doc.admin_user == "dbi_admin" and doc.port == 5432
+
+
+@pytest.mark.parametrize(
+    ("raw", "named"),
+    [
+        pytest.param([], "not a JSON object", id="not-an-object"),
+        pytest.param({"version": 9, "admin_verifier": VERIFIER}, "version: 9", id="newer"),
+        pytest.param({"version": 5}, "admin_verifier: the document has no", id="no-credential"),
+        pytest.param({"admin_verifier": "md5abc"}, "admin_verifier: not a SCRAM", id="md5"),
+        pytest.param(
+            {"admin_verifier": VERIFIER, "admin_user": "Robert'); DROP"}, "admin_user", id="user"
+        ),
+        pytest.param({"admin_verifier": VERIFIER, "port": "5432"}, "port: str", id="port-type"),
+        pytest.param(
+            {"admin_verifier": VERIFIER, "upgrade": {"from_major": 17, "token": "t"}},
+            "upgrade.to_major: missing",
+            id="upgrade-half",
+        ),
+        pytest.param(
+            {
+                "admin_verifier": VERIFIER,
+                "upgrade": {"from_major": 17, "to_major": 18, "token": "t", "action": "undo"},
+            },
+            "upgrade.action",
+            id="upgrade-action",
+        ),
+        pytest.param(
+            {"admin_verifier": VERIFIER, "restore": {"backup": "b", "base_url": "u"}},
+            "restore.wal_url: missing",
+            id="restore-half",
+        ),
+        pytest.param({"admin_verifier": VERIFIER, "port": True}, "port: bool", id="bool"),
+    ],
+)
+def test_a_document_the_guest_cannot_act_on_names_the_field(raw: Any, named: str) -> None:
+    with pytest.raises(Invalid, match=named.replace("(", r"\(").replace(")", r"\)")):
+        parse(raw)
