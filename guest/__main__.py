@@ -5,8 +5,10 @@ cloud-init runs it at every boot on the document the orchestrator wrote
 with the major's binaries it prints as one JSON line on stdout. The defaults are an
 image's (Debian's layout); the local stack's stand-in passes its own.
 
-Exit codes: 0 prepared; 1 a part of the boot failed (what it said is on stderr, the
-data untouched or kept); 2 the document cannot be read (the field is named).
+It first mounts the data disk (``guest.mount``: found by its label, formatted on first
+use only). Exit codes: 0 prepared; 1 a part of the boot failed (what it said is on
+stderr, the data untouched or kept); 2 the document cannot be read (the field is
+named).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pwd
 import sys
 from pathlib import Path
 
-from guest import boot, disk, files
+from guest import boot, disk, files, mount
 from guest.document import Invalid, read
 
 DISK = "/var/lib/dbi"
@@ -42,10 +44,12 @@ def main(argv: list[str] | None = None) -> int:
         cpus=args.cpus or os.cpu_count() or 1, memory_bytes=args.memory_bytes or _memory()
     )
     try:
+        if args.mount:
+            mount.ensure(Path(args.disk))
         booted = boot.prepare(
             doc, Path(args.disk), host, image_major=args.image_major or max(binaries), size=size
         )
-    except (OSError, RuntimeError) as e:
+    except (OSError, RuntimeError) as e:  # NoDataDisk too: nothing was formatted
         print(f"dbi-bootstrap: {e}", file=sys.stderr)
         return 1
     said = {
@@ -66,6 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("document", nargs="?", default=files.DOCUMENT)
     parser.add_argument("--disk", default=DISK, help="where the data disk is mounted")
+    parser.add_argument(
+        "--mount",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="find, format on first use only, and mount the data disk at --disk "
+        "(default; --no-mount: --disk is a directory already in place)",
+    )
     parser.add_argument(
         "--binaries",
         action="append",

@@ -129,7 +129,7 @@ def test_dbi_bootstrap_names_the_field_of_a_document_it_cannot_read(tmp_path: Pa
     path = tmp_path / "bootstrap.json"
     path.write_text(json.dumps({"version": 5, "admin_verifier": "md5abc"}))
     ran = subprocess.run(
-        [sys.executable, "-m", "guest", str(path), "--disk", str(tmp_path / "disk")],
+        [sys.executable, "-m", "guest", str(path), "--disk", str(tmp_path / "disk"), "--no-mount"],
         capture_output=True,
         text=True,
         check=False,
@@ -144,7 +144,7 @@ def test_dbi_bootstrap_prints_what_to_boot(disk: Path, host: disk_.Host, tmp_pat
     path.write_text(bootstrap.to_document(document()))
     ran = subprocess.run(
         [
-            *(sys.executable, "-m", "guest", str(path), "--disk", str(disk)),
+            *(sys.executable, "-m", "guest", str(path), "--disk", str(disk), "--no-mount"),
             f"--binaries={MAJOR}={host.binaries[MAJOR]}",
             *("--user", "nobody", "--cpus", "1", "--memory-bytes", str(1 << 29)),
         ],
