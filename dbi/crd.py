@@ -204,7 +204,7 @@ def _definition(
                 "plural": plural,
                 "singular": kind.lower(),
                 "shortNames": [short_name],
-                "categories": ["all"],
+                # No "all" category: `kubectl delete all --all` must not delete databases.
             },
             "versions": [
                 {

@@ -251,3 +251,15 @@ def test_the_sample_manifest_applies_as_is(
     DBInstanceSpec.model_validate(yaml.safe_load(sample.read_text())["spec"])
     kubectl("apply", "-n", namespace, "-f", str(sample))
     assert get(kubectl, namespace, "orders")["spec"]["resources"]["cpu"] == 2
+
+
+def test_kubectl_delete_all_leaves_the_databases(kubectl: Kubectl, namespace: str) -> None:
+    """`kubectl delete all --all` (a common clean-up of Deployments and Services) neither
+    lists nor deletes a DBInstance: deleting one under deletionPolicy Delete deletes
+    its disks, so it must be named."""
+    kubectl("apply", "-f", "-", stdin=manifest("kept", namespace, MINIMAL))
+    kubectl("create", "service", "clusterip", "web", "--tcp=80:80", "-n", namespace)
+    assert "dbinstance" not in kubectl("get", "all", "-n", namespace, "-o", "name").stdout
+    kubectl("delete", "all", "--all", "-n", namespace, "--wait=false")
+    assert get(kubectl, namespace, "kept")["metadata"]["name"] == "kept"
+    assert "service/web" not in kubectl("get", "all", "-n", namespace, "-o", "name").stdout
