@@ -2,7 +2,8 @@
 
 Exit codes: 0 success, 1 the command failed, 2 bad usage, 3 no such instance,
 4 the workflow refused or could not do it (status, describe, rotate, resize), 5 not
-done within --timeout. Installed also as ``kubectl-dbi``: ``kubectl dbi status``.
+done within --timeout, 141 the reader of its output went away (``| head``). Installed
+also as ``kubectl-dbi``: ``kubectl dbi status``.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import importlib.metadata
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -33,9 +35,18 @@ def run() -> NoReturn:
     teardown, where the Temporal SDK's core threads can abort the process
     (temporalio/sdk-python#300: "PyGILState_Release ... Python runtime state:
     finalizing", SIGABRT). Seen once here: a finished `dbi temporal setup` exited -6."""
-    code = main()
+    try:
+        try:
+            code = main()
+        except SystemExit as e:  # argparse's --help and usage errors
+            code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`dbi describe NAME | head`): end quietly, as a tool that
+        # SIGPIPE kills does, with what is left to write going nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + signal.SIGPIPE
     logging.shutdown()
-    sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
 

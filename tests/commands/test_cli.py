@@ -204,3 +204,29 @@ def test_dbi_bench_passes_its_options_to_the_benchmark() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "--engines" in result.stdout
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(
+    local_stack: StackInfo, namespace: str, instance: str
+) -> None:
+    """`dbi status NAME | head`: the reader is gone before dbi writes; dbi ends as a tool
+    SIGPIPE kills (141), with no traceback on stderr."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        ran = subprocess.run(
+            [str(tools.venv_tool("dbi")), "status", instance, "-n", namespace],
+            env={
+                **os.environ,
+                "KUBECONFIG": local_stack.kubeconfig,
+                "TEMPORAL_ADDRESS": local_stack.temporal_address,
+            },
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write_end)
+    assert (ran.returncode, ran.stderr) == (141, "")
