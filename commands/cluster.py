@@ -4,6 +4,7 @@ the namespace from ``-n``, else the context's), and the DBInstances it reads the
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -62,3 +63,45 @@ def read_instance(kube: Kube, namespace: str, name: str) -> dict[str, Any] | Non
         if e.status == 404:
             return None
         raise
+
+
+def unconfigured(kube: Kube, error: Exception) -> str:
+    """What a command says when it cannot tell which cluster to talk to."""
+    path = kube.config_file()
+    if path is None:
+        return (
+            "dbi: no kubeconfig (--kubeconfig, KUBECONFIG or ~/.kube/config), and not in a "
+            f"pod ({error})"
+        )
+    if not Path(path).exists():
+        return f"dbi: kubeconfig {path} does not exist"
+    return f"dbi: kubeconfig {path}: {error}"
+
+
+def failure(kube: Kube, error: BaseException) -> str:
+    """What a command says when the cluster did not serve it: the API server's address
+    and the cause in a sentence, never a response's headers or body dump."""
+    where = kube.config_file() or "the pod's ServiceAccount"
+    if isinstance(error, k8s.ApiException):
+        if error.status == 404 and "page not found" in str(error.body or ""):
+            return (
+                f"dbi: the cluster of {where} serves no {names.PLURAL}.{names.GROUP}: is the "
+                "CRD installed? (kubectl apply --server-side -f crds/)"
+            )
+        if error.status in (401, 403):
+            return (
+                f"dbi: the cluster of {where} refused ({error.status} {error.reason}): "
+                f"{_status_message(error)}"
+            )
+        return f"dbi: the cluster of {where} answered {error.status} {error.reason}"
+    cause = getattr(error, "reason", None) or error
+    return f"dbi: the cluster of {where} did not answer ({type(cause).__name__}: {cause})"
+
+
+def _status_message(error: k8s.ApiException) -> str:
+    """The message of the Kubernetes Status an API error carries, if it carries one."""
+    try:
+        status = json.loads(error.body or "")
+    except (TypeError, ValueError):
+        return "no reason given"
+    return str(status.get("message") or "no reason given") if isinstance(status, dict) else ""

@@ -315,13 +315,13 @@ def _operate(
             args.namespace = args.namespace or args.kube.namespace()
             answer = asyncio.run(command(args))
         except ConfigException as e:
-            print(f"dbi: kubeconfig: {e}", file=sys.stderr)
+            print(cluster.unconfigured(args.kube, e), file=sys.stderr)
             return operate.USAGE
         except RuntimeError as e:  # the SDK reports a failed connection this way
             print(f"dbi: Temporal: {e}", file=sys.stderr)
             return operate.FAILED
         except (k8s.ApiException, urllib3.exceptions.HTTPError, OSError) as e:
-            print(f"dbi: Kubernetes: {type(e).__name__}: {e}", file=sys.stderr)
+            print(cluster.failure(args.kube, e), file=sys.stderr)
             return operate.FAILED
         output = getattr(args, "output", None)
         if answer.data is not None and output == "json":

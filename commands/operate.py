@@ -120,10 +120,13 @@ def table(rows: Sequence[tuple[str, ...]]) -> str:
 async def status(kube: Kube, namespace: str | None, name: str | None) -> Answer:
     """One line per instance: phase, Ready, the step holding it, the workflow's progress
     (``namespace`` None: every namespace)."""
+    if name is not None and namespace is None:
+        return Answer(USAGE, "dbi: NAME and -A do not go together (as in kubectl); give -n")
     if name is not None:
-        one = read_instance(kube, namespace or "default", name)
+        assert namespace is not None
+        one = read_instance(kube, namespace, name)
         if one is None:
-            return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace or 'default'}/{name}")
+            return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
         items = [one]
     elif namespace is None:
         listed = kube.objects().list_cluster_custom_object(names.GROUP, names.VERSION, names.PLURAL)

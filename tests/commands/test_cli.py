@@ -230,3 +230,29 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(
     finally:
         os.close(write_end)
     assert (ran.returncode, ran.stderr) == (141, "")
+
+
+def test_a_cluster_dbi_cannot_reach_is_said_in_a_sentence(
+    local_stack: StackInfo, namespace: str, instance: str, tmp_path: Path
+) -> None:
+    """A kubeconfig that does not exist is named (bad usage, 2); a server that does not
+    answer is said so with where dbi looked (1), with no traceback or dump; NAME with -A
+    is bad usage, as in kubectl."""
+    missing = tmp_path / "nope"
+    gone = dbi(local_stack, "status", KUBECONFIG=str(missing))
+    assert (gone.returncode, gone.stderr.strip()) == (
+        2,
+        f"dbi: kubeconfig {missing} does not exist",
+    )
+    config = yaml.safe_load(Path(local_stack.kubeconfig).read_text())
+    for cluster in config["clusters"]:
+        cluster["cluster"]["server"] = "https://127.0.0.1:1"
+    unreachable = tmp_path / "unreachable"
+    unreachable.touch(mode=0o600)
+    unreachable.write_text(yaml.safe_dump(config))
+    down = dbi(local_stack, "status", "-n", namespace, KUBECONFIG=str(unreachable))
+    assert down.returncode == 1
+    assert down.stderr.startswith(f"dbi: the cluster of {unreachable} did not answer"), down
+    assert "Traceback" not in down.stderr and len(down.stderr.splitlines()) == 1
+    both = dbi(local_stack, "status", instance, "-A")
+    assert both.returncode == 2 and "NAME and -A do not go together" in both.stderr
