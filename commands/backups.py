@@ -1,5 +1,5 @@
 """The backup commands of the ``dbi`` CLI: ``dbi backup NAME`` (take one now and wait
-for it, showing its progress) and ``dbi backups NAME`` (list the instance's DBBackups).
+for it, showing its progress) and ``dbi backups [NAME] [-A]`` (list DBBackups).
 
 They choose the cluster and Temporal as the other operator commands do
 (``commands.operate``) and exit with the same codes.
@@ -97,28 +97,40 @@ async def _report(handle: WorkflowHandle[Any, BackupResult], converter: DataConv
 COLUMNS = ("NAME", "PHASE", "TRIGGER", "SIZE", "VERSION", "STARTED", "FINISHED", "REASON")
 
 
-async def listing(kube: Kube, namespace: str, name: str) -> Answer:
-    """List the instance's DBBackups, oldest first (an instance deleted since is fine:
-    its backups outlive it)."""
-    found = kube.objects().list_namespaced_custom_object(
-        names.GROUP,
-        names.VERSION,
-        namespace,
-        names.BACKUP_PLURAL,
-        label_selector=f"{names.INSTANCE_LABEL}={name}",
+async def listing(kube: Kube, namespace: str | None, name: str | None) -> Answer:
+    """List DBBackups, oldest first: the instance's (``name``; one deleted since is fine:
+    its backups outlive it), else every instance's, of ``namespace`` (None: every
+    namespace). As data: ``{"items": [...]}``, as ``dbi status`` gives it."""
+    selector = f"{names.INSTANCE_LABEL}={name}" if name is not None else names.INSTANCE_LABEL
+    if namespace is None:
+        found = kube.objects().list_cluster_custom_object(
+            names.GROUP, names.VERSION, names.BACKUP_PLURAL, label_selector=selector
+        )
+    else:
+        found = kube.objects().list_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, names.BACKUP_PLURAL, label_selector=selector
+        )
+    items = sorted(
+        cast(dict[str, Any], found)["items"],
+        key=lambda i: (i["metadata"]["namespace"], i["metadata"]["name"]),
     )
-    items = sorted(cast(dict[str, Any], found)["items"], key=lambda i: i["metadata"]["name"])
     if not items:
-        return Answer(OK, f"no backups of {namespace}/{name}", [])
-    rows = [COLUMNS, *(_row(item) for item in items)]
-    return Answer(OK, operate.table(rows), items)
+        whose = f"{namespace or '*'}/{name}" if name is not None else namespace or "any namespace"
+        return Answer(OK, f"no backups of {whose}", {"items": []})
+    lead = ["NAMESPACE"] if namespace is None else []
+    lead += ["INSTANCE"] if name is None else []
+    rows = [(*lead, *COLUMNS), *(_row(item, namespace is None, name is None) for item in items)]
+    return Answer(OK, operate.table(rows), {"items": items})
 
 
-def _row(item: dict[str, Any]) -> tuple[str, ...]:
-    status = item.get("status", {})
+def _row(item: dict[str, Any], namespaced: bool, instance: bool) -> tuple[str, ...]:
+    meta, status = item["metadata"], item.get("status", {})
     size = status.get("sizeBytes")
+    lead = [meta["namespace"]] if namespaced else []
+    lead += [(meta.get("labels") or {}).get(names.INSTANCE_LABEL, "-")] if instance else []
     return (
-        item["metadata"]["name"],
+        *lead,
+        meta["name"],
         status.get("phase", "-"),
         item.get("spec", {}).get("trigger", "-"),
         f"{size / 2**20:.1f}Mi" if size is not None else "-",

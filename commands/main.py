@@ -181,14 +181,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser(
         "backups",
-        help="list an instance's backups (DBBackups), oldest first",
-        description="List the DBBackups of an instance: phase, trigger, size, PostgreSQL "
-        "version, when each started and finished, and why one failed. They outlive the "
-        "instance.",
+        help="list backups (DBBackups), oldest first",
+        description="List the DBBackups of an instance, or of every instance: phase, "
+        "trigger, size, PostgreSQL version, when each started and finished, and why one "
+        "failed. They outlive the instance.",
     )
-    listing.add_argument("name", help="the DBInstance (it may be deleted)")
+    listing.add_argument("name", nargs="?", help="the DBInstance (it may be deleted)")
+    listing.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="backups of every namespace"
+    )
     _cluster_options(listing, output=True)
-    listing.set_defaults(run=_operate(lambda a: backups.listing(a.kube, a.namespace, a.name)))
+    listing.set_defaults(
+        run=_operate(
+            lambda a: backups.listing(a.kube, None if a.all_namespaces else a.namespace, a.name)
+        )
+    )
 
     temporal = commands.add_parser(
         "temporal",

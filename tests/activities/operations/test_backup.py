@@ -114,6 +114,19 @@ async def test_dbi_backup_takes_a_backup_that_restores_the_rows_it_held(
     listed = await asyncio.to_thread(dbi, local_stack, "backups", "db", "-n", namespace)
     assert listed.returncode == 0, listed.stderr
     assert result["backup"] in listed.stdout and "Completed" in listed.stdout
+    # Every instance's, of every namespace: which instance, and where; JSON as status's.
+    everywhere = await asyncio.to_thread(dbi, local_stack, "backups", "-A", "-o", "json")
+    assert everywhere.returncode == 0, everywhere.stderr
+    found = [
+        (i["metadata"]["namespace"], i["metadata"]["name"])
+        for i in json.loads(everywhere.stdout)["items"]
+    ]
+    assert (namespace, result["backup"]) in found
+    table = await asyncio.to_thread(dbi, local_stack, "backups", "-A")
+    assert table.stdout.split()[:3] == ["NAMESPACE", "INSTANCE", "NAME"]
+    assert [namespace, "db", result["backup"]] in [
+        line.split()[:3] for line in table.stdout.splitlines()
+    ]
 
 
 def phases(kube_api: Any, namespace: str) -> dict[str, str | None]:
