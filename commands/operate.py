@@ -17,6 +17,7 @@ workflow goes on with it).
 from __future__ import annotations
 
 import asyncio
+import sys
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ T = TypeVar("T")
 # for a workflow's progress (a worker answers the query).
 TEMPORAL_CONNECT_SECONDS = 10.0
 QUERY_SECONDS = 5.0
+# How often a command that waits for its workflow says what the workflow is doing.
+PROGRESS_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -251,7 +254,10 @@ async def _update(
     Answer when it cannot."""
     if read_instance(kube, namespace, name) is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
-    handle = (await temporal_client()).get_workflow_handle(names.workflow_id(namespace, name))
+    client = await temporal_client()
+    handle = client.get_workflow_handle(names.workflow_id(namespace, name))
+    print(f"{update}: {namespace}/{name}, waiting for its workflow", file=sys.stderr, flush=True)
+    reporting = asyncio.create_task(_report(client, namespace, name))
     try:
         result: T = await asyncio.wait_for(
             handle.execute_update(update, result_type=result_type), timeout
@@ -268,7 +274,26 @@ async def _update(
         return Answer(REFUSED, f"dbi: {update} refused: {e.cause}")
     except RPCError as e:
         return Answer(FAILED, f"dbi: {update} failed: {e.message}")
+    finally:
+        reporting.cancel()
     return result
+
+
+async def _report(client: Client, namespace: str, name: str) -> None:
+    """Print what the workflow is doing, at once and every PROGRESS_SECONDS after, while a
+    command waits for it."""
+    started = asyncio.get_running_loop().time()
+    while True:
+        seen = await _progress(client, namespace, name)
+        progress = seen.progress
+        if progress is None:
+            doing = seen.unanswered or "its workflow is not running"
+        else:
+            step = progress.summary.step if progress.summary else ""
+            doing = f"pass {progress.passes}{f', {step}' if step else ''}: {progress.waiting_for}"
+        elapsed = asyncio.get_running_loop().time() - started
+        print(f"  {elapsed:4.0f}s {doing}", file=sys.stderr, flush=True)
+        await asyncio.sleep(PROGRESS_SECONDS)
 
 
 async def rotate(
