@@ -11,6 +11,7 @@ into a new directory and keeps the old one until the orchestrator deletes it.
 
 from __future__ import annotations
 
+import os
 import shutil
 import tarfile
 import tempfile
@@ -58,6 +59,10 @@ def prepare(doc: Document, disk: Path, host: Host, *, image_major: int, size: Si
     reset = not first and apply_reset(doc, disk, host, major)
     configure_tls(doc, disk, host)
     write_size(disk, host, size)
+    # What this boot wrote reaches the disk before PostgreSQL starts: a VM that loses
+    # power minutes after its first boot must not find postgresql.conf half written
+    # (seen on a real VM: NUL bytes where initdb --no-sync left unwritten blocks).
+    os.sync()
     return Booted(
         pgdata=pgdata(disk), major=major, initialized=first, reset=reset, upgrade=upgraded
     )
@@ -95,7 +100,6 @@ def initialize(doc: Document, disk: Path, host: Host, major: int) -> None:
                 "--auth-local=scram-sha-256",
                 "-E",
                 "UTF8",
-                "--no-sync",
             ]
         )
     finally:

@@ -43,9 +43,19 @@ def literals(path: Path) -> list[str]:
     ]
 
 
+# The guest program reads the bootstrap document, whose field names (``upgrade``) are its
+# contract with an image (docs/guest.md), not the orchestrator's step table.
+GUEST = ROOT / "guest"
+
+
 def test_a_steps_name_and_condition_are_written_only_in_the_step_table() -> None:
     """No production module but the step table writes a step's name or condition."""
-    found = [hit for path in production_modules() if path != TABLE for hit in literals(path)]
+    found = [
+        hit
+        for path in production_modules()
+        if path != TABLE and GUEST not in path.parents
+        for hit in literals(path)
+    ]
     assert found == []
 
 
