@@ -2,7 +2,8 @@
 
 The orchestrator writes it into the VM's cloud-init user-data Secret as a
 ``#cloud-config`` that drops ``/etc/dbi/bootstrap.json`` (mode 0600) and runs
-``dbi-bootstrap`` on it at every boot: the guest program (``guest``, docs/guest.md),
+``dbi-bootstrap`` at every boot: the guest program (``guest``, docs/guest.md), which
+reads the document from the seed disk (cloud-init's copy is missing or stale there),
 which initializes PostgreSQL once, with the admin role and its password's SCRAM
 verifier (the document, in a Secret of the tenant's namespace, never holds the
 password), and configures it to listen; the local stack's VM stand-in runs the same
@@ -158,9 +159,13 @@ def to_userdata(doc: Bootstrap) -> str:
                 "content": to_document(doc),
             }
         ],
-        "bootcmd": [[COMMAND, PATH]],  # every boot: a reset may come later
+        # Every boot: a reset may come later. No path: the guest reads the document from
+        # the seed disk, where it is current (guest.seed); bootcmd runs before
+        # write_files, and write_files once per instance.
+        "bootcmd": [[COMMAND]],
     }
-    return "#cloud-config\n" + yaml.safe_dump(config, sort_keys=False)
+    # JSON is YAML: cloud-init reads it, and so does the guest's standard library.
+    return "#cloud-config\n" + json.dumps(config, indent=1)
 
 
 # libyaml's safe loader when PyYAML has it (parsing the user-data is on every pass's

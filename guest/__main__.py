@@ -1,9 +1,10 @@
 """``dbi-bootstrap``: prepare the data disk for this boot (``guest.boot.prepare``).
 
-cloud-init runs it at every boot on the document the orchestrator wrote
-(``/etc/dbi/bootstrap.json``); PostgreSQL starts after it, on the data directory and
-with the major's binaries it prints as one JSON line on stdout. The defaults are an
-image's (Debian's layout); the local stack's stand-in passes its own.
+cloud-init runs it at every boot (``bootcmd``); it reads the document the orchestrator
+wrote from the seed disk (``guest.seed``), else ``/etc/dbi/bootstrap.json``. PostgreSQL
+starts after it, on the data directory and with the major's binaries it prints as one
+JSON line on stdout. The defaults are an image's (Debian's layout); the local stack's
+stand-in passes its own.
 
 It first mounts the data disk (``guest.mount``: found by its label, formatted on first
 use only). Exit codes: 0 prepared; 1 a part of the boot failed (what it said is on
@@ -20,8 +21,8 @@ import pwd
 import sys
 from pathlib import Path
 
-from guest import boot, disk, files, mount
-from guest.document import Invalid, read
+from guest import boot, disk, files, mount, seed
+from guest.document import Document, Invalid, parse, read
 
 DISK = "/var/lib/dbi"
 BINARIES = Path("/usr/lib/postgresql")  # <major>/bin, as Debian installs them
@@ -30,7 +31,7 @@ BINARIES = Path("/usr/lib/postgresql")  # <major>/bin, as Debian installs them
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        doc = read(Path(args.document))
+        doc, source = _document(args.document)
     except Invalid as e:
         print(f"dbi-bootstrap: {e}", file=sys.stderr)
         return 2
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dbi-bootstrap: {e}", file=sys.stderr)
         return 1
     said = {
+        "document": source,
         "pgdata": str(booted.pgdata),
         "major": booted.major,
         "bin": str(binaries[booted.major]),
@@ -64,11 +66,26 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _document(path: str | None) -> tuple[Document, str]:
+    """The document at ``path``; without one, the seed disk's (``guest.seed``), else
+    cloud-init's copy at /etc/dbi/bootstrap.json."""
+    if path is None:
+        raw = seed.read()
+        if raw is not None:
+            return parse(raw), "seed"
+        path = files.DOCUMENT
+    return read(Path(path)), path
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="dbi-bootstrap", description="Prepare the data disk for this boot."
     )
-    parser.add_argument("document", nargs="?", default=files.DOCUMENT)
+    parser.add_argument(
+        "document",
+        nargs="?",
+        help="the bootstrap document (default: the seed disk's, else " + files.DOCUMENT + ")",
+    )
     parser.add_argument("--disk", default=DISK, help="where the data disk is mounted")
     parser.add_argument(
         "--mount",
