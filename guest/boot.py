@@ -187,10 +187,12 @@ def configure_tls(doc: Document, disk: Path, host: Host) -> None:
 
 
 def write_size(disk: Path, host: Host, size: Size) -> None:
-    """Write the settings that follow the VM's size (included by postgresql.conf); a
-    running server takes them at its next reload."""
+    """Write the VM's settings (included by postgresql.conf): listen on every address
+    (pg_hba.conf admits TLS with SCRAM only), and what follows the VM's size, which a
+    running server takes at its next reload."""
     conf = pgdata(disk) / files.VM_CONF
     conf.write_text(
+        "listen_addresses = '*'\n"
         f"effective_cache_size = '{size.memory_bytes * 3 // 4 // 1024}kB'\n"
         f"max_parallel_workers = {size.cpus}\n"
         f"dbi.vm_cpus = '{size.cpus}'\n"

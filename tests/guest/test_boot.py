@@ -109,7 +109,8 @@ def test_every_boot_installs_the_certificate_and_dbis_pg_hba(disk: Path, host: d
     assert (data / "dbi-server-b.key").read_text() == ""  # the renewal's slot, 0600 too
     conf = (data / "postgresql.conf").read_text()
     assert f"include_if_exists = '{files.TLS_CONF}'" in conf
-    assert "dbi.vm_cpus = '2'" in (data / files.VM_CONF).read_text()
+    vm = (data / files.VM_CONF).read_text()
+    assert "dbi.vm_cpus = '2'" in vm and "listen_addresses = '*'" in vm
 
 
 def test_an_upgrade_the_root_disk_cannot_run_is_reported_and_the_old_data_boots(
