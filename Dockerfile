@@ -13,6 +13,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY guest guest
 COPY dbi dbi
+COPY images images
 COPY activities activities
 COPY workflows workflows
 COPY watcher watcher

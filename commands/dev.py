@@ -56,6 +56,13 @@ def add_parsers(commands: Any) -> None:
         help="leave the stack running in the background and return; stop it with `dbi dev down`",
     )
     up.add_argument(
+        "--vms",
+        choices=("process", "qemu"),
+        default="process",
+        help="how VMs boot: PostgreSQL as a process (default, fast), or real VMs on qemu "
+        "from dbi's image (built first when missing; needs root, mmdebstrap and qemu)",
+    )
+    up.add_argument(
         "--no-sample",
         dest="sample",
         action="store_false",
@@ -107,6 +114,7 @@ def _dev_up(args: argparse.Namespace) -> int:
         ui_port=args.ui_port or stack.DEFAULT_UI_PORT,
         detached=args.detach,
         orchestrator=True,
+        vms=args.vms,
     )
     # SIGTERM stops the stack as Ctrl-C does; SIGINT is handled even when the shell
     # that started us ignores it (a background job of a script).
@@ -158,7 +166,10 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
     ]
     if info.temporal_ui:
         lines.append(f"  Temporal UI     {info.temporal_ui}")
-    lines.append(f"  VM stand-in     KubeVirt API served, guests' data in {info.state_dir}/vms")
+    lines.append(
+        f"  VM stand-in     KubeVirt API served, VMs boot as {info.vms}, "
+        f"their disks in {info.state_dir}/vms"
+    )
     lines.append(f"  Orchestrator    worker and watcher running; logs in {info.state_dir}")
     for process, url in info.metrics.items():
         lines.append(f"  Metrics         {url} ({process})")
@@ -180,8 +191,10 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
     ]
     if sample is None:
         lines.append(f"  {kubectl} apply -f deploy/samples/dbinstance.yaml")
+    real = info.vms.startswith("qemu")
     lines += [
-        f"  {kubectl} wait --for=condition=Ready dbinstance/orders --timeout=180s",
+        f"  {kubectl} wait --for=condition=Ready dbinstance/orders"
+        f" --timeout={600 if real else 180}s",
         f"  {kubectl} get dbi",
         f"  {kubectl} get secret orders-credentials -o jsonpath='{{.data.ca\\.crt}}'"
         f" | base64 -d > {ca_file}",
@@ -190,6 +203,11 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
         f"  {tools.venv_tool('dbi')} describe orders     (docs/user-guide.md: every journey)",
         f"  {tools.venv_tool('dbi')} backup orders       (into {info.state_dir}/backups)",
     ]
+    if real:  # the image's exporter, through the metrics Service
+        lines.append(
+            f"  curl -s http://$({kubectl} get service orders-metrics"
+            " -o jsonpath='{.spec.clusterIP}'):9187/metrics | grep '^pg_up'"
+        )
     print("\n".join(lines), flush=True)
 
 

@@ -25,7 +25,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
-from commands import backups, cluster, dev, operate
+from commands import backups, cluster, dev, image, operate
 from dbi import environment
 from dbi.fields import duration_seconds
 
@@ -77,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands")
 
     dev.add_parsers(commands)
+    image.add_parsers(commands)
 
     worker = commands.add_parser(
         "worker",

@@ -24,6 +24,7 @@ from dbi.config import Config
 from dbi.spec import SUPPORTED_VERSIONS
 from devstack import postgresql, tools
 from devstack.process import ManagedProcess, StackError
+from devstack.vmstandin.kubevirt import QEMU_LABEL
 
 IMAGES_NAMESPACE = "dbi-images"
 
@@ -81,22 +82,32 @@ def dev_images() -> list[dict[str, Any]]:
     """The dev VirtualMachineImages: ``dbi-images/postgres-<major>`` (each supported
     major's newest build, what DBI_IMAGES names by default) and one per build,
     ``dbi-images/postgres-<major>.<minor>`` (16.13, 16.15, ...: a spec.image to repave
-    between). The stand-in boots a VM with the PostgreSQL build its image's label names."""
+    between). The stand-in boots a VM with the PostgreSQL build its image's label names,
+    as a process; the same names prefixed ``qemu-`` boot real VMs from dbi's image of
+    that build (``qemu_images``)."""
 
-    def image(name: str, build: str) -> dict[str, Any]:
+    def image(name: str, build: str, *, qemu: bool = False) -> dict[str, Any]:
+        labels = {postgresql.VERSION_LABEL: build}
+        if qemu:
+            labels[QEMU_LABEL] = "qemu"
+        shown = f"PostgreSQL {build} ({'dbi image on qemu' if qemu else 'dev'})"
         return {
             "apiVersion": "harvesterhci.io/v1beta1",
             "kind": "VirtualMachineImage",
-            "metadata": {
-                "name": name,
-                "namespace": IMAGES_NAMESPACE,
-                "labels": {postgresql.VERSION_LABEL: build},
-            },
-            "spec": {"displayName": f"PostgreSQL {build} (dev)", "sourceType": "download"},
+            "metadata": {"name": name, "namespace": IMAGES_NAMESPACE, "labels": labels},
+            "spec": {"displayName": shown, "sourceType": "download"},
         }
 
-    majors = [image(f"postgres-{v}", postgresql.BY_MAJOR[v]) for v in SUPPORTED_VERSIONS]
-    return majors + [image(postgresql.image_name(b), b) for b in postgresql.BUILDS]
+    named = {f"postgres-{v}": postgresql.BY_MAJOR[v] for v in SUPPORTED_VERSIONS}
+    named |= {postgresql.image_name(b): b for b in postgresql.BUILDS}
+    return [image(n, b) for n, b in named.items()] + [
+        image(f"qemu-{n}", b, qemu=True) for n, b in named.items()
+    ]
+
+
+def qemu_images() -> dict[str, str]:
+    """DBI_IMAGES for a stack whose VMs are real VMs (``dbi dev up --vms qemu``)."""
+    return {str(v): f"{IMAGES_NAMESPACE}/qemu-postgres-{v}" for v in SUPPORTED_VERSIONS}
 
 
 SAMPLE = tools.REPO_ROOT / "deploy" / "samples" / "dbinstance.yaml"

@@ -16,12 +16,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from devstack import controlplane, postgresql, tools
+from devstack import controlplane, orchestrator, postgresql, tools
 from devstack.controlplane import ControlPlane, ControlPlanePorts
 from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import StackError, stop_group
 from devstack.temporal import TemporalDevServer
+from devstack.vmstandin import qemu
 from devstack.vmstandin.process import VMStandIn
+from images import build as images
+from images.recipe import Recipe
 
 DEFAULT_STATE_DIR = tools.REPO_ROOT / ".cache" / "dev"
 DEFAULT_UI_PORT = 8233
@@ -38,6 +41,7 @@ class StackInfo:
     temporal_ui: str | None
     pids: dict[str, int]
     metrics: dict[str, str] = field(default_factory=dict)  # process -> its /metrics URL
+    vms: str = "process"  # how the sample's VMs boot: "process", or "qemu (tcg)", ...
 
     @classmethod
     def load(cls, state_dir: Path) -> StackInfo | None:
@@ -111,8 +115,12 @@ class LocalStack:
         detached: bool = False,
         orchestrator: bool = False,
         worker_module: str = "workflows.worker",
+        vms: str = "process",
     ) -> None:
+        """``vms``: "qemu" makes the orchestrator boot real VMs from dbi's images (its
+        DBI_IMAGES names the qemu- dev images); the default image is built first."""
         self.state_dir = state_dir.resolve()
+        self.vms_mode = vms
         self.ui_port = ui_port
         self.detached = detached
         self.with_orchestrator = orchestrator
@@ -134,6 +142,8 @@ class LocalStack:
             )
         binary = controlplane.build()
         postgresql.install()  # the guests' binaries
+        if self.vms_mode == "qemu":
+            _build_default_image()
         ports = Ports.reuse_or_pick(self.state_dir, self.ui_port)
         die_with_parent = not self.detached
         try:
@@ -166,6 +176,7 @@ class LocalStack:
                     log_dir=self.state_dir,
                     die_with_parent=die_with_parent,
                     worker_module=self.worker_module,
+                    env=self._orchestrator_env(),
                 )
                 self.orchestrator.start()
         except BaseException:
@@ -184,9 +195,15 @@ class LocalStack:
                 **(self.orchestrator.pids if self.orchestrator else {}),
             },
             metrics=self.orchestrator.metrics if self.orchestrator else {},
+            vms=f"qemu ({qemu.accelerator()})" if self.vms_mode == "qemu" else "process",
         )
         self.info.save()
         return self.info
+
+    def _orchestrator_env(self) -> dict[str, dict[str, str]]:
+        if self.vms_mode != "qemu":
+            return {}
+        return {"worker": {"DBI_IMAGES": json.dumps(orchestrator.qemu_images())}}
 
     def stop(self) -> None:
         """Stop the orchestrator, Temporal, the VM stand-in, then the control plane.
@@ -208,6 +225,18 @@ class LocalStack:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _build_default_image() -> None:
+    """Build dbi's image of the default PostgreSQL build unless it is built (progress on
+    stderr); say what is missing where it cannot be built."""
+    recipe = Recipe(postgresql.VERSION)
+    if missing := qemu.missing_tools():
+        raise StackError(f"--vms qemu needs {', '.join(missing)}: apt-get install {qemu.PACKAGES}")
+    try:
+        images.build(recipe, images.default_cache(), builds=tools.CACHE_DIR)
+    except images.BuildFailed as e:
+        raise StackError(f"--vms qemu needs dbi's image of PostgreSQL {recipe.version}: {e}") from e
 
 
 def down(state_dir: Path, *, timeout: float = 30.0) -> list[str]:

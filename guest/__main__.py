@@ -3,7 +3,8 @@
 cloud-init runs it at every boot (``bootcmd``); it reads the document the orchestrator
 wrote from the seed disk (``guest.seed``), else ``/etc/dbi/bootstrap.json``. PostgreSQL
 starts after it, on the data directory and with the major's binaries it prints as one
-JSON line on stdout. The defaults are an image's (Debian's layout); the local stack's
+JSON line on stdout, and for the image's units as shell variables in
+``files.ENV_FILE``. The defaults are an image's (Debian's layout); the local stack's
 stand-in passes its own.
 
 It first mounts the data disk (``guest.mount``: found by its label, formatted on first
@@ -62,8 +63,21 @@ def main(argv: list[str] | None = None) -> int:
         "reset": booted.reset,
         "upgrade": booted.upgrade,
     }
+    if args.env_file:
+        _write_env(Path(args.env_file), said, doc.admin_user)
     print(json.dumps(said), flush=True)
     return 0
+
+
+def _write_env(path: Path, said: dict[str, object], admin_user: str) -> None:
+    """What the image's PostgreSQL and exporter units start with (``files.ENV_FILE``),
+    written whole or not at all: without it they do not start."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(
+        f"PGBIN={said['bin']}\nPGDATA={said['pgdata']}\nDBI_ADMIN_USER={admin_user}\n"
+    )
+    partial.rename(path)
 
 
 def _document(path: str | None) -> tuple[Document, str]:
@@ -105,6 +119,12 @@ def _parser() -> argparse.ArgumentParser:
         "--image-major", type=int, help="the major this image boots (default: the newest)"
     )
     parser.add_argument("--user", default="postgres", help="PostgreSQL's user (when root)")
+    parser.add_argument(
+        "--env-file",
+        default=files.ENV_FILE,
+        help="where to write what the PostgreSQL unit starts with (default: %(default)s; "
+        "an empty value writes none)",
+    )
     parser.add_argument("--cpus", type=int, help="the VM's CPUs (default: this machine's)")
     parser.add_argument("--memory-bytes", type=int, help="the VM's memory (default: /proc)")
     return parser

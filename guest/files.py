@@ -8,6 +8,9 @@ from __future__ import annotations
 # every boot.
 DOCUMENT = "/etc/dbi/bootstrap.json"
 COMMAND = "/usr/local/bin/dbi-bootstrap"
+# What a boot prepared, for the image's PostgreSQL and exporter units (shell variables:
+# PGBIN, PGDATA, DBI_ADMIN_USER); /run is empty at each boot.
+ENV_FILE = "/run/dbi/postgresql.env"
 
 # On the data disk: the data directory a boot uses is the one CURRENT names (a major
 # upgrade's), else DATA.
@@ -36,7 +39,17 @@ hostnossl all all 0.0.0.0/0 reject
 hostnossl all all ::/0 reject
 hostnossl replication all 0.0.0.0/0 reject
 hostnossl replication all ::/0 reject
+# Inside the VM only: the guest's own agents (the metrics exporter) over the Unix
+# socket, as the operating system's user postgres mapped to the admin role
+# (pg_ident.conf, map "dbi"); no other local user is admitted.
+local all all peer map=dbi
 """
+
+
+def pg_ident(admin_user: str) -> str:
+    """The map PG_HBA's local line names: the user postgres, as the admin role."""
+    return f"# Written by dbi: the guest's agents, as the admin role.\ndbi postgres {admin_user}\n"
+
 
 # Two slots for the certificate and key: a renewal writes the slot not in use, then
 # points TLS_CONF at it, so a pair is never overwritten while served. The boot writes

@@ -9,7 +9,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-FLOORS = ["guest", "dbi", "activities", "workflows", "watcher", "commands"]
+FLOORS = ["guest", "dbi", "images", "activities", "workflows", "watcher", "commands"]
 
 
 def production_modules() -> list[Path]:

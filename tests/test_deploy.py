@@ -321,6 +321,7 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
     assert tops - {next(t for t in tops if t.endswith(".dist-info"))} == {
         "guest",  # the names dbi and its guest program agree on (guest.files)
         "dbi",
+        "images",  # `dbi image`: the VM image recipe
         "activities",
         "workflows",
         "watcher",

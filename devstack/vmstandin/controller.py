@@ -33,13 +33,15 @@ from kubernetes import watch
 
 from activities.infra.manifests import IMAGE_ANNOTATION
 from dbi.bootstrap import USERDATA_KEY, Bootstrap, from_userdata
-from devstack import postgresql
+from devstack import postgresql, tools
 from devstack.vmstandin import kubevirt
 from devstack.vmstandin.addresses import Addresses
 from devstack.vmstandin.guest import Guest, make_traversable
 from devstack.vmstandin.kubevirt import Manifest
+from devstack.vmstandin.qemu import Caches, QemuGuest
 from devstack.vmstandin.services import Forwarders
 from devstack.vmstandin.storage import Storage, or_none
+from images import build as images
 
 log = logging.getLogger("devstack.vmstandin")
 
@@ -47,11 +49,20 @@ KUBEVIRT = ("kubevirt.io", "v1")
 RESYNC_SECONDS = 1.0
 
 
+@dataclass(frozen=True)
+class Image:
+    """What the stand-in needs of a VM's image: the PostgreSQL build, and whether the
+    VM boots on qemu from dbi's image of that build (``devstack.vmstandin.qemu``)."""
+
+    version: str
+    qemu: bool = False
+
+
 @dataclass
 class VM:
     """What the stand-in remembers of one VM between reconciles."""
 
-    guest: Guest
+    guest: Guest | QemuGuest
     vmi_uid: str | None = None
     crash_seen: str | None = None
     written: dict[str, str] = field(default_factory=dict)
@@ -81,8 +92,15 @@ def needs_look(vm: Manifest, state: VM | None) -> bool:
 
 
 class StandIn:
-    def __init__(self, api: Any, data_dir: Path, node_memory: int | None = None) -> None:
+    def __init__(
+        self,
+        api: Any,
+        data_dir: Path,
+        node_memory: int | None = None,
+        images_cache: Path | None = None,
+    ) -> None:
         self.api = api
+        self.images_cache = images_cache or images.default_cache()
         # The one node's allocatable memory: a VM asking for more is never scheduled.
         self.node_memory = node_memory or kubevirt.host_memory_bytes()
         self.objects = k8s.CustomObjectsApi(api)
@@ -116,8 +134,11 @@ class StandIn:
         while not self.stopping.wait(RESYNC_SECONDS):
             self._resync()
         self.forwarders.close()
-        for vm in list(self.vms.values()):
-            vm.guest.stop()
+        stopping = [threading.Thread(target=vm.guest.stop) for vm in list(self.vms.values())]
+        for t in stopping:  # together: a qemu VM's shutdown takes seconds
+            t.start()
+        for t in stopping:
+            t.join()
 
     def backend(self, namespace: str, selector: dict[str, str]) -> str | None:
         """The address of a running guest whose pods a Service's selector picks (what
@@ -253,7 +274,7 @@ class StandIn:
 
     def _state(self, vm: Manifest) -> VM | None:
         """What the stand-in keeps of the VM; None while its data claim is not bound (the
-        guest's disk is the claim's volume)."""
+        guest's disk is the claim's volume) or its image cannot be read."""
         uid = vm["metadata"]["uid"]
         if uid not in self.vms:
             claim = kubevirt.data_claim(kubevirt.template_spec(vm))
@@ -262,27 +283,42 @@ class StandIn:
                 if claim
                 else self.disks / f"vm-{uid}"
             )
-            if disk is None:
+            image = self._image(vm)
+            if disk is None or image is None:
                 return None
             self.vms[uid] = VM(
                 namespace=vm["metadata"]["namespace"],
-                guest=Guest(
-                    version=self._image_version(vm) or postgresql.VERSION,
-                    disk=disk,
-                    address=self.addresses.of(uid),
-                    log_path=self.data_dir
-                    / "logs"
-                    / f"{vm['metadata']['namespace']}_{vm['metadata']['name']}.log",
-                ),
+                guest=self._guest(vm, disk, image),
             )
         template = vm.get("spec", {}).get("template", {})
         self.vms[uid].labels = dict((template.get("metadata") or {}).get("labels") or {})
         return self.vms[uid]
 
-    def _image_version(self, vm: Manifest) -> str | None:
+    def _guest(self, vm: Manifest, disk: Path, image: Image) -> Guest | QemuGuest:
+        """A process-mode guest, or a qemu VM for an image labelled so (``kubevirt.QEMU_LABEL``)."""
+        meta = vm["metadata"]
+        logs = self.data_dir / "logs"
+        if image.qemu:
+            return QemuGuest(
+                version=image.version,
+                disk=disk,
+                address=self.addresses.of(meta["uid"]),
+                log_path=logs / f"{meta['namespace']}_{meta['name']}.console.log",
+                caches=Caches(images=self.images_cache, builds=tools.CACHE_DIR),
+                name=f"{meta['namespace']}/{meta['name']}",
+            )
+        return Guest(
+            version=image.version,
+            disk=disk,
+            address=self.addresses.of(meta["uid"]),
+            log_path=logs / f"{meta['namespace']}_{meta['name']}.log",
+        )
+
+    def _image(self, vm: Manifest) -> Image | None:
         """The PostgreSQL build the VM's image names (the Harvester imageId annotation of
         the claim it boots, its root disk's or a one-disk VM's data disk's; the image's
-        ``dbi.dev/postgresql-version`` label); the default when it names none; None when
+        ``dbi.dev/postgresql-version`` label), and whether it boots on qemu (its
+        ``kubevirt.QEMU_LABEL``); the default when it names none; None when
         the claim or the image it names cannot be read now (a boot then waits: booting
         another build on the data would be wrong)."""
         namespace, spec = vm["metadata"]["namespace"], kubevirt.template_spec(vm)
@@ -314,7 +350,10 @@ class StandIn:
         if image_name and image is None:
             return None
         labels = ((image or {}).get("metadata") or {}).get("labels") or {}
-        return str(labels.get(postgresql.VERSION_LABEL) or postgresql.VERSION)
+        return Image(
+            version=str(labels.get(postgresql.VERSION_LABEL) or postgresql.VERSION),
+            qemu=labels.get(kubevirt.QEMU_LABEL) == "qemu",
+        )
 
     def _halt(self, vm: Manifest, state: VM, vmi: Manifest | None) -> None:
         if state.guest.running():
@@ -347,10 +386,19 @@ class StandIn:
 
     def _start(self, vm: Manifest, state: VM, vmi: Manifest | None) -> None:
         """Boot (or reboot) the guest with the template as it is now, in a fresh VMI."""
-        build = self._image_version(vm)
-        if build is None:  # its disk or image cannot be read now: the resync looks again
+        image = self._image(vm)
+        if image is None:  # its disk or image cannot be read now: the resync looks again
             log.info("%s waits: its image cannot be read yet", vm["metadata"]["name"])
             return
+        if image.qemu != isinstance(state.guest, QemuGuest):
+            log.warning(
+                "%s cannot boot: its disk was made for %s and its image boots %s",
+                vm["metadata"]["name"],
+                "qemu" if isinstance(state.guest, QemuGuest) else "a process",
+                "qemu" if image.qemu else "a process",
+            )
+            return
+        build = image.version
         if state.guest.exited():
             # A crash: KubeVirt marks the VMI Failed, then both run strategies restart it.
             state.guest.forget()
@@ -422,7 +470,9 @@ class StandIn:
         """Follow a booted guest: readiness, live resizes, and RestartRequired."""
         template = kubevirt.template_spec(vm)
         change = kubevirt.compare(template, vmi["spec"])
-        if change.live:
+        # A qemu VM takes no live change: KubeVirt says RestartRequired where it cannot.
+        restart = change.restart_required or (change.live and not state.guest.live_resize)
+        if change.live and state.guest.live_resize:
             vmi["spec"] = kubevirt.apply_live(template, vmi["spec"])
             self.objects.patch_namespaced_custom_object(
                 *KUBEVIRT,
@@ -442,7 +492,7 @@ class StandIn:
             kubevirt.vmi_status(phase, address=state.guest.address, size=size, ready=ready),
         )
         printable = "Running" if ready else "Starting"
-        self._vm_status(vm, state, printable, ready=ready, restart=change.restart_required)
+        self._vm_status(vm, state, printable, ready=ready, restart=restart)
 
     def _bootstrap(self, vm: Manifest) -> Bootstrap | None:
         secret_name = kubevirt.cloud_init_secret(kubevirt.template_spec(vm))

@@ -55,6 +55,8 @@ def make_traversable(path: Path) -> None:
 class Guest:
     """One VM's PostgreSQL: initialize once, boot, resize live, stop, crash."""
 
+    live_resize = True  # a size change within the VM's maxima reaches a running server
+
     def __init__(
         self, *, disk: Path, address: str, log_path: Path, version: str = postgresql.VERSION
     ) -> None:
@@ -120,7 +122,7 @@ class Guest:
                     "-m",
                     "guest",
                     str(document),
-                    *("--disk", str(self.disk), "--no-mount"),
+                    *("--disk", str(self.disk), "--no-mount", "--env-file="),
                     *("--image-major", str(image_major)),
                     *(f"--binaries={m}={path}" for m, path in sorted(binaries.items())),
                     *("--user", "nobody", "--cpus", str(size.cpus)),

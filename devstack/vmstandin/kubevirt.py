@@ -19,6 +19,9 @@ from dbi.quantity import parse_quantity
 RUNNING_STRATEGIES = {"Always", "RerunOnFailure"}
 CRASH_ANNOTATION = "devstack.dbi.dev/crash"
 FAIL_BOOT_ANNOTATION = "devstack.dbi.dev/fail-boot"
+# On a dev VirtualMachineImage: "qemu" makes its VMs real VMs, booted on qemu from dbi's
+# image of the build its dbi.dev/postgresql-version label names (built when missing).
+QEMU_LABEL = "devstack.dbi.dev/boots"
 
 Manifest = dict[str, Any]
 

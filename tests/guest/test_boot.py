@@ -104,6 +104,7 @@ def test_every_boot_installs_the_certificate_and_dbis_pg_hba(disk: Path, host: d
         document(server_cert=pair.cert_pem, server_key=SecretStr(pair.key_pem)), disk, host
     ).pgdata
     assert (data / "pg_hba.conf").read_text() == files.PG_HBA
+    assert (data / "pg_ident.conf").read_text().splitlines()[-1] == "dbi postgres dbi_admin"
     assert (data / "dbi-server-a.key").read_text() == pair.key_pem
     assert (data / "dbi-server-a.key").stat().st_mode & 0o777 == 0o600
     assert (data / "dbi-server-b.key").read_text() == ""  # the renewal's slot, 0600 too
@@ -148,6 +149,7 @@ def test_dbi_bootstrap_prints_what_to_boot(disk: Path, host: disk_.Host, tmp_pat
             *(sys.executable, "-m", "guest", str(path), "--disk", str(disk), "--no-mount"),
             f"--binaries={MAJOR}={host.binaries[MAJOR]}",
             *("--user", "nobody", "--cpus", "1", "--memory-bytes", str(1 << 29)),
+            f"--env-file={tmp_path / 'run' / 'postgresql.env'}",
         ],
         capture_output=True,
         text=True,
@@ -157,3 +159,6 @@ def test_dbi_bootstrap_prints_what_to_boot(disk: Path, host: disk_.Host, tmp_pat
     said = json.loads(ran.stdout)
     assert said["pgdata"] == str(disk / files.DATA) and said["major"] == MAJOR
     assert said["bin"] == str(host.binaries[MAJOR]) and said["initialized"] is True
+    # What the image's PostgreSQL and exporter units start with.
+    env = (tmp_path / "run" / "postgresql.env").read_text().splitlines()
+    assert env == [f"PGBIN={said['bin']}", f"PGDATA={said['pgdata']}", "DBI_ADMIN_USER=dbi_admin"]

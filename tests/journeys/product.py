@@ -30,7 +30,7 @@ from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
 from tests.polling import eventually
 from tests.stack import Kubectl
 
-JOURNEYS = ("create", "power", "resize", "rotate", "delete")
+JOURNEYS = ("create", "power", "resize", "rotate", "delete", "qemu")
 NAME = "orders"  # deploy/samples/dbinstance.yaml
 
 
@@ -42,6 +42,7 @@ class Product:
     sample: Path
     logs: list[Path]
     metrics: dict[str, str]  # process -> its /metrics URL
+    queue: str  # the journeys' worker's task queue (DBI_TASK_QUEUE)
 
     def temporal(self, *args: str) -> str:
         """Run the temporal CLI against the stack's Temporal; return its stdout."""
@@ -61,8 +62,9 @@ class Product:
         return result.stdout
 
     def dbi(self, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run the dbi CLI as an operator does (the admin's kubeconfig)."""
-        return dbi_command.dbi(self.local_stack, *args)
+        """Run the dbi CLI as an operator does (the admin's kubeconfig, the task queue
+        the journeys' worker polls)."""
+        return dbi_command.dbi(self.local_stack, *args, **{environment.TASK_QUEUE.name: self.queue})
 
     def get(self, namespace: str, kind: str = "dbinstance", name: str = NAME) -> dict[str, Any]:
         return dict(
@@ -82,11 +84,11 @@ class Product:
         )
         assert result.returncode == 0, (result.stderr, self.tails())
 
-    def converged(self, namespace: str) -> dict[str, Any]:
+    def converged(self, namespace: str, *, timeout: int = 240) -> dict[str, Any]:
         """Wait as the user guide says (``kubectl wait --for=condition=Ready``, which waits
         for the current generation); the instance is converged at it."""
         generation = self.get(namespace)["metadata"]["generation"]
-        self.wait(namespace, "condition=Ready")
+        self.wait(namespace, "condition=Ready", timeout=timeout)
         db = self.get(namespace)
         assert db["status"]["convergedGeneration"] >= generation, db["status"]
         return db
@@ -124,6 +126,15 @@ def sql(uri: str, statement: str) -> Any:
     with psycopg.connect(uri, connect_timeout=3, autocommit=True) as conn:
         cursor = conn.execute(statement.encode())
         return cursor.fetchone() if cursor.description else None
+
+
+def rows(product: Product, namespace: str) -> int:
+    return int(sql(product.uri(namespace), "SELECT count(*) FROM orders")[0])
+
+
+def patch(product: Product, namespace: str, spec: dict[str, object]) -> None:
+    body = json.dumps({"spec": spec})
+    product.kubectl("patch", "dbinstance", NAME, "-n", namespace, "--type=merge", "-p", body)
 
 
 @pytest.fixture(scope="session")
@@ -178,6 +189,7 @@ def product(
             sample=repo_root / "deploy" / "samples" / "dbinstance.yaml",
             logs=[home / "worker.log", home / "watcher.log"],
             metrics=orchestrator.metrics,
+            queue=queue,
         )
     finally:
         orchestrator.stop()

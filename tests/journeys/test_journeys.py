@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from dbi import names
-from tests.journeys.product import NAME, Product, sql
+from tests.journeys.product import NAME, Product, patch, rows, sql
 
 pytestmark = pytest.mark.stack
 
@@ -23,15 +23,6 @@ def create(product: Product, journey: str) -> str:
     sql(product.uri(namespace), "CREATE TABLE orders (id int PRIMARY KEY, item text)")
     sql(product.uri(namespace), "INSERT INTO orders VALUES (1, 'tea'), (2, 'milk')")
     return namespace
-
-
-def rows(product: Product, namespace: str) -> int:
-    return int(sql(product.uri(namespace), "SELECT count(*) FROM orders")[0])
-
-
-def patch(product: Product, namespace: str, spec: dict[str, object]) -> None:
-    body = json.dumps({"spec": spec})
-    product.kubectl("patch", "dbinstance", NAME, "-n", namespace, "--type=merge", "-p", body)
 
 
 def test_create_connect_and_find_it_in_temporal(product: Product) -> None:

@@ -26,12 +26,16 @@ CLEARTEXT_HBA = ("hostssl all all 0.0.0.0/0 password", "hostssl replication all 
 
 
 def test_dbi_hba_admits_dbi_only_over_tls_with_scram() -> None:
-    """The pg_hba.conf every boot writes accepts TLS with SCRAM-SHA-256 only: every line
-    is a hostssl line with scram-sha-256, or a reject."""
+    """The pg_hba.conf every boot writes accepts TLS with SCRAM-SHA-256 only from the
+    network: every line is a hostssl line with scram-sha-256, or a reject; the one local
+    line (the Unix socket, inside the VM) admits only what the map "dbi" names."""
     for line in bootstrap.PG_HBA.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split()
+        if fields[0] == "local":
+            assert fields[-2:] == ["peer", "map=dbi"]
+            continue
         assert fields[-1] == "reject" or (fields[0], fields[-1]) == ("hostssl", "scram-sha-256")
 
 
