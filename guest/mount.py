@@ -6,6 +6,8 @@ first boot finds it by elimination: the one whole disk of a VM's kinds (virtio, 
 NVMe) that is not mounted, not partitioned and holds no signature at all (``blkid -p``
 finds none). It is formatted then, and only then; a disk that holds anything, or more
 than one blank disk, stops the boot with what was found: guessing could format data.
+Before it is mounted, its filesystem grows to the disk's size (a claim expanded since
+the last boot).
 """
 
 from __future__ import annotations
@@ -111,8 +113,27 @@ def ensure(target: Path, *, only: list[str] | None = None) -> str:
         _run(["mkfs.ext4", "-q", "-L", LABEL, "-m", "0", path])  # no -F: it refuses a filesystem
     target.mkdir(parents=True, exist_ok=True)
     if not _mounted(target):
+        grow(path)
         _run(["mount", "-o", "noatime", path, str(target)])
     return path
+
+
+def grow(path: str) -> None:
+    """Grow the unmounted filesystem on ``path`` to the disk's size when the disk is
+    larger (a claim expanded since the last boot): checked first, as resize2fs asks."""
+    disk = int(_out(["blockdev", "--getsize64", path]))
+    header = dict(
+        line.split(":", 1) for line in _out(["dumpe2fs", "-h", path]).splitlines() if ":" in line
+    )
+    filesystem = int(header["Block count"]) * int(header["Block size"])
+    if disk - filesystem < 1 << 20:
+        return
+    checked = subprocess.run(
+        ["e2fsck", "-f", "-p", path], capture_output=True, text=True, check=False
+    )
+    if checked.returncode > 1:  # 1: errors corrected
+        raise NoDataDisk(f"e2fsck exited {checked.returncode} on {path}: {checked.stdout.strip()}")
+    _run(["resize2fs", path])
 
 
 def _mounted(target: Path) -> bool:
@@ -121,6 +142,13 @@ def _mounted(target: Path) -> bool:
 
 def _paths(devices: list[Device]) -> str:
     return ", ".join(d.path for d in devices)
+
+
+def _out(argv: list[str]) -> str:
+    ran = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if ran.returncode != 0:
+        raise NoDataDisk(f"{argv[0]} exited {ran.returncode}: {ran.stderr.strip()}")
+    return ran.stdout
 
 
 def _run(argv: list[str]) -> None:

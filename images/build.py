@@ -99,6 +99,9 @@ def build(
         found = cached(recipe, cache)
         if found is not None:
             return found
+        for stale in cache.glob(".building-*"):  # a build killed before it ended
+            _unmount_under(stale)
+            shutil.rmtree(stale, ignore_errors=True)
         return _build(recipe, cache, say, builds or cache / "postgresql")
 
 
@@ -240,6 +243,14 @@ def _make_disk(root: Path, raw: Path, mnt: Path) -> None:
         _run(["extlinux", "--install", str(mnt / "boot" / "extlinux")])
     finally:
         _run(["umount", str(mnt)])
+
+
+def _unmount_under(directory: Path) -> None:
+    """Unmount what a killed build left mounted under ``directory``."""
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        point = line.split()[1]
+        if point.startswith(f"{directory}/"):
+            subprocess.run(["umount", point], capture_output=True, check=False)
 
 
 def _checksums(path: Path) -> dict[str, str]:

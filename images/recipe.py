@@ -109,8 +109,9 @@ class Recipe:
         guest program and the code that puts them together."""
         parts = [self.base_digest(), ROOT_LABEL, ROOT_SIZE]
         parts += [f"{m}={v}" for m, v in sorted(self.builds.items())]
-        for path in sorted([*FILES.iterdir(), *GUEST.glob("*.py")]):
-            parts += [path.name, path.read_text()]
+        for where, paths in (("files", FILES.iterdir()), ("guest", GUEST.glob("*.py"))):
+            for path in sorted(paths, key=lambda p: p.name):
+                parts += [f"{where}/{path.name}", path.read_text()]
         parts.append(Path(__file__).with_name("build.py").read_text())
         return _digest(parts)
 

@@ -3,6 +3,8 @@ import os
 import shutil
 import tempfile
 
+import pytest
+
 from devstack import postgresql
 
 # The credentials Secret's uri names the Service's ClusterIP too (hostaddr), as `./dev
@@ -28,3 +30,9 @@ pytest_plugins = [
     "tests.security.tenancy",
     "tests.guests",
 ]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The real-VM journey first: its boots under software emulation take minutes, and
+    begun first they overlap the rest of the suite instead of trailing it."""
+    items.sort(key=lambda item: "test_real_vm" not in item.nodeid)

@@ -4,6 +4,7 @@ real block devices: loop devices over files)."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -135,3 +136,26 @@ def test_with_no_blank_disk_nothing_is_formatted(loops: list[str], tmp_path: Pat
     with pytest.raises(NoDataDisk, match=f"holding data, not dbi's: {someones}"):
         mount.ensure(tmp_path / "mnt-data", only=[someones])
     assert label_of(someones) == "someones"
+
+
+def test_a_disk_that_grew_gets_a_filesystem_as_large_at_the_next_boot(
+    loops: list[str], tmp_path: Path
+) -> None:
+    blank = loops[1]
+    target = tmp_path / "mnt-data"
+    mount.ensure(target, only=loops)
+    (target / "rows").write_text("42")
+    before = os.statvfs(target).f_blocks * os.statvfs(target).f_frsize
+    subprocess.run(["umount", str(target)], check=True)
+    backing = subprocess.run(
+        ["losetup", "--noheadings", "--output", "BACK-FILE", blank],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    subprocess.run(["truncate", "-s", "64M", backing], check=True)  # the claim expanded
+    subprocess.run(["losetup", "--set-capacity", blank], check=True)
+    mount.ensure(target, only=loops)
+    after = os.statvfs(target).f_blocks * os.statvfs(target).f_frsize
+    assert after > before * 1.8, (before, after)
+    assert (target / "rows").read_text() == "42"

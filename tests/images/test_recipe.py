@@ -70,30 +70,26 @@ def test_the_manifest_is_harvesters_with_the_label_preflight_reads() -> None:
     assert body["spec"]["url"] == "https://files.example/x.qcow2"  # type: ignore[index]
 
 
-def test_dbi_image_manifest_of_an_image_not_built_says_how_to_build_it(tmp_path: Path) -> None:
-    ran = subprocess.run(
-        [
-            *(str(tools.venv_tool("dbi")), "image", "manifest", "--version", "16.15"),
-            *("--url", "https://x.example/i.qcow2", "--cache", str(tmp_path)),
-        ],
+def dbi_image(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(tools.venv_tool("dbi")), "image", *args],
         capture_output=True,
         text=True,
         check=False,
+    )
+
+
+def test_dbi_image_manifest_of_an_image_not_built_says_how_to_build_it(tmp_path: Path) -> None:
+    ran = dbi_image(
+        *("manifest", "--version", "16.15", "--url", "https://x.example/i.qcow2"),
+        *("--cache", str(tmp_path)),
     )
     assert ran.returncode == 1
     assert "run `dbi image build --version 16.15` first" in ran.stderr
 
 
 def test_dbi_image_refuses_a_version_naming_it(tmp_path: Path) -> None:
-    ran = subprocess.run(
-        [
-            *(str(tools.venv_tool("dbi")), "image", "build", "--version", "16.x"),
-            *("--cache", str(tmp_path)),
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    ran = dbi_image("build", "--version", "16.x", "--cache", str(tmp_path))
     assert ran.returncode == 1
     assert "'16.x' is not a PostgreSQL version" in ran.stderr
     assert list(tmp_path.iterdir()) == []
