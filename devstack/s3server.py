@@ -30,9 +30,9 @@ def _address(ready: Path) -> str | None:
 
 
 @contextmanager
-def serving(directory: Path, *, bucket: str) -> Iterator[str]:
-    """Serve S3 from ``directory`` with ``bucket`` in it; yield its endpoint URL
-    (``http://127.0.0.1:<port>``); stop it when the block ends, also on failure. It
+def serving(directory: Path, *, bucket: str, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serve S3 from ``directory`` with ``bucket`` in it on ``host``; yield its endpoint
+    URL (``http://<host>:<port>``); stop it when the block ends, also on failure. It
     accepts any access key."""
     directory.mkdir(parents=True, exist_ok=True)
     ready = directory / "address"
@@ -44,6 +44,7 @@ def serving(directory: Path, *, bucket: str) -> Iterator[str]:
             f"-db={directory / 's3.db'}",
             f"-bucket={bucket}",
             f"-ready-file={ready}",
+            f"-listen={host}:0",
         ],
         log_path=directory / "s3server.log",
     )

@@ -8,8 +8,10 @@ kubectl, the temporal CLI, the dbi CLI and psycopg.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import secrets
+import socket
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
 from tests.polling import eventually
 from tests.stack import Kubectl
 
-JOURNEYS = ("create", "power", "resize", "rotate", "delete", "qemu")
+JOURNEYS = ("create", "power", "resize", "rotate", "delete", "qemu", "qemu-restore")
 NAME = "orders"  # deploy/samples/dbinstance.yaml
 
 
@@ -71,12 +73,12 @@ class Product:
             json.loads(self.kubectl("get", kind, name, "-n", namespace, "-o", "json").stdout)
         )
 
-    def wait(self, namespace: str, condition: str, *, timeout: int = 240) -> None:
+    def wait(self, namespace: str, condition: str, *, timeout: int = 240, name: str = NAME) -> None:
         """``kubectl wait --for=<condition>`` on the instance; the logs' ends on failure."""
         result = self.kubectl(
             "wait",
             f"--for={condition}",
-            f"dbinstance/{NAME}",
+            f"dbinstance/{name}",
             "-n",
             namespace,
             f"--timeout={timeout}s",
@@ -93,10 +95,10 @@ class Product:
         assert db["status"]["convergedGeneration"] >= generation, db["status"]
         return db
 
-    def uri(self, namespace: str) -> str:
+    def uri(self, namespace: str, name: str = NAME) -> str:
         """The connection URI from the credentials Secret, as a user reads it, with the
         Secret's ca.crt as the root certificate (an app's PGSSLROOTCERT)."""
-        db = self.get(namespace)
+        db = self.get(namespace, name=name)
         out = self.kubectl(
             "get",
             "secret",
@@ -119,6 +121,16 @@ class Product:
 
     def tails(self) -> str:
         return "\n".join(f"--- {log}\n{tail(log)}" for log in self.logs)
+
+
+def host_address() -> str | None:
+    """This machine's address on its network (the route out's source), which a VM behind
+    qemu's user networking reaches the host's servers at; None without one."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect(("10.255.255.255", 9))  # no packet is sent: it picks the source address
+        address = str(s.getsockname()[0])
+        return None if address.startswith("127.") else address
+    return None
 
 
 def sql(uri: str, statement: str) -> Any:
@@ -169,6 +181,11 @@ def product(
                 environment.KUBECONFIG.name: str(kubeconfigs["worker"]),
                 environment.TASK_QUEUE.name: queue,
                 environment.TRACES_EXPORTER.name: "none",  # logs a failure can show
+                # Buckets on this machine: on loopback, and on its own address, where a
+                # real VM reaches them (tests/journeys/test_real_vm.py).
+                environment.BACKUP_ALLOWED_NETWORKS.name: ",".join(
+                    ["127.0.0.0/8", *(f"{a}/32" for a in [host_address()] if a)]
+                ),
             },
             "watcher": {
                 environment.KUBECONFIG.name: str(kubeconfigs["watcher"]),

@@ -3,27 +3,33 @@ everything inside it is the image's: dbi-bootstrap, PostgreSQL, the exporter.
 
 The stand-in boots a VM on qemu when its image is one of the ``qemu-`` dev images
 (``devstack.vmstandin.qemu``); under TCG, software emulation, a boot takes about a
-minute, so this is one journey with one VM at a time: create on PostgreSQL 17, connect
-verify-full through the Service, scrape the exporter through the metrics Service, stop
-and start, rotate, back up, upgrade to 18 (pg_upgrade inside the VM, on the root disk
-of the 18 image), delete. Skipped, saying why, only where qemu cannot run at all.
+minute, so these are two journeys with one VM running at a time. One: create on
+PostgreSQL 17, connect verify-full through the Service, scrape the exporter through
+the metrics Service, stop and start, rotate, back up, upgrade to 18 (pg_upgrade inside
+the VM, on the root disk of the 18 image), delete. Two: a backup into a tenant's bucket
+on this machine's address, restored into a new instance by its VM's first boot.
+Skipped, saying why, only where qemu cannot run at all (or, the second, where this
+machine has no address a VM could reach it at).
 """
 
 from __future__ import annotations
 
 import json
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
+import yaml
 
-from devstack import postgresql, tools
+from devstack import postgresql, s3server, tools
 from devstack.orchestrator import IMAGES_NAMESPACE
 from devstack.vmstandin import qemu
 from images import build as images
 from images.recipe import EXPORTER_PORT, Recipe
-from tests.journeys.product import NAME, Product, patch, rows, sql
+from tests.journeys.product import NAME, Product, host_address, patch, rows, sql
+from tests.stack import S3_BUCKET
 
 pytestmark = pytest.mark.stack
 
@@ -45,6 +51,26 @@ def built() -> None:
         )
     for build in (FROM, TO):
         images.build(Recipe(build), images.default_cache(), builds=tools.CACHE_DIR)
+
+
+@pytest.fixture(scope="module")
+def reachable_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A bucket on this machine's own address, which a VM behind qemu's user networking
+    reaches (loopback it cannot: its 127.0.0.1 is its own)."""
+    host = host_address()
+    if host is None:
+        pytest.skip("this machine has no address but loopback: no VM can reach a bucket here")
+    with s3server.serving(tmp_path_factory.mktemp("s3-vm"), bucket=S3_BUCKET, host=host) as url:
+        yield url
+
+
+def manifest(product: Product, name: str, build: str, **spec: object) -> str:
+    """The sample as ``name``, on the qemu image of ``build``, with ``spec`` added."""
+    body = yaml.safe_load(product.sample.read_text())
+    body["metadata"]["name"] = name
+    major = int(build.split(".", maxsplit=1)[0])
+    body["spec"] |= {"version": major, "image": qemu_image(build), **spec}
+    return json.dumps(body)
 
 
 def metrics(product: Product, namespace: str) -> str:
@@ -137,3 +163,35 @@ def test_a_real_vm_from_create_to_upgrade_and_delete(built: None, product: Produ
     )
     left = json.loads(product.kubectl("get", "vm,vmi", "-n", namespace, "-o", "json").stdout)
     assert left["items"] == []
+
+
+def test_a_backup_in_a_bucket_restores_into_a_new_real_vm(
+    built: None, product: Product, reachable_s3: str
+) -> None:
+    """The restored VM's first boot fetches the backup itself (docs/guest.md): from the
+    tenant's bucket, by the presigned URLs of its document."""
+    namespace = product.namespaces["qemu-restore"]
+    product.kubectl(
+        *("create", "secret", "generic", "s3-keys", "-n", namespace),
+        *("--from-literal=AWS_ACCESS_KEY_ID=dbi", "--from-literal=AWS_SECRET_ACCESS_KEY=dbi-key"),
+    )
+    s3 = {"bucket": S3_BUCKET, "prefix": namespace, "endpoint": reachable_s3}
+    target = {"schedule": "0 3 * * *", "target": {"s3": {**s3, "credentialsSecret": "s3-keys"}}}
+    product.kubectl(
+        "apply", "-n", namespace, "-f", "-", stdin=manifest(product, NAME, TO, backup=target)
+    )
+    product.wait(namespace, "condition=Ready", timeout=900)
+    sql(product.uri(namespace), "CREATE TABLE orders (id int PRIMARY KEY, item text)")
+    sql(product.uri(namespace), "INSERT INTO orders VALUES (1, 'tea'), (2, 'milk')")
+    taken = product.dbi("backup", NAME, "-n", namespace)
+    assert taken.returncode == 0, (taken.stdout, taken.stderr)
+    backup = taken.stdout.split()[1].rstrip(":")  # backup <name>: Completed, ...
+    patch(product, namespace, {"powerState": "Stopped"})  # one VM at a time on 2 cores
+    product.wait(namespace, "jsonpath={.status.phase}=Stopped", timeout=300)
+
+    restore = {"from": {"backup": backup}}
+    copy = manifest(product, "copy", TO, restore=restore)
+    product.kubectl("apply", "-n", namespace, "-f", "-", stdin=copy)
+    product.wait(namespace, "condition=Ready", timeout=900, name="copy")
+    assert sql(product.uri(namespace, "copy"), "SELECT count(*) FROM orders") == (2,)
+    product.kubectl("delete", "dbinstance", "copy", NAME, "-n", namespace, "--timeout=300s")
