@@ -2,10 +2,8 @@ import atexit
 import os
 import shutil
 import tempfile
-from typing import Any
 
 import pytest
-from xdist.scheduler import LoadFileScheduling  # type: ignore[import-untyped]
 
 from devstack import postgresql
 
@@ -34,19 +32,7 @@ pytest_plugins = [
 ]
 
 
-class _RealVMsFirst(LoadFileScheduling):  # type: ignore[misc]
-    """``--dist loadfile``, largest files first as xdist orders them, but the real-VM
-    journeys before all: their boots under software emulation take minutes, and begun
-    first they overlap the rest of the suite instead of trailing it (a one-test file
-    is otherwise scheduled last)."""
-
-    def _assign_work_unit(self, node: Any) -> None:
-        for scope in [s for s in self.workqueue if "test_real_vm" in s]:
-            self.workqueue.move_to_end(scope, last=False)
-        super()._assign_work_unit(node)
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    if config.getoption("dist") == "loadfile":
-        return _RealVMsFirst(config, log)
-    return None
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The real-VM journey first: its boots under software emulation take minutes, and
+    begun first they overlap the rest of the suite instead of trailing it."""
+    items.sort(key=lambda item: "test_real_vm" not in item.nodeid)
