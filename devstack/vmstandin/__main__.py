@@ -1,9 +1,10 @@
 """Run the VM stand-in: ``python -m devstack.vmstandin --kubeconfig K --data-dir D``.
 
-Dev and test infrastructure only. It installs the dev CRDs and the default
-StorageClass of deploy/dev/ (as KubeVirt and a storage provisioner install their
-own), then plays KubeVirt and the storage provisioner until SIGTERM or SIGINT, when
-it shuts every guest PostgreSQL down.
+Dev and test infrastructure only. It installs KubeVirt's, Harvester's and the
+Prometheus Operator's CRDs (``devstack/crds.py``) and the default StorageClass of
+deploy/dev/ (as KubeVirt and a storage provisioner install their own), then plays
+KubeVirt and the storage provisioner until SIGTERM or SIGINT, when it shuts every
+guest down.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from devstack import tools
+from devstack import crds, tools
 from devstack.vmstandin.controller import StandIn
 
 log = logging.getLogger("devstack.vmstandin")
@@ -27,21 +28,18 @@ DEV = tools.REPO_ROOT / "deploy" / "dev"
 
 
 def install_apis(api: k8s.ApiClient) -> None:
-    """Apply the dev CRDs and StorageClass, and wait until the API server serves the CRDs."""
+    """Apply the CRDs and the StorageClass, and wait until the API server serves the CRDs."""
+    storage_class = yaml.safe_load((DEV / "storageclass.yaml").read_text())
+    k8s.StorageV1Api(api).patch_storage_class(
+        storage_class["metadata"]["name"],
+        storage_class,
+        field_manager="dbi-vm-standin",
+        force=True,
+        _content_type="application/apply-patch+yaml",
+    )
     ext = k8s.ApiextensionsV1Api(api)
     names = []
-    for path in sorted(DEV.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
-        if doc.get("kind") == "StorageClass":
-            k8s.StorageV1Api(api).patch_storage_class(
-                doc["metadata"]["name"],
-                doc,
-                field_manager="dbi-vm-standin",
-                force=True,
-                _content_type="application/apply-patch+yaml",
-            )
-        if doc.get("kind") != "CustomResourceDefinition":
-            continue
+    for doc in crds.real_crds():
         names.append(doc["metadata"]["name"])
         ext.patch_custom_resource_definition(
             doc["metadata"]["name"],
@@ -55,7 +53,7 @@ def install_apis(api: k8s.ApiClient) -> None:
         if all(_established(ext.read_custom_resource_definition(n)) for n in names):
             return
         time.sleep(0.1)
-    raise RuntimeError("the dev CRDs were not established within 60s")
+    raise RuntimeError("the CRDs were not established within 60s")
 
 
 def _established(crd: k8s.V1CustomResourceDefinition) -> bool:
