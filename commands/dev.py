@@ -232,9 +232,16 @@ def bench(arguments: list[str]) -> int:
 
 
 def _dev_build(args: argparse.Namespace) -> int:
-    from devstack import controlplane, gitops, postgresql, s3server  # noqa: PLC0415 (dev-only)
+    from devstack import (  # noqa: PLC0415 (dev-only)
+        controlplane,
+        exporter,
+        gitops,
+        postgresql,
+        s3server,
+    )
 
     print(controlplane.build())
+    print(exporter.build())
     print(gitops.build())
     print(s3server.build())
     for build in postgresql.BUILDS:  # each dev image's

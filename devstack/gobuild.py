@@ -43,11 +43,13 @@ def build(
     name: str,
     *,
     what: str,
+    package: str = ".",
     cache_dir: Path = tools.CACHE_DIR,
     progress: Progress = _stderr,
 ) -> Path:
-    """Return the binary ``name`` built from ``source_dir``, building it first if the
-    cache lacks it (``what`` names it in the progress lines)."""
+    """Return the binary ``name`` built from ``source_dir`` (its ``package``: the
+    module's own main package, or a program of a module its go.mod pins), building it
+    first if the cache lacks it (``what`` names it in the progress lines)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     binary = cache_dir / f"{name}-{source_digest(source_dir)}"
     if binary.exists():
@@ -56,21 +58,21 @@ def build(
         fcntl.flock(lock, fcntl.LOCK_EX)
         if binary.exists():
             return binary
-        _go_build(source_dir, binary, what, progress)
+        _go_build(source_dir, package, binary, what, progress)
     for old in cache_dir.glob(f"{name}-*"):
         if old != binary:
             old.unlink(missing_ok=True)
     return binary
 
 
-def _go_build(source_dir: Path, binary: Path, what: str, progress: Progress) -> None:
+def _go_build(source_dir: Path, package: str, binary: Path, what: str, progress: Progress) -> None:
     partial = binary.with_suffix(".partial")
     progress(
         f"building {what} from {source_dir} (first time: module download and compile take a while)"
     )
     started = time.monotonic()
     proc = subprocess.Popen(
-        [tools.go(), "build", "-v", "-trimpath", "-o", str(partial), "."],
+        [tools.go(), "build", "-v", "-trimpath", "-o", str(partial), package],
         cwd=source_dir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 
-from devstack import controlplane, orchestrator, postgresql, tools
+from devstack import controlplane, exporter, orchestrator, postgresql, tools
 from devstack.controlplane import ControlPlane, ControlPlanePorts
 from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import StackError, stop_group
@@ -142,6 +142,7 @@ class LocalStack:
             )
         binary = controlplane.build()
         postgresql.install()  # the guests' binaries
+        metrics = exporter.build()
         if self.vms_mode == "qemu":
             _build_default_image()
         ports = Ports.reuse_or_pick(self.state_dir, self.ui_port)
@@ -157,6 +158,7 @@ class LocalStack:
             self.vms = VMStandIn(
                 kubeconfig=self.controlplane.kubeconfig,
                 data_dir=self.state_dir / "vms",
+                exporter=metrics,
                 die_with_parent=die_with_parent,
             )
             self.vms.start()

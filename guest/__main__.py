@@ -40,8 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     if not binaries:
         print("dbi-bootstrap: no PostgreSQL binaries found", file=sys.stderr)
         return 1
-    user = pwd.getpwnam(args.user) if os.geteuid() == 0 else None
-    host = disk.Host(binaries=binaries, user=(user.pw_uid, user.pw_gid) if user else None)
+    user = pwd.getpwnam(args.user) if os.geteuid() == 0 else pwd.getpwuid(os.geteuid())
+    host = disk.Host(
+        binaries=binaries,
+        user=(user.pw_uid, user.pw_gid) if os.geteuid() == 0 else None,
+        login=user.pw_name,
+    )
     size = boot.Size(
         cpus=args.cpus or os.cpu_count() or 1, memory_bytes=args.memory_bytes or _memory()
     )

@@ -199,7 +199,7 @@ def configure_tls(doc: Document, disk: Path, host: Host) -> None:
     data = pgdata(disk)
     written = files.tls_files(doc.server_cert, doc.server_key)
     written["pg_hba.conf"] = files.PG_HBA
-    written["pg_ident.conf"] = files.pg_ident(doc.admin_user)
+    written["pg_ident.conf"] = files.pg_ident(doc.admin_user, host.login)
     spare = files.tls_files("", "", files.SLOTS[1])
     written.update({name: "" for name in spare if name != files.TLS_CONF})
     for old in data.glob("dbi-server-*"):

@@ -19,6 +19,7 @@ class Host:
 
     binaries: dict[int, Path]
     user: tuple[int, int] | None = None  # uid, gid
+    login: str = "postgres"  # the user's name: pg_ident.conf maps it to the admin role
 
     def tool(self, major: int, name: str) -> str:
         if major not in self.binaries:

@@ -40,15 +40,15 @@ hostnossl all all ::/0 reject
 hostnossl replication all 0.0.0.0/0 reject
 hostnossl replication all ::/0 reject
 # Inside the VM only: the guest's own agents (the metrics exporter) over the Unix
-# socket, as the operating system's user postgres mapped to the admin role
+# socket, as PostgreSQL's operating system user (postgres) mapped to the admin role
 # (pg_ident.conf, map "dbi"); no other local user is admitted.
 local all all peer map=dbi
 """
 
 
-def pg_ident(admin_user: str) -> str:
-    """The map PG_HBA's local line names: the user postgres, as the admin role."""
-    return f"# Written by dbi: the guest's agents, as the admin role.\ndbi postgres {admin_user}\n"
+def pg_ident(admin_user: str, login: str) -> str:
+    """The map PG_HBA's local line names: PostgreSQL's user ``login``, as the admin role."""
+    return f"# Written by dbi: the guest's agents, as the admin role.\ndbi {login} {admin_user}\n"
 
 
 # Two slots for the certificate and key: a renewal writes the slot not in use, then

@@ -65,12 +65,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m devstack.vmstandin", description=__doc__)
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--data-dir", required=True, type=Path)
+    parser.add_argument(
+        "--exporter", type=Path, help="postgres_exporter, run beside each process guest"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     api = k8s_config.new_client_from_config(config_file=args.kubeconfig)
     install_apis(api)
     args.data_dir.mkdir(parents=True, exist_ok=True)
-    stand_in = StandIn(api, args.data_dir.resolve())
+    stand_in = StandIn(api, args.data_dir.resolve(), exporter=args.exporter)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         stand_in.stopping.set()

@@ -98,8 +98,10 @@ class StandIn:
         data_dir: Path,
         node_memory: int | None = None,
         images_cache: Path | None = None,
+        exporter: Path | None = None,
     ) -> None:
         self.api = api
+        self.exporter = exporter  # postgres_exporter, run beside each process guest
         self.images_cache = images_cache or images.default_cache()
         # The one node's allocatable memory: a VM asking for more is never scheduled.
         self.node_memory = node_memory or kubevirt.host_memory_bytes()
@@ -312,6 +314,7 @@ class StandIn:
             disk=disk,
             address=self.addresses.of(meta["uid"]),
             log_path=logs / f"{meta['namespace']}_{meta['name']}.log",
+            exporter=self.exporter,
         )
 
     def _image(self, vm: Manifest) -> Image | None:

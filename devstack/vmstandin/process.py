@@ -11,7 +11,9 @@ from devstack.process import ManagedProcess
 class VMStandIn:
     """Start ``python -m devstack.vmstandin`` and wait until it watches the cluster."""
 
-    def __init__(self, *, kubeconfig: Path, data_dir: Path, die_with_parent: bool) -> None:
+    def __init__(
+        self, *, kubeconfig: Path, data_dir: Path, exporter: Path, die_with_parent: bool
+    ) -> None:
         self.data_dir = data_dir
         self.process = ManagedProcess(
             "VM stand-in",
@@ -23,6 +25,8 @@ class VMStandIn:
                 str(kubeconfig),
                 "--data-dir",
                 str(data_dir),
+                "--exporter",
+                str(exporter),
             ],
             log_path=data_dir / "vmstandin.log",
             die_with_parent=die_with_parent,
@@ -32,7 +36,7 @@ class VMStandIn:
         (self.data_dir / "ready").unlink(missing_ok=True)
         self.process.start()
         self.process.wait_until(
-            (self.data_dir / "ready").exists, what="the dev CRDs and its watches", timeout=timeout
+            (self.data_dir / "ready").exists, what="the CRDs and its watches", timeout=timeout
         )
 
     def stop(self) -> None:

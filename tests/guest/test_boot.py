@@ -32,6 +32,7 @@ def host() -> disk_.Host:
     return disk_.Host(
         binaries={MAJOR: postgresql.install(postgresql.BY_MAJOR[MAJOR])},
         user=(nobody.pw_uid, nobody.pw_gid),
+        login="nobody",
     )
 
 
@@ -104,7 +105,7 @@ def test_every_boot_installs_the_certificate_and_dbis_pg_hba(disk: Path, host: d
         document(server_cert=pair.cert_pem, server_key=SecretStr(pair.key_pem)), disk, host
     ).pgdata
     assert (data / "pg_hba.conf").read_text() == files.PG_HBA
-    assert (data / "pg_ident.conf").read_text().splitlines()[-1] == "dbi postgres dbi_admin"
+    assert (data / "pg_ident.conf").read_text().splitlines()[-1] == "dbi nobody dbi_admin"
     assert (data / "dbi-server-a.key").read_text() == pair.key_pem
     assert (data / "dbi-server-a.key").stat().st_mode & 0o777 == 0o600
     assert (data / "dbi-server-b.key").read_text() == ""  # the renewal's slot, 0600 too

@@ -13,6 +13,7 @@ import json
 import secrets
 import socket
 import subprocess
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from devstack import tools
 from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import tail
 from devstack.stack import StackInfo
+from images.recipe import EXPORTER_PORT
 from tests import dbi_command
 from tests.appclient import conninfo
 from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
@@ -130,6 +132,22 @@ def host_address() -> str | None:
         s.connect(("10.255.255.255", 9))  # no packet is sent: it picks the source address
         address = str(s.getsockname()[0])
         return None if address.startswith("127.") else address
+    return None
+
+
+def metrics(product: Product, namespace: str) -> str:
+    """What the instance's exporter serves, through its metrics Service."""
+    service = product.get(namespace, "service", f"{NAME}-metrics")
+    url = f"http://{service['spec']['clusterIP']}:{EXPORTER_PORT}/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return str(response.read().decode())
+
+
+def reading(product: Product, namespace: str) -> str | None:
+    """The exporter's metrics once it reads the server (``pg_up 1``), else None."""
+    with contextlib.suppress(OSError):  # not listening yet: the VM is booting
+        text = metrics(product, namespace)
+        return text if "pg_up 1" in text else None
     return None
 
 

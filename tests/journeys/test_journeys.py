@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from dbi import names
-from tests.journeys.product import NAME, Product, patch, rows, sql
+from tests.journeys.product import NAME, Product, metrics, patch, reading, rows, sql
 
 pytestmark = pytest.mark.stack
 
@@ -92,19 +92,28 @@ def test_create_connect_and_find_it_in_temporal(product: Product) -> None:
 
 
 def test_stop_is_unreachable_and_start_keeps_the_rows(product: Product) -> None:
+    """Stopped: neither the server nor its exporter answers. Started: the rows are
+    there, and the exporter, through the metrics Service, reads the server again."""
     namespace = create(product, "power")
     before = product.uri(namespace)
+    scraped = product.until(
+        lambda: reading(product, namespace), what="the exporter's pg_up 1 through the Service"
+    )
+    assert f'pg_database_size_bytes{{datname="{NAME}"}}' in scraped
 
     patch(product, namespace, {"powerState": "Stopped"})
     product.wait(namespace, "jsonpath={.status.phase}=Stopped")
     with pytest.raises(psycopg.OperationalError):
         sql(before, "SELECT 1")
+    with pytest.raises(OSError):  # the Service has no running VM behind it
+        metrics(product, namespace)
 
     patch(product, namespace, {"powerState": "Running"})
     db = product.converged(namespace)
     assert db["status"]["phase"] == "Running"
     assert rows(product, namespace) == 2
     assert product.uri(namespace) == before
+    product.until(lambda: reading(product, namespace), what="pg_up 1 again after the start")
 
 
 def test_resize_cpu_memory_with_a_restart_and_grow_storage(product: Product) -> None:

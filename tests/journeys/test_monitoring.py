@@ -65,7 +65,7 @@ def test_the_podmonitor_scrapes_the_worker_and_the_watcher_and_applies(
     kubectl: Kubectl, repo_root: Path, deploy_manifests: list[dict[str, Any]], deployed_rbac: Any
 ) -> None:
     """Its selector picks both Deployments' pods, on a port they name; the API server
-    (with the Prometheus Operator's CRDs, dev copies here) accepts both objects."""
+    (with the Prometheus Operator's own CRDs: devstack/crds.py) accepts both objects."""
     monitor = rendered(kubectl, repo_root)["PodMonitor"]
     (expression,) = monitor["spec"]["selector"]["matchExpressions"]
     (endpoint,) = monitor["spec"]["podMetricsEndpoints"]

@@ -15,7 +15,6 @@ machine has no address a VM could reach it at).
 from __future__ import annotations
 
 import json
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +26,8 @@ from devstack import postgresql, s3server, tools
 from devstack.orchestrator import IMAGES_NAMESPACE
 from devstack.vmstandin import qemu
 from images import build as images
-from images.recipe import EXPORTER_PORT, Recipe
-from tests.journeys.product import NAME, Product, host_address, patch, rows, sql
+from images.recipe import Recipe
+from tests.journeys.product import NAME, Product, host_address, patch, reading, rows, sql
 from tests.stack import S3_BUCKET
 
 pytestmark = pytest.mark.stack
@@ -73,13 +72,6 @@ def manifest(product: Product, name: str, build: str, **spec: object) -> str:
     return json.dumps(body)
 
 
-def metrics(product: Product, namespace: str) -> str:
-    service = product.get(namespace, "service", f"{NAME}-metrics")
-    url = f"http://{service['spec']['clusterIP']}:{EXPORTER_PORT}/metrics"
-    with urllib.request.urlopen(url, timeout=10) as response:
-        return str(response.read().decode())
-
-
 def qemu_running(disk: Path) -> bool:
     """Whether a qemu process has the VM's data disk open."""
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -109,7 +101,7 @@ def test_a_real_vm_from_create_to_upgrade_and_delete(built: None, product: Produ
     assert str(sql(uri, "SHOW server_version")[0]).startswith("17.")
     # The image's exporter, through the metrics Service, reads the server over its socket.
     scraped = product.until(
-        lambda: "pg_up 1" in (text := metrics(product, namespace)) and text,
+        lambda: reading(product, namespace),
         what="the exporter's pg_up 1 through the metrics Service",
         timeout=180,
     )
