@@ -12,7 +12,9 @@ The steps, each said on stderr as it starts and ends:
    table), booted by EXTLINUX from its first sector, then converted to a compressed qcow2.
 
 A build happens in a scratch directory of the cache and appears under its final name
-(``<name>-<digest>``) only when complete; builds serialize on a lock file.
+(``<name>-<digest>``) only when complete; builds serialize on a lock file. Each build
+then removes the images and Debian roots that nothing used for five days, as Go trims
+its build cache (``prune``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ DISK = "disk.qcow2"
 TOOLS = ("mmdebstrap", "mkfs.ext4", "extlinux", "qemu-img", "mount", "umount", "tar")
 KERNEL_ARGS = f"root=LABEL={ROOT_LABEL} rw console=ttyS0 net.ifnames=0 quiet"
 UNITS = ("dbi-postgresql.service", "dbi-exporter.service")
+UNUSED_SECONDS = 5 * 24 * 3600
 
 
 class BuildFailed(RuntimeError):
@@ -64,8 +67,28 @@ def default_cache() -> Path:
 
 
 def cached(recipe: Recipe, cache: Path) -> Image | None:
+    """The built image of ``recipe``, marked used now (``prune`` keeps it), or None."""
     image = Image(recipe, cache / f"{recipe.name}-{recipe.digest()[:12]}")
-    return image if image.disk.exists() else None
+    if not image.disk.exists():
+        return None
+    (image.directory / "image.json").touch()
+    return image
+
+
+def prune(cache: Path, *, now: float | None = None) -> list[Path]:
+    """Remove the images and Debian roots nothing used for five days (an image is used
+    when found built, a root when an image is built from it); return what went."""
+    limit = (now if now is not None else time.time()) - UNUSED_SECONDS
+    gone = []
+    for marker in [*cache.glob("*/image.json"), *cache.glob("debian-*.tar")]:
+        if marker.stat().st_mtime < limit:
+            target = marker.parent if marker.name == "image.json" else marker
+            if target.is_dir():
+                shutil.rmtree(target)
+            else:
+                target.unlink()
+            gone.append(target)
+    return gone
 
 
 def missing_tools() -> list[str]:
@@ -102,7 +125,10 @@ def build(
         for stale in cache.glob(".building-*"):  # a build killed before it ended
             _unmount_under(stale)
             shutil.rmtree(stale, ignore_errors=True)
-        return _build(recipe, cache, say, builds or cache / "postgresql")
+        image = _build(recipe, cache, say, builds or cache / "postgresql")
+        for gone in prune(cache):
+            say(f"removed {gone.name}: unused for five days")
+        return image
 
 
 def _build(recipe: Recipe, cache: Path, say: Callable[[str], None], builds: Path) -> Image:
@@ -177,6 +203,7 @@ def manifest(
 def _debian_root(recipe: Recipe, cache: Path, say: Callable[[str], None]) -> Path:
     tarball = cache / f"debian-{recipe.base_digest()[:12]}.tar"
     if tarball.exists():
+        tarball.touch()  # used: ``prune`` keeps it
         return tarball
     partial = tarball.with_suffix(".partial.tar")
     partial.unlink(missing_ok=True)

@@ -3,8 +3,10 @@ rebuilds it, nothing else does), and the manifest and command around it."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -99,3 +101,31 @@ def test_ci_installs_the_packages_the_qemu_mode_needs() -> None:
     ci = (REPO / ".ci" / "run").read_text()
     (listed,) = re.findall(r'^packages="([^"]*)"', ci, flags=re.M)
     assert listed.split() == qemu.PACKAGES.split()
+
+
+def test_a_build_prunes_images_and_roots_unused_for_five_days(tmp_path: Path) -> None:
+    """What no build or boot used for five days goes; an image found built since stays."""
+    recipe = Recipe("17.11.0")
+    kept = tmp_path / f"{recipe.name}-{recipe.digest()[:12]}"
+    old = tmp_path / "dbi-postgresql-17-11-0123456789ab"
+    for image in (kept, old):
+        image.mkdir()
+        (image / build.DISK).write_bytes(b"qcow2")
+        (image / "image.json").write_text("{}")
+    (tmp_path / "debian-old.tar").write_bytes(b"tar")
+    (tmp_path / "debian-new.tar").write_bytes(b"tar")
+    days = 24 * 3600
+    for path, age in (
+        (kept / "image.json", 10 * days),
+        (old / "image.json", 10 * days),
+        (tmp_path / "debian-old.tar", 6 * days),
+        (tmp_path / "debian-new.tar", 4 * days),
+    ):
+        os.utime(path, (time.time() - age, time.time() - age))
+
+    assert build.cached(recipe, tmp_path) is not None  # a boot finds it: used now
+    gone = build.prune(tmp_path)
+
+    assert sorted(p.name for p in gone) == [old.name, "debian-old.tar"]
+    assert kept.exists() and (tmp_path / "debian-new.tar").exists()
+    assert not old.exists() and not (tmp_path / "debian-old.tar").exists()
