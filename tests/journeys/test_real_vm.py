@@ -4,10 +4,11 @@ everything inside it is the image's: dbi-bootstrap, PostgreSQL, the exporter.
 The stand-in boots a VM on qemu when its image is one of the ``qemu-`` dev images
 (``devstack.vmstandin.qemu``); under TCG, software emulation, a boot takes about a
 minute, so these are two journeys with one VM running at a time. One: create on
-PostgreSQL 17, connect verify-full through the Service, scrape the exporter through
-the metrics Service, stop and start, rotate, back up, upgrade to 18 (pg_upgrade inside
-the VM, on the root disk of the 18 image), delete. Two: a backup into a tenant's bucket
-on this machine's address, restored into a new instance by its VM's first boot.
+PostgreSQL 16.13, connect verify-full through the Service, scrape the exporter through
+the metrics Service, stop and start, rotate, back up, repave to 16.15 (a new root disk
+from that image, the data disk kept), upgrade to 17 (pg_upgrade inside the VM, on the
+root disk of the 17 image), delete. Two: on 18, a backup into a tenant's bucket on
+this machine's address, restored into a new instance by its VM's first boot.
 Skipped, saying why, only where qemu cannot run at all (or, the second, where this
 machine has no address a VM could reach it at).
 """
@@ -32,7 +33,9 @@ from tests.stack import S3_BUCKET
 
 pytestmark = pytest.mark.stack
 
-FROM, TO = postgresql.BY_MAJOR[17], postgresql.BY_MAJOR[18]
+# The first journey's builds: created on, repaved to, upgraded to; the second's.
+FROM, REPAVED, UPGRADED = "16.13.0", postgresql.BY_MAJOR[16], postgresql.BY_MAJOR[17]
+RESTORED = postgresql.BY_MAJOR[18]
 
 
 def qemu_image(build: str) -> str:
@@ -41,14 +44,14 @@ def qemu_image(build: str) -> str:
 
 @pytest.fixture(scope="module")
 def built() -> None:
-    """dbi's images of both builds, built here (with progress) rather than inside the
-    stand-in's first boot, so a build that fails says so."""
+    """dbi's images of the journeys' builds, built here (with progress) rather than
+    inside the stand-in's first boot, so a build that fails says so."""
     if missing := qemu.missing_tools():
         pytest.skip(
             f"no real VM can boot here: {', '.join(missing)} missing "
             f"(apt-get install {qemu.PACKAGES}; .ci/run does)"
         )
-    for build in (FROM, TO):
+    for build in (FROM, REPAVED, UPGRADED, RESTORED):
         images.build(Recipe(build), images.default_cache(), builds=tools.CACHE_DIR)
 
 
@@ -72,6 +75,21 @@ def manifest(product: Product, name: str, build: str, **spec: object) -> str:
     return json.dumps(body)
 
 
+def on(product: Product, namespace: str, version: str) -> None:
+    """Wait until the instance runs a PostgreSQL ``version`` (a prefix) and has converged."""
+    product.until(
+        lambda: (
+            product.get(namespace)["status"]
+            .get("observed", {})
+            .get("postgresVersion", "")
+            .startswith(version)
+        ),
+        what=f"the instance on PostgreSQL {version}",
+        timeout=1200,
+    )
+    product.converged(namespace, timeout=900)
+
+
 def qemu_running(disk: Path) -> bool:
     """Whether a qemu process has the VM's data disk open."""
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
@@ -90,22 +108,20 @@ def qemu_running(disk: Path) -> bool:
 
 def test_a_real_vm_from_create_to_upgrade_and_delete(built: None, product: Product) -> None:
     namespace = product.namespaces["qemu"]
-    sample = product.sample.read_text().replace("version: 18", "version: 17")
-    sample += f"  image: {qemu_image(FROM)}\n"
-    product.kubectl("apply", "-n", namespace, "-f", "-", stdin=sample)
+    product.kubectl("apply", "-n", namespace, "-f", "-", stdin=manifest(product, NAME, FROM))
     product.wait(namespace, "condition=Ready", timeout=900)
     uri = product.uri(namespace)
     assert "sslmode=verify-full" in uri
     sql(uri, "CREATE TABLE orders (id int PRIMARY KEY, item text)")
     sql(uri, "INSERT INTO orders VALUES (1, 'tea'), (2, 'milk')")
-    assert str(sql(uri, "SHOW server_version")[0]).startswith("17.")
+    assert sql(uri, "SHOW server_version") == ("16.13",)
     # The image's exporter, through the metrics Service, reads the server over its socket.
     scraped = product.until(
         lambda: reading(product, namespace),
         what="the exporter's pg_up 1 through the metrics Service",
         timeout=180,
     )
-    assert 'short_version="17.' in scraped
+    assert 'short_version="16.13.0"' in scraped
 
     # A real shutdown (ACPI) and a new boot of the same disks keep the rows.
     patch(product, namespace, {"powerState": "Stopped"})
@@ -127,22 +143,16 @@ def test_a_real_vm_from_create_to_upgrade_and_delete(built: None, product: Produ
     assert backup.returncode == 0, (backup.stdout, backup.stderr)
     assert "Completed" in backup.stdout
 
-    # A major upgrade: the VM boots the 18 image's root disk, whose dbi-bootstrap runs
-    # pg_upgrade with the 17 binaries the image carries.
-    patch(product, namespace, {"version": 18, "image": qemu_image(TO)})
-    db = product.until(
-        lambda: (
-            (d := product.get(namespace))["status"]
-            .get("observed", {})
-            .get("postgresVersion", "")
-            .startswith("18.")
-            and d
-        ),
-        what="the instance on PostgreSQL 18",
-        timeout=1200,
-    )
-    assert db["status"]["observed"]["postgresVersion"].startswith("18.")
-    product.converged(namespace, timeout=900)
+    # A minor repave: the VM boots a new root disk of the 16.15 image on its data disk.
+    patch(product, namespace, {"image": qemu_image(REPAVED)})
+    on(product, namespace, "16.15")
+    assert rows(product, namespace) == 2
+    assert sql(product.uri(namespace), "SHOW server_version") == ("16.15",)
+
+    # A major upgrade: the VM boots the 17 image's root disk, whose dbi-bootstrap runs
+    # pg_upgrade with the 16 binaries the image carries.
+    patch(product, namespace, {"version": 17, "image": qemu_image(UPGRADED)})
+    on(product, namespace, "17.")
     assert rows(product, namespace) == 2
 
     volume = product.get(namespace, "persistentvolumeclaim", f"{NAME}-data")["spec"]["volumeName"]
@@ -170,7 +180,7 @@ def test_a_backup_in_a_bucket_restores_into_a_new_real_vm(
     s3 = {"bucket": S3_BUCKET, "prefix": namespace, "endpoint": reachable_s3}
     target = {"schedule": "0 3 * * *", "target": {"s3": {**s3, "credentialsSecret": "s3-keys"}}}
     product.kubectl(
-        "apply", "-n", namespace, "-f", "-", stdin=manifest(product, NAME, TO, backup=target)
+        "apply", "-n", namespace, "-f", "-", stdin=manifest(product, NAME, RESTORED, backup=target)
     )
     product.wait(namespace, "condition=Ready", timeout=900)
     sql(product.uri(namespace), "CREATE TABLE orders (id int PRIMARY KEY, item text)")
@@ -182,7 +192,7 @@ def test_a_backup_in_a_bucket_restores_into_a_new_real_vm(
     product.wait(namespace, "jsonpath={.status.phase}=Stopped", timeout=300)
 
     restore = {"from": {"backup": backup}}
-    copy = manifest(product, "copy", TO, restore=restore)
+    copy = manifest(product, "copy", RESTORED, restore=restore)
     product.kubectl("apply", "-n", namespace, "-f", "-", stdin=copy)
     product.wait(namespace, "condition=Ready", timeout=900, name="copy")
     assert sql(product.uri(namespace, "copy"), "SELECT count(*) FROM orders") == (2,)
