@@ -39,6 +39,7 @@ log = logging.getLogger("devstack.vmstandin")
 PORT = 5432
 DATA_DISK = "data.img"
 DATA_BYTES = 8 << 30  # sparse: a claim's size is not reflected, nor its expansion
+POWER_BUTTON_SECONDS = 10.0  # how long a stop waits before it presses again
 SSL_REQUEST = struct.pack("!ii", 8, 80877103)
 
 
@@ -202,10 +203,18 @@ class QemuGuest:
             return
         if self._qemu.poll() is None:
             self._qmp("cont")  # a frozen VM, too
-            self._qmp("system_powerdown")
-            try:
-                self._qemu.wait(timeout)
-            except subprocess.TimeoutExpired:
+            deadline = time.monotonic() + timeout
+            # The button again while the VM runs: a press before the guest handles
+            # it (early in a boot) is lost.
+            presses = 0
+            while self._qemu.poll() is None and time.monotonic() < deadline:
+                if presses:
+                    log.warning("%s still runs; pressing its power button again", self.name)
+                self._qmp("system_powerdown")
+                presses += 1
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self._qemu.wait(min(POWER_BUTTON_SECONDS, deadline - time.monotonic()))
+            if self._qemu.poll() is None:
                 log.warning("%s did not power off in %.0f s; killing qemu", self.name, timeout)
                 os.killpg(self._qemu.pid, signal.SIGKILL)
                 self._qemu.wait()
