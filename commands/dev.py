@@ -202,12 +202,10 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
         f" \"$({kubectl} get secret orders-credentials -o jsonpath='{{.data.uri}}' | base64 -d)\"",
         f"  {tools.venv_tool('dbi')} describe orders     (docs/user-guide.md: every journey)",
         f"  {tools.venv_tool('dbi')} backup orders       (into {info.state_dir}/backups)",
+        # The guest's exporter, through the metrics Service.
+        f"  curl -s http://$({kubectl} get service orders-metrics"
+        " -o jsonpath='{.spec.clusterIP}'):9187/metrics | grep '^pg_up'",
     ]
-    if real:  # the image's exporter, through the metrics Service
-        lines.append(
-            f"  curl -s http://$({kubectl} get service orders-metrics"
-            " -o jsonpath='{.spec.clusterIP}'):9187/metrics | grep '^pg_up'"
-        )
     print("\n".join(lines), flush=True)
 
 
