@@ -10,7 +10,7 @@
 #    devstack/ and bench/ are dev-only, and nothing copied here imports them.
 FROM python:3.12-slim AS build
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md LICENSE ./
 COPY guest guest
 COPY dbi dbi
 COPY images images

