@@ -204,8 +204,9 @@ class QemuGuest:
         if self._qemu.poll() is None:
             self._qmp("cont")  # a frozen VM, too
             deadline = time.monotonic() + timeout
-            # The button again while the VM runs: a press before the guest handles
-            # it (early in a boot) is lost.
+            # The button again while the VM runs: a press sent just after a first or
+            # an upgrade boot is sometimes lost (bench.guest_boot sees it; the cause
+            # in the guest is not known).
             presses = 0
             while self._qemu.poll() is None and time.monotonic() < deadline:
                 if presses:
