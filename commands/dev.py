@@ -77,8 +77,9 @@ def add_parsers(commands: Any) -> None:
 
     build = dev_commands.add_parser(
         "build",
-        help="build the control plane, the tests' kstatus helper and S3 server into the "
-        "cache if their source changed, and fetch the guests' PostgreSQL binaries",
+        help="build the control plane, postgres_exporter, and the tests' kstatus helper, "
+        "Helm and S3 server into the cache if their source changed, and fetch the guests' "
+        "PostgreSQL binaries",
     )
     build.set_defaults(run=_stack_errors(_dev_build))
     bench = commands.add_parser(
@@ -234,6 +235,7 @@ def _dev_build(args: argparse.Namespace) -> int:
         controlplane,
         exporter,
         gitops,
+        helm,
         postgresql,
         s3server,
     )
@@ -241,6 +243,7 @@ def _dev_build(args: argparse.Namespace) -> int:
     print(controlplane.build())
     print(exporter.build())
     print(gitops.build())
+    print(helm.build())
     print(s3server.build())
     for build in postgresql.BUILDS:  # each dev image's
         print(postgresql.install(build))

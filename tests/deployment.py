@@ -4,8 +4,8 @@
 namespace, ServiceAccounts and RBAC to the local control plane for real (and deletes
 them at the end); ``service_account_kubeconfig`` writes a kubeconfig that
 authenticates as one of those ServiceAccounts, with a token from the TokenRequest API;
-``scoped_install`` installs deploy/namespaced for real, in namespaces of its own, and
-runs the worker and the watcher as its ServiceAccounts.
+``scoped_install`` installs the Helm chart (charts/dbi) for real, serving namespaces of
+its own, and runs the worker and the watcher as its ServiceAccounts.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import yaml
 
 from commands.main import build_parser
 from dbi import environment
+from devstack import helm
 from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import tail
 from devstack.stack import StackInfo
@@ -158,7 +159,18 @@ def overlay(kubectl: Kubectl, repo_root: Path, renames: dict[str, str], suffix: 
     text = kubectl("kustomize", str(repo_root / "deploy" / "namespaced")).stdout
     for before, after in renames.items():
         text = re.sub(rf"(?<![\w-]){re.escape(before)}(?![\w-])", after, text)
-    docs = [d for d in yaml.safe_load_all(text) if d]
+    return _suffixed([d for d in yaml.safe_load_all(text) if d], suffix)
+
+
+def chart(namespace: str, served: list[str], suffix: str) -> list[Any]:
+    """charts/dbi as ``helm template`` renders it into ``namespace``, serving ``served``,
+    with ``suffix`` on the names of its roles and bindings (for the reasons ``overlay``
+    gives)."""
+    text = helm.template(namespace, "--set", f"watchNamespaces={{{','.join(served)}}}")
+    return _suffixed([d for d in yaml.safe_load_all(text) if d], suffix)
+
+
+def _suffixed(docs: list[Any], suffix: str) -> list[Any]:
     for doc in docs:
         if doc["kind"] in ROLES_AND_BINDINGS:
             doc["metadata"]["name"] += suffix
@@ -179,8 +191,8 @@ def deployment_env(docs: list[Any], deployment_name: str, name: str) -> str:
 
 @dataclass
 class Scoped:
-    """deploy/namespaced installed for real: dbi's namespace (``home``), the two it serves,
-    each named with ``token``."""
+    """The chart installed for real: dbi's namespace (``home``), the two it serves, each
+    named with ``token``."""
 
     token: str
     home: str
@@ -196,27 +208,23 @@ class Scoped:
 def scoped_install(
     kubectl: Kubectl,
     local_stack: StackInfo,
-    repo_root: Path,
     log_dir: Path,
     *,
     tenants: tuple[str, str],
     worker_env: dict[str, str] | None = None,
 ) -> Iterator[Scoped]:
-    """Install deploy/namespaced with dbi's namespace ``dbi-scoped-<token>`` serving
+    """Install the chart into dbi's namespace ``dbi-scoped-<token>`` serving
     ``<tenant>-<token>`` for both ``tenants`` (namespaces created here), and run the worker
     and the watcher as its ServiceAccounts, on a task queue of their own (the worker with
-    ``worker_env`` too); remove all of it at the end."""
+    ``worker_env`` too); remove all of it at the end. There is no container runtime here:
+    its RBAC is applied for real, and the processes run on this machine with the
+    ServiceAccounts' tokens and the variables its Deployments set."""
     token = secrets.token_hex(3)
     home = f"dbi-scoped-{token}"
     served = [f"{tenant}-{token}" for tenant in tenants]
     for namespace in (home, *served):
         kubectl("create", "namespace", namespace)
-    docs = overlay(
-        kubectl,
-        repo_root,
-        {"dbi-system": home, "team-a": served[0], "team-b": served[1]},
-        f"-{token}",
-    )
+    docs = chart(home, served, f"-{token}")
     rbac = yaml.safe_dump_all([d for d in docs if d["kind"] in RBAC_KINDS])
     kubectl("apply", "--server-side", "--field-manager=dbi-tests", "-f", "-", stdin=rbac)
     kubeconfigs = {
@@ -251,7 +259,7 @@ def scoped_install(
                 environment.KUBECONFIG.name: str(kubeconfigs["watcher"]),
                 environment.TASK_QUEUE.name: queue,
                 environment.TRACES_EXPORTER.name: "none",
-                # What the overlay sets, renamed: the two served namespaces.
+                # What the chart sets: the two served namespaces.
                 environment.WATCH_NAMESPACES.name: deployment_env(
                     docs, "dbi-watcher", environment.WATCH_NAMESPACES.name
                 ),

@@ -1,7 +1,8 @@
-"""deploy/namespaced as a platform team installs it: the worker and the watcher
-authenticate as ServiceAccounts whose roles are bound in two namespaces only (plus the
-one ClusterRoleBinding for volumes); an instance in each becomes Ready, and an instance
-in a third namespace is never touched."""
+"""dbi installed from its Helm chart serving two namespaces, as a platform team installs
+it (the chart renders what deploy/namespaced does: tests/test_chart.py): the worker and
+the watcher authenticate as ServiceAccounts whose roles are bound in two namespaces only
+(plus the one ClusterRoleBinding for volumes); an instance in each becomes Ready, and an
+instance in a third namespace is never touched."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.stack
 
 @dataclass
 class Served:
-    installed: Scoped  # deploy/namespaced, serving two namespaces
+    installed: Scoped  # the chart, serving two namespaces
     other: str  # a namespace it does not serve
 
     @property
@@ -47,13 +48,11 @@ def scoped(
     local_stack: StackInfo,
     kubectl: Kubectl,
     images: dict[int, str],
-    repo_root: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Served]:
     with scoped_install(
         kubectl,
         local_stack,
-        repo_root,
         tmp_path_factory.mktemp("scoped"),
         tenants=("scoped-a", "scoped-b"),
     ) as installed:

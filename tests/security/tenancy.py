@@ -1,5 +1,5 @@
-"""The hostile-tenant suite's fixture: dbi installed as deploy/namespaced installs it,
-serving two tenants' namespaces, and one of those tenants as an attacker holds it.
+"""The hostile-tenant suite's fixture: dbi installed from its chart, serving two tenants'
+namespaces, and one of those tenants as an attacker holds it.
 
 The worker and the watcher run as deploy/'s ServiceAccounts (``scoped_install``);
 Mallory is a ServiceAccount of her own namespace with Kubernetes' ``edit`` role bound
@@ -15,7 +15,6 @@ import base64
 import json
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -136,7 +135,6 @@ def tenancy(
     local_stack: StackInfo,
     kubectl: Kubectl,
     images: dict[int, str],
-    repo_root: Path,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Tenancy]:
     log_dir = tmp_path_factory.mktemp("tenancy")
@@ -145,7 +143,6 @@ def tenancy(
     with scoped_install(
         kubectl,
         local_stack,
-        repo_root,
         log_dir,
         tenants=("tenant-mallory", "tenant-victim"),
         worker_env=worker_env,
