@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -46,14 +47,31 @@ GENERATION_READY_SECONDS = Histogram(
 )
 
 
+class Shown(NamedTuple):
+    """What an instance's status shows: its phase, and whether it is Ready."""
+
+    phase: str
+    ready: bool
+
+    @classmethod
+    def of(cls, status: Mapping[str, Any]) -> Shown:
+        conditions = status.get("conditions") or []
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+        return cls(status.get("phase") or "Unknown", ready)
+
+
 class WatcherCollector(Collector):
-    """Export the watcher's counters and the instances it sees by phase."""
+    """Export the watcher's counters, the instances it sees by phase, and each
+    instance's Ready: the one family labeled with instances, one series each, as
+    kube-state-metrics labels objects."""
 
     def __init__(
-        self, counters: Callable[[], object], phases: Callable[[], Mapping[tuple[str, str], str]]
+        self,
+        counters: Callable[[], object],
+        statuses: Callable[[], Mapping[tuple[str, str], Shown]],
     ) -> None:
         self._counters = counters
-        self._phases = phases
+        self._statuses = statuses
 
     def collect(self) -> Iterable[Metric]:
         c = self._counters()
@@ -78,6 +96,16 @@ class WatcherCollector(Collector):
         by_phase = GaugeMetricFamily(
             "dbi_instances", "DBInstances the watcher sees, by status phase.", labels=["phase"]
         )
-        for phase, count in sorted(Tally(self._phases().values()).items()):
+        statuses = dict(self._statuses())
+        for phase, count in sorted(Tally(s.phase for s in statuses.values()).items()):
             by_phase.add_metric([phase], count)
         yield by_phase
+        ready = GaugeMetricFamily(
+            "dbi_instance_ready",
+            "1 when the DBInstance's Ready condition is True, else 0 (served by the watcher "
+            "that leads; a standby serves none).",
+            labels=["namespace", "name"],
+        )
+        for (namespace, name), shown in sorted(statuses.items()):
+            ready.add_metric([namespace, name], float(shown.ready))
+        yield ready

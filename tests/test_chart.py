@@ -39,6 +39,7 @@ EVERY_OPTION = ",".join(
         "backup.credentialsSecret=dbi-backup-store",
         "monitoring.podMonitor=true",
         "monitoring.prometheusRule=true",
+        "monitoring.grafanaDashboard=true",
     )
 )
 Key = tuple[str, str, str]
@@ -90,7 +91,8 @@ def test_the_chart_renders_what_the_overlay_renders(
 
 def test_the_monitoring_options_render_deploy_monitoring(kubectl: Kubectl, repo_root: Path) -> None:
     plain = comparable(helm.template(SYSTEM_NAMESPACE))
-    options = "monitoring.podMonitor=true,monitoring.prometheusRule=true"
+    options = "monitoring.podMonitor=true,monitoring.prometheusRule=true,"
+    options += "monitoring.grafanaDashboard=true"
     monitored = comparable(helm.template(SYSTEM_NAMESPACE, "--set", options))
     added = {key: obj for key, obj in monitored.items() if key not in plain}
     assert added == kustomized(kubectl, repo_root / "deploy" / "monitoring")
@@ -124,7 +126,7 @@ def test_every_option_reaches_a_variable_the_process_reads(repo_root: Path) -> N
     every variable it is given (dbi's own, or the Temporal SDK's client configuration:
     TLS files and API key); the files those name are in a volume the container mounts."""
     objects = [o for o in yaml.safe_load_all(helm.template("dbi", "--set", EVERY_OPTION)) if o]
-    (config,) = [o["data"] for o in objects if o["kind"] == "ConfigMap"]
+    (config,) = [o["data"] for o in objects if o["metadata"]["name"] == "dbi-temporal"]
     pods = [o for o in objects if o["kind"] in ("Deployment", "Job")]
     assert len(pods) == 3
     for pod in pods:

@@ -26,7 +26,7 @@ from kubernetes import client as k8s
 from pydantic import ValidationError
 from temporalio.client import Client
 
-from dbi import kinds, names, stored
+from dbi import kinds, metrics, names, stored
 from dbi.messages import SeenInstance
 from dbi.streams import WATCH_SECONDS, Listener, Source, WatchState, forever
 from watcher import relevance
@@ -101,7 +101,8 @@ class Watcher:
     instances: dict[tuple[str, str], relevance.Seen] = field(default_factory=dict)
     # The generation each child was last seen at (watcher/relevance.py).
     children: relevance.Children = field(default_factory=relevance.Children)
-    phases: dict[tuple[str, str], str] = field(default_factory=dict)  # for dbi_instances
+    # Each instance's status phase and Ready, for dbi_instances and dbi_instance_ready.
+    statuses: dict[tuple[str, str], metrics.Shown] = field(default_factory=dict)
     election: LeaderElection | None = None
     # Set once the DBInstances were listed whole in this term (the resync waits for it).
     listed: threading.Event = field(default_factory=threading.Event)
@@ -169,10 +170,10 @@ class Watcher:
         now = relevance.Seen.of(obj)
         if event == "DELETED":
             self.instances.pop(key, None)
-            self.phases.pop(key, None)
+            self.statuses.pop(key, None)
         else:
             self.instances[key] = now
-            self.phases[key] = (obj.get("status") or {}).get("phase") or "Unknown"
+            self.statuses[key] = metrics.Shown.of(obj.get("status") or {})
         matters = relevance.instance_event_matters(event, obj, before)
         announced = event in {"ADDED", "MODIFIED"} and relevance.new_generation(now, before)
         return _Wake(
@@ -228,7 +229,7 @@ class Watcher:
         known = {key for key in self.instances if scope is None or key[0] == scope}
         for key in known - listed:
             self.instances.pop(key, None)
-            self.phases.pop(key, None)
+            self.statuses.pop(key, None)
             loop.call_soon_threadsafe(
                 functools.partial(
                     self.wakeups.note, key, "DBInstance not relisted", None, gone=True
@@ -279,6 +280,7 @@ class Watcher:
             finally:
                 term.set()  # also when cancelled: no watch thread outlives its term
                 self.watches = {}
+                self.statuses.clear()  # the next leader serves dbi_instances*
                 if resyncing is not None:
                     resyncing.cancel()  # the term's resync ends with it
 

@@ -1,9 +1,11 @@
 """deploy/monitoring: the PodMonitor scrapes what the Deployments serve, and every alert
-of the PrometheusRule parses as PromQL and names only metrics the running worker and
-watcher serve (read from their /metrics, not from a list kept by hand)."""
+of the PrometheusRule and every query of the Grafana dashboard parses as PromQL and names
+only metrics the running worker and watcher serve (read from their /metrics, not from a
+list kept by hand)."""
 
 from __future__ import annotations
 
+import json
 import re
 import urllib.request
 from pathlib import Path
@@ -13,6 +15,7 @@ import promql_parser
 import pytest
 import yaml
 
+from devstack import dashboard
 from tests.deployment import server_dry_run
 from tests.journeys.product import Product
 from tests.stack import Kubectl
@@ -59,6 +62,27 @@ def test_every_alert_parses_and_names_only_metrics_the_processes_serve(
         assert rule["labels"]["severity"] in ("warning", "critical"), rule
         assert rule["annotations"]["summary"], rule
         assert f"`{rule['alert']}`" in guide, f"docs/observability.md lacks {rule['alert']}"
+
+
+def test_every_dashboard_query_parses_and_names_only_metrics_the_processes_serve(
+    product: Product, repo_root: Path
+) -> None:
+    """deploy/monitoring/dashboard.json is what devstack/dashboard.py builds with Grafana's
+    SDK (rebuild it with `python -m devstack.dashboard`), and each panel's queries name
+    metrics the worker or the watcher serves."""
+    shipped = json.loads((repo_root / "deploy" / "monitoring" / "dashboard.json").read_text())
+    assert shipped == dashboard.build()
+    families = served(list(product.metrics.values()))
+    panels = [p for p in shipped["panels"] if p["type"] != "row"]
+    assert len(panels) >= 8
+    for panel in panels:
+        assert panel["targets"], panel["title"]
+        for target in panel["targets"]:
+            promql_parser.parse(target["expr"])
+            named = set(re.findall(r"\bdbi_\w+", target["expr"]))
+            assert named, (panel["title"], target["expr"])
+            assert {SUFFIXES.sub("", n) for n in named} <= families, (panel["title"], named)
+    assert len({p["id"] for p in shipped["panels"]}) == len(shipped["panels"])
 
 
 def test_the_podmonitor_scrapes_the_worker_and_the_watcher_and_applies(

@@ -81,14 +81,19 @@ async def test_the_metrics_endpoints_answer_and_move_as_an_instance_converges(
             def watcher_saw_it() -> Any:
                 samples = scrape(watcher_port)
                 running = total(samples, "dbi_instances", phase="Running")
-                return samples if running == 1 else None
+                instance = frozenset({("namespace", namespace), ("name", "db")})
+                ready = samples.get(("dbi_instance_ready", instance))
+                return samples if running == 1 and ready == 1 else None
 
             seen = await asyncio.to_thread(eventually, watcher_saw_it, timeout=30)
             assert total(seen, "dbi_watcher_events_total") >= 1
             assert total(seen, "dbi_watcher_signals_total") >= 1
-            # Bounded cardinality: no series is labeled with the instance's name.
+            # Bounded cardinality: one series per instance, its Ready; no other series
+            # is labeled with the instance's name.
             for samples in (after, seen):
-                for _, labels in samples:
+                for metric, labels in samples:
+                    if metric == "dbi_instance_ready":
+                        continue
                     assert "db" not in {value for _, value in labels}
                     assert namespace not in {value for _, value in labels}
     finally:
