@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.metadata
 import json
 import logging
 import os
@@ -26,7 +25,7 @@ from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
 from commands import backups, cluster, dev, image, operate
-from dbi import environment
+from dbi import environment, version
 from dbi.fields import duration_seconds
 
 
@@ -64,15 +63,25 @@ def main(argv: list[str] | None = None) -> int:
     return int(args.run(args))
 
 
+class _Version(argparse.Action):
+    """``--version``: the release and its commit, looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS) -> None:
+        help = "print the version and the commit it was built from, and exit"
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        print(version.describe())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `dbi` command line's parser (its subcommands are what images and manifests run)."""
     parser = argparse.ArgumentParser(
         prog=_prog(),
         description="Managed PostgreSQL instances in KubeVirt VMs, run by Temporal.",
     )
-    parser.add_argument(
-        "--version", action="version", version=f"dbi {importlib.metadata.version('dbi')}"
-    )
+    parser.add_argument("--version", action=_Version)
     _cluster_flags(parser, default=None)  # before the command, or after it (kubectl's way)
     commands = parser.add_subparsers(title="commands")
 

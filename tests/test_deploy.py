@@ -5,9 +5,11 @@ installed for real in tests/journeys/test_namespaced.py."""
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -280,6 +282,19 @@ def dockerfile_stages(repo_root: Path) -> list[list[str]]:
     return stages
 
 
+def test_the_image_is_labeled_with_its_version_commit_and_licence(repo_root: Path) -> None:
+    _, final = dockerfile_stages(repo_root)
+    (label,) = [line for line in final if line.startswith("LABEL ")]
+    labels = dict(pair.split("=", 1) for pair in shlex.split(label)[1:])
+    with (repo_root / "pyproject.toml").open("rb") as f:
+        project = tomllib.load(f)["project"]
+    assert labels["org.opencontainers.image.version"] == project["version"]
+    assert labels["org.opencontainers.image.licenses"] == project["license"]
+    assert labels["org.opencontainers.image.revision"] == "${DBI_COMMIT}"
+    assert labels["org.opencontainers.image.title"] == "dbi"
+    assert 'ARG DBI_COMMIT=""' in final
+
+
 def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_path: Path) -> None:
     """The build stage's wheel, built here from exactly what that stage copies, holds the
     production packages and both console scripts (`dbi`, `kubectl-dbi`), and neither
@@ -296,6 +311,9 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
         )
     for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(repo_root / name, source / name)
+    # What the stage's RUN does with --build-arg DBI_COMMIT=...
+    assert any('echo "$DBI_COMMIT" > dbi/COMMIT' in line for line in build), build
+    (source / "dbi" / "COMMIT").write_text("0123456789ab\n")
     subprocess.run(
         [
             sys.executable,
@@ -320,6 +338,8 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
         entry_points = built.read(scripts).decode()
         metadata = built.read(next(n for n in built.namelist() if n.endswith("METADATA")))
         licensed = [n for n in built.namelist() if n.endswith(".dist-info/licenses/LICENSE")]
+        commit = built.read("dbi/COMMIT").decode()
+    assert commit == "0123456789ab\n"  # `dbi --version` in the image names it
     assert tops - {next(t for t in tops if t.endswith(".dist-info"))} == {
         "guest",  # the names dbi and its guest program agree on (guest.files)
         "dbi",
