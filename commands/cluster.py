@@ -47,7 +47,7 @@ class Kube:
         if self.context is not None:
             chosen = next((c for c in contexts if c["name"] == self.context), None)
             if chosen is None:
-                raise k8s_config.ConfigException(f"context {self.context!r} not in {path}")
+                raise k8s_config.ConfigException(f"it has no context {self.context!r}")
         return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
 
 

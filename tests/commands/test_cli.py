@@ -73,10 +73,10 @@ def rows(stdout: str) -> list[list[str]]:
 
 
 def test_version_and_the_kubectl_plugin(local_stack: StackInfo) -> None:
-    """`dbi --version` names the version; kubectl finds `kubectl-dbi` on PATH, so
+    """`dbi --version` names the version and the commit; kubectl finds `kubectl-dbi` on PATH, so
     `kubectl dbi ...` is the same command, naming itself so."""
     shown = dbi(local_stack, "--version")
-    assert shown.returncode == 0 and shown.stdout.strip() == f"dbi {VERSION}", shown
+    assert shown.returncode == 0 and shown.stdout.startswith(f"dbi {VERSION} (commit "), shown
     bin_dir = str(tools.venv_tool("dbi").parent)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
     kubectl = str(tools.venv_tool("kubectl"))
@@ -92,7 +92,7 @@ def test_version_and_the_kubectl_plugin(local_stack: StackInfo) -> None:
         )
 
     version = plugin("--version")
-    assert version.returncode == 0 and version.stdout.strip() == f"dbi {VERSION}", version
+    assert version.returncode == 0 and version.stdout == shown.stdout, version
     usage = plugin("status", "--help")
     assert usage.returncode == 0 and usage.stdout.startswith("usage: kubectl dbi status"), usage
 
@@ -260,3 +260,63 @@ def test_a_cluster_dbi_cannot_reach_is_said_in_a_sentence(
     assert "Traceback" not in down.stderr and len(down.stderr.splitlines()) == 1
     both = dbi(local_stack, "status", instance, "-A")
     assert both.returncode == 2 and "NAME and -A do not go together" in both.stderr
+
+
+def test_each_mistake_is_one_line_and_its_documented_exit_code(
+    local_stack: StackInfo, namespace: str, instance: str, tmp_path: Path
+) -> None:
+    """The tried mistakes of docs/operations.md, with `dbi describe`: one line on stderr
+    that names what to fix, no traceback, and the exit code the page gives."""
+    missing = tmp_path / "nope"
+    config = local_stack.kubeconfig
+    down = f"127.0.0.1:{tools.free_port()}"
+    tried = [
+        # (what, args, env, exit code, how the line starts)
+        (
+            "no kubeconfig",
+            [instance],
+            {"KUBECONFIG": str(missing)},
+            2,
+            f"dbi: kubeconfig {missing}",
+        ),
+        (
+            "wrong context",
+            [instance, "--context", "prod"],
+            {},
+            2,
+            f"dbi: kubeconfig {config}: it has no context 'prod'",
+        ),
+        (
+            "wrong context, -n",
+            [instance, "--context", "prod", "-n", namespace],
+            {},
+            2,
+            f"dbi: kubeconfig {config}: ",
+        ),
+        (
+            "unknown instance",
+            ["ghost", "-n", namespace],
+            {},
+            3,
+            f"dbi: no DBInstance {namespace}/ghost",
+        ),
+        (
+            "wrong namespace",
+            [instance, "-n", "default"],
+            {},
+            3,
+            f"dbi: no DBInstance default/{instance}",
+        ),
+        (
+            "Temporal down",
+            [instance, "-n", namespace],
+            {"TEMPORAL_ADDRESS": down},
+            1,
+            f"dbi: Temporal at {down}",
+        ),
+    ]
+    for what, args, env, code, line in tried:
+        ran = dbi(local_stack, "describe", *args, **env)
+        assert ran.returncode == code, (what, ran)
+        (said,) = ran.stderr.splitlines()
+        assert said.startswith(line), (what, said)
