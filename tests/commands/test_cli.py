@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import subprocess
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -320,3 +321,42 @@ def test_each_mistake_is_one_line_and_its_documented_exit_code(
         assert ran.returncode == code, (what, ran)
         (said,) = ran.stderr.splitlines()
         assert said.startswith(line), (what, said)
+
+
+def test_the_command_line_needs_no_worker_extra(
+    local_stack: StackInfo, namespace: str, instance: str
+) -> None:
+    """As `pipx install dbi` installs it (tests/commands/without_worker.py refuses every
+    module outside dbi's own requirements' closure: psycopg, cryptography, minio,
+    OpenTelemetry, ...), the operator commands work against the real stack, and the
+    worker says which extra it needs."""
+    script = Path(__file__).parent / "without_worker.py"
+
+    def alone(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(script), *args],
+            env={
+                **os.environ,
+                "KUBECONFIG": local_stack.kubeconfig,
+                "TEMPORAL_ADDRESS": local_stack.temporal_address,
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    refused = set(alone("--blocked").stdout.split())
+    assert {"psycopg", "cryptography", "minio", "opentelemetry", "prometheus_client"} <= refused
+    for args in (
+        ["--version"],
+        ["status", "-n", namespace],
+        ["describe", instance, "-n", namespace],
+        ["backups", "-n", namespace],
+        ["image", "manifest", "--version", "18.6", "--url", "https://files.example/x.qcow2"],
+    ):
+        ran = alone(*args)
+        assert ran.returncode == 0, (args, ran.stderr)
+    worker = alone("worker")
+    assert worker.returncode == 2
+    assert "dbi: the worker needs dbi's worker extra (pip install 'dbi[worker]')" in worker.stderr

@@ -10,6 +10,7 @@ from typing import Any
 import psycopg
 import pytest
 from kubernetes import client as k8s
+from psycopg.conninfo import make_conninfo
 from temporalio.client import WorkflowExecutionStatus
 
 from dbi import names
@@ -18,6 +19,7 @@ from tests.activities.lifecycle import SPEC, create, ready
 from tests.activities.logins import address, admin_credential, secret
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
+from tests.polling import eventually
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -47,14 +49,25 @@ def reject_all(
     admin = admin_credential(kube_api, orchestrator, namespace)
     host = address(secret(kube_api, namespace, "db-credentials"))
     hba.write_text("host all all 0.0.0.0/0 reject\n" + hba.read_text())
-    with psycopg.connect(
+    login = make_conninfo(
         host=host,
         user=admin["username"],
         password=admin["password"],
         dbname="postgres",
         sslmode="require",
-    ) as conn:
+    )
+    with psycopg.connect(login) as conn:
         conn.execute("SELECT pg_reload_conf()")
+
+    def refused() -> bool:
+        """The postmaster reloads on its own time: wait until a new login is refused."""
+        try:
+            psycopg.connect(login, connect_timeout=5).close()
+        except psycopg.OperationalError as e:
+            return "rejects connection" in str(e)
+        return False
+
+    eventually(refused, timeout=30, what="PostgreSQL refusing logins")
 
 
 async def test_a_rotation_that_cannot_reach_the_database_fails_for_its_caller_only(
