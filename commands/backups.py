@@ -32,7 +32,7 @@ async def backup(kube: Kube, namespace: str, name: str, *, timeout: float | None
     printing its progress to stderr."""
     if read_instance(kube, namespace, name) is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
-    client = await operate.temporal_client()
+    client = await operate.temporal_client(kube)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     workflow_id = f"{names.backup_workflow_id(namespace, name)}-manual-{stamp}"
     try:

@@ -21,6 +21,11 @@ class Kube:
 
     kubeconfig: str | None = None  # --kubeconfig
     context: str | None = None  # --context
+    # Temporal (commands/target.py): --temporal-address, --temporal-namespace, and
+    # --dbi-namespace, where the install records its settings.
+    temporal_address: str | None = None
+    temporal_namespace: str | None = None
+    home: str = "dbi-system"
 
     def config_file(self) -> str | None:
         """``--kubeconfig``, else ``KUBECONFIG``, else ``~/.kube/config`` if it exists;

@@ -214,6 +214,23 @@ def _cluster_flags(parser: argparse.ArgumentParser, *, default: Any) -> None:
     parser.add_argument(
         "--context", default=default, help="the kubeconfig context (default: its current one)"
     )
+    parser.add_argument(
+        "--temporal-address",
+        default=default,
+        help="Temporal's host:port (default: TEMPORAL_ADDRESS or the Temporal profile, else "
+        "what the cluster's install records in --dbi-namespace, else 127.0.0.1:7233)",
+    )
+    parser.add_argument(
+        "--temporal-namespace",
+        default=default,
+        help="the Temporal namespace (default: as the address, else default)",
+    )
+    parser.add_argument(
+        "--dbi-namespace",
+        default=default,
+        help="the namespace dbi is installed in, whose record of Temporal's address a "
+        "command reads when nothing else gives one (default: dbi-system)",
+    )
 
 
 def _cluster_options(
@@ -249,7 +266,13 @@ def _operate(
     YAML with -o), its code returned."""
 
     def run(args: argparse.Namespace) -> int:
-        args.kube = cluster.Kube(args.kubeconfig, args.context)
+        args.kube = cluster.Kube(
+            args.kubeconfig,
+            args.context,
+            temporal_address=args.temporal_address,
+            temporal_namespace=args.temporal_namespace,
+            home=args.dbi_namespace or "dbi-system",
+        )
         try:
             args.namespace = args.namespace or args.kube.namespace()
             answer = asyncio.run(command(args))

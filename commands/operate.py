@@ -17,6 +17,7 @@ workflow goes on with it).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import urllib.parse
 from collections.abc import Sequence
@@ -31,8 +32,9 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from commands import target
 from commands.cluster import Kube, read_instance
-from dbi import connect, environment, names
+from dbi import environment, names
 from dbi.messages import (
     Progress,
     ResizeResult,
@@ -60,26 +62,26 @@ class Answer:
     warning: str | None = None
 
 
-async def temporal_client() -> Client:
-    return await connect.temporal()
+async def temporal_client(kube: Kube) -> Client:
+    return await target.resolve(kube).connect()
 
 
-async def _client_or_why() -> tuple[Client | None, str | None]:
+async def _client_or_why(kube: Kube) -> tuple[Client | None, str | None]:
     """A Temporal client, or None and why not (for commands that can do without)."""
     try:
-        return await asyncio.wait_for(temporal_client(), TEMPORAL_CONNECT_SECONDS), None
+        return await asyncio.wait_for(temporal_client(kube), TEMPORAL_CONNECT_SECONDS), None
     except (RuntimeError, TimeoutError) as e:
-        address = connect.temporal_settings()["target_host"]
+        chosen = target.resolve(kube)
         why = str(e) or f"no answer within {TEMPORAL_CONNECT_SECONDS:.0f}s"
         return None, (
-            f"dbi: Temporal at {address} did not answer ({why}); "
+            f"dbi: Temporal at {chosen.address} ({chosen.source}) did not answer ({why}); "
             "shown: what Kubernetes holds, the workflow's side unknown"
         )
 
 
-def ui_link(namespace: str, name: str) -> str:
+def ui_link(kube: Kube, namespace: str, name: str) -> str:
     base = (environment.TEMPORAL_UI.value()).rstrip("/")
-    temporal_namespace = connect.temporal_settings()["namespace"]
+    temporal_namespace = target.resolve(kube).namespace
     workflow = urllib.parse.quote(names.workflow_id(namespace, name), safe="")
     return f"{base}/namespaces/{temporal_namespace}/workflows/{workflow}"
 
@@ -139,7 +141,7 @@ async def status(kube: Kube, namespace: str | None, name: str | None) -> Answer:
             names.GROUP, names.VERSION, namespace, names.PLURAL
         )
         items = cast(dict[str, Any], listed)["items"]
-    client, unreachable = await _client_or_why()
+    client, unreachable = await _client_or_why(kube)
     found: list[dict[str, Any]] = []
     for obj in items:
         meta = obj["metadata"]
@@ -203,7 +205,7 @@ async def describe(kube: Kube, namespace: str, name: str) -> Answer:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     status_ = obj.get("status") or {}
     endpoint = status_.get("endpoint") or {}
-    client, unreachable = await _client_or_why()
+    client, unreachable = await _client_or_why(kube)
     seen = await _progress(client, namespace, name) if client else _Seen()
     workflow = _workflow(namespace, name, client, seen)
     data = {
@@ -216,7 +218,8 @@ async def describe(kube: Kube, namespace: str, name: str) -> Answer:
         "credentialsSecretName": status_.get("credentialsSecretName"),
         "conditions": status_.get("conditions", []),
         "workflow": workflow,
-        "temporalUI": ui_link(namespace, name),
+        "temporal": dataclasses.asdict(target.resolve(kube)),
+        "temporalUI": ui_link(kube, namespace, name),
     }
     lines = [
         f"DBInstance {namespace}/{name}",
@@ -238,6 +241,7 @@ async def describe(kube: Kube, namespace: str, name: str) -> Answer:
         lines.append(f"  workflow     {workflow['id']}: {_workflow_text(workflow)}")
     else:
         lines.append(f"  workflow     {workflow['id']}: not running")
+    lines.append(f"  Temporal     {target.resolve(kube)}")
     lines.append(f"  Temporal UI  {data['temporalUI']}")
     return Answer(FAILED if unreachable else OK, "\n".join(lines), data, unreachable)
 
@@ -254,7 +258,7 @@ async def _update(
     Answer when it cannot."""
     if read_instance(kube, namespace, name) is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
-    client = await temporal_client()
+    client = await temporal_client(kube)
     handle = client.get_workflow_handle(names.workflow_id(namespace, name))
     print(f"{update}: {namespace}/{name}, waiting for its workflow", file=sys.stderr, flush=True)
     reporting = asyncio.create_task(_report(client, namespace, name))
@@ -324,7 +328,7 @@ async def retry(kube: Kube, namespace: str, name: str) -> Answer:
     """Signal the workflow to run a pass now, out of any wait (a Terminal one too)."""
     if read_instance(kube, namespace, name) is None:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
-    handle = (await temporal_client()).get_workflow_handle(names.workflow_id(namespace, name))
+    handle = (await temporal_client(kube)).get_workflow_handle(names.workflow_id(namespace, name))
     try:
         await handle.signal(names.RETRY)
     except RPCError as e:

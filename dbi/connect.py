@@ -92,12 +92,20 @@ def temporal_settings(
 
 
 async def temporal(
-    address: str | None = None, *, namespace: str | None = None, runtime: Runtime | None = None
+    address: str | None = None,
+    *,
+    namespace: str | None = None,
+    runtime: Runtime | None = None,
+    tls: bool | None = None,
 ) -> Client:
     """Return a client with the data converter and interceptors every dbi process uses,
-    connected as ``temporal_settings`` says."""
+    connected as ``temporal_settings`` says (with TLS, the system's CAs, when ``tls``
+    and the configuration says nothing of it)."""
+    settings = temporal_settings(address, namespace)
+    if tls:  # under what the configuration says of TLS, if anything
+        settings = ClientConnectConfig(**(dict(tls=True) | settings))
     return await Client.connect(
-        **temporal_settings(address, namespace),
+        **settings,
         data_converter=DATA_CONVERTER,
         interceptors=_tracing(),
         runtime=runtime,

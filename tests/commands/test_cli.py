@@ -151,7 +151,8 @@ def test_status_and_describe_show_kubernetes_when_temporal_does_not_answer(
     assert status.returncode == 1, status
     assert rows(status.stdout)[0][:4] == [namespace, instance, "-", "Unknown"]
     assert "unknown (Temporal did not answer)" in status.stdout
-    assert f"Temporal at {down} did not answer" in status.stderr
+    said = f"Temporal at {down} (TEMPORAL_ADDRESS or the Temporal profile) did not answer"
+    assert said in status.stderr
     described = dbi(local_stack, "describe", instance, "-n", namespace, TEMPORAL_ADDRESS=down)
     assert described.returncode == 1, described
     assert f"DBInstance {namespace}/db" in described.stdout
@@ -360,3 +361,58 @@ def test_the_command_line_needs_no_worker_extra(
     worker = alone("worker")
     assert worker.returncode == 2
     assert "dbi: the worker needs dbi's worker extra (pip install 'dbi[worker]')" in worker.stderr
+
+
+def test_the_temporal_a_command_talks_to_is_chosen_in_order_and_shown(
+    local_stack: StackInfo, namespace: str, instance: str, kube_api: Any, tmp_path: Path
+) -> None:
+    """--temporal-address, else TEMPORAL_ADDRESS (or a profile), else the ConfigMap the
+    install labels in --dbi-namespace, else 127.0.0.1:7233; `describe` says which."""
+    live = local_stack.temporal_address
+    dead = f"127.0.0.1:{tools.free_port()}"
+    home = f"home-{secrets.token_hex(3)}"
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespace(k8s.V1Namespace(metadata=k8s.V1ObjectMeta(name=home)))
+    core.create_namespaced_config_map(
+        home,
+        k8s.V1ConfigMap(
+            metadata=k8s.V1ObjectMeta(
+                name="dbi-temporal-abc", labels={"dbi.dev/temporal-settings": "true"}
+            ),
+            data={"TEMPORAL_ADDRESS": live, "TEMPORAL_NAMESPACE": "default"},
+        ),
+    )
+    nothing = {  # no TEMPORAL_* variable, no profile file
+        **{k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")},
+        "KUBECONFIG": local_stack.kubeconfig,
+        "TEMPORAL_CONFIG_FILE": str(tmp_path / "none.toml"),
+    }
+
+    def describe(*flags: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(tools.venv_tool("dbi")), "describe", instance, "-n", namespace, *flags],
+            env={**nothing, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    try:
+        flagged = describe("--temporal-address", live, TEMPORAL_ADDRESS=dead)
+        assert flagged.returncode == 0, flagged.stderr
+        assert f"Temporal     {live} namespace default (from --temporal-address)" in flagged.stdout
+        from_env = describe(TEMPORAL_ADDRESS=live)
+        assert from_env.returncode == 0, from_env.stderr
+        assert "(from TEMPORAL_ADDRESS or the Temporal profile)" in from_env.stdout
+        recorded = describe("--dbi-namespace", home)
+        assert recorded.returncode == 0, recorded.stderr
+        assert f"{live} namespace default (from ConfigMap {home}/dbi-temporal-abc)" in (
+            recorded.stdout
+        )
+        unrecorded = describe("--dbi-namespace", f"{home}-none", "-o", "json")
+        chosen = json.loads(unrecorded.stdout)["temporal"]
+        assert chosen["address"] == "127.0.0.1:7233"
+        assert chosen["source"] == f"the default; no record in {home}-none"
+    finally:
+        core.delete_namespace(home)
