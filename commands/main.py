@@ -19,8 +19,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, NoReturn
 
+import argcomplete
 import urllib3
 import yaml
+from argcomplete.shell_integration import shellcode
 from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
@@ -56,6 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["bench"]:  # its options are the benchmark's (argparse's REMAINDER
         return dev.bench(argv[1:])  # drops a leading option such as --n otherwise)
     parser = build_parser()
+    argcomplete.autocomplete(parser)  # answers the shell's completion request, if one
     args = parser.parse_args(argv)
     if not hasattr(args, "run"):
         parser.print_help()
@@ -88,6 +91,15 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_parsers(commands)
     image.add_parsers(commands)
     processes.add_parsers(commands)
+    completion = commands.add_parser(
+        "completion",
+        help="print the shell completion script (bash or zsh)",
+        description="Print the script that completes dbi's commands and options; load it "
+        "with `source <(dbi completion bash)` (or zsh), or put it where your shell loads "
+        "completions.",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"))
+    completion.set_defaults(run=_completion)
 
     status = commands.add_parser(
         "status",
@@ -193,6 +205,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     return parser
+
+
+def _completion(args: argparse.Namespace) -> int:
+    print(shellcode(["dbi"], shell=args.shell))
+    return 0
 
 
 def _prog() -> str:

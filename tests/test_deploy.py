@@ -358,7 +358,7 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
     listed = email.message_from_bytes(metadata).get_all("Requires-Dist") or []
     requires = [Requirement(r) for r in listed]
     core = {r.name for r in requires if r.marker is None}
-    assert core == {"temporalio", "kubernetes", "pydantic", "PyYAML", "cronsim"}, core
+    assert core == {"temporalio", "kubernetes", "pydantic", "PyYAML", "cronsim", "argcomplete"}
     worker = {r.name for r in requires if r.marker and r.marker.evaluate({"extra": "worker"})}
     assert {"psycopg", "cryptography", "minio", "opentelemetry-sdk"} <= worker, worker
     assert licensed, "the wheel carries no LICENSE"
