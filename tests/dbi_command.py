@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Sequence
 
 from devstack import tools
 from devstack.stack import StackInfo
 
 
-def dbi(local_stack: StackInfo, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run ``dbi ARGS`` with the stack's admin kubeconfig and Temporal, plus ``env``."""
+def dbi(
+    local_stack: StackInfo, *args: str, program: Sequence[str] = (), **env: str
+) -> subprocess.CompletedProcess[str]:
+    """Run ``dbi ARGS`` (or ``program ARGS``) with the stack's admin kubeconfig and
+    Temporal, plus ``env``."""
     return subprocess.run(
-        [str(tools.venv_tool("dbi")), *args],
+        [*(program or [str(tools.venv_tool("dbi"))]), *args],
         env={
             **os.environ,
             "KUBECONFIG": local_stack.kubeconfig,

@@ -334,18 +334,7 @@ def test_the_command_line_needs_no_worker_extra(
     script = Path(__file__).parent / "without_worker.py"
 
     def alone(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, str(script), *args],
-            env={
-                **os.environ,
-                "KUBECONFIG": local_stack.kubeconfig,
-                "TEMPORAL_ADDRESS": local_stack.temporal_address,
-            },
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
+        return dbi_command.dbi(local_stack, *args, program=[sys.executable, str(script)])
 
     refused = set(alone("--blocked").stdout.split())
     assert {"psycopg", "cryptography", "minio", "opentelemetry", "prometheus_client"} <= refused
