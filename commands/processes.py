@@ -11,6 +11,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from dbi import environment
+from dbi.variable import CLI, WATCHER, WORKER, Process
 
 
 def add_parsers(commands: Any) -> None:
@@ -18,17 +19,17 @@ def add_parsers(commands: Any) -> None:
         "worker",
         help="run the Temporal worker (workflow and step activities)",
         description="Host DBInstanceWorkflow and the step activities on the dbi task queue. "
-        + _reads(environment.WORKER),
+        + _reads(WORKER),
     )
-    worker.set_defaults(run=_worker, process=environment.WORKER)
+    worker.set_defaults(run=_worker, process=WORKER)
 
     watcher = commands.add_parser(
         "watcher",
         help="run the watcher (Kubernetes changes to workflow wake-ups)",
         description="Watch DBInstances and their children and signal each instance's "
-        "workflow. " + _reads(environment.WATCHER),
+        "workflow. " + _reads(WATCHER),
     )
-    watcher.set_defaults(run=_watcher, process=environment.WATCHER)
+    watcher.set_defaults(run=_watcher, process=WATCHER)
 
     temporal = commands.add_parser(
         "temporal",
@@ -46,7 +47,7 @@ def add_parsers(commands: Any) -> None:
         "watcher refuse to start without the attributes. Exit 0 when the namespace is "
         "ready, 1 when it is not (a conflicting attribute, Temporal unreachable).",
     )
-    setup.set_defaults(run=_temporal_setup, process=environment.CLI)
+    setup.set_defaults(run=_temporal_setup, process=CLI)
 
 
 def _temporal_setup(args: argparse.Namespace) -> int:
@@ -65,7 +66,7 @@ def _temporal_setup(args: argparse.Namespace) -> int:
         return 1
 
 
-def _reads(process: environment.Process) -> str:
+def _reads(process: Process) -> str:
     return "Reads " + ", ".join(sorted(environment.read_by(process))) + " (docs/configuration.md)."
 
 

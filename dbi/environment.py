@@ -9,77 +9,12 @@ error that names the variable.
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Callable
-from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
-from typing import TypeVar
 
 from dbi import markdown
-
-
-class Process(StrEnum):
-    WORKER = "worker"
-    WATCHER = "watcher"
-    CLI = "cli"  # dbi status, describe, rotate, resize
-
-
-WORKER, WATCHER, CLI = Process.WORKER, Process.WATCHER, Process.CLI
-N = TypeVar("N", int, float)
-
-
-@dataclass(frozen=True)
-class Variable:
-    name: str
-    default: str | None  # None: unset means "not used" (see meaning)
-    meaning: str
-    read_by: frozenset[Process]
-
-    def get(self) -> str | None:
-        """The value, or the default when the variable is unset or empty."""
-        return os.environ.get(self.name) or self.default
-
-    def value(self) -> str:
-        """The value or the default; an error naming the variable when it has neither."""
-        found = self.get()
-        if found is None:
-            raise ValueError(f"{self.name} must be set")
-        return found
-
-    def items(self) -> frozenset[str] | None:
-        """The value as a comma-separated set (blanks dropped); None when unset."""
-        raw = self.get()
-        return frozenset(n.strip() for n in raw.split(",") if n.strip()) if raw else None
-
-    def _parsed(self, parse: Callable[[str], N], what: str) -> N | None:
-        """The value as ``parse`` reads it; an error naming the variable when it cannot."""
-        raw = self.get()
-        try:
-            return None if raw is None else parse(raw)
-        except ValueError:
-            raise ValueError(f"{self.name} must be {what}, not {raw!r}") from None
-
-    def integer(self, *, low: int = 0, high: int | None = None) -> int | None:
-        """The value as a whole number in [low, high]; a clear error otherwise."""
-        value = self._parsed(int, "a whole number")
-        if value is not None and (value < low or (high is not None and value > high)):
-            top = "" if high is None else f" and at most {high}"
-            raise ValueError(f"{self.name} must be at least {low}{top}, not {value}")
-        return value
-
-    def seconds(self) -> float | None:
-        """The value as a positive number of seconds; a clear error otherwise."""
-        value = self._parsed(float, "a number of seconds")
-        if value is not None and not value > 0:
-            raise ValueError(f"{self.name} must be more than 0 seconds, not {self.get()!r}")
-        return value
-
-
-def _var(name: str, default: str | None, meaning: str, *read_by: Process) -> Variable:
-    return Variable(name, default, meaning, frozenset(read_by))
-
+from dbi.variable import CLI, WATCHER, WORKER, Process, Variable
+from dbi.variable import var as _var
 
 TEMPORAL_ADDRESS = _var(
     "TEMPORAL_ADDRESS", "127.0.0.1:7233", "Temporal frontend, host:port.", WORKER, WATCHER, CLI
@@ -193,6 +128,36 @@ AWS_SECRET_ACCESS_KEY = _var(
     "AWS_SECRET_ACCESS_KEY", None, "Secret key of the S3 backup store (from a Secret).", WORKER
 )
 AWS_REGION = _var("AWS_REGION", "us-east-1", "Region of the S3 backup store's bucket.", WORKER)
+AWS_WEB_IDENTITY_TOKEN_FILE = _var(
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    None,
+    "Without AWS_ACCESS_KEY_ID: a web identity token (IRSA writes it and AWS_ROLE_ARN) that "
+    "the worker exchanges at STS for the S3 backup store's credentials.",
+    WORKER,
+)
+AWS_ROLE_ARN = _var(
+    "AWS_ROLE_ARN", None, "The role the web identity assumes for the S3 backup store.", WORKER
+)
+AWS_ENDPOINT_URL_STS = _var(
+    "AWS_ENDPOINT_URL_STS",
+    None,
+    "STS for the web identity (an S3-compatible store's, such as MinIO's); unset: AWS's, "
+    "in AWS_REGION.",
+    WORKER,
+)
+AWS_CONTAINER_CREDENTIALS_FULL_URI = _var(
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    None,
+    "Without keys or a web identity: a container credentials endpoint (EKS Pod Identity; "
+    "with AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE) for the S3 backup store.",
+    WORKER,
+)
+AWS_CONTAINER_CREDENTIALS_RELATIVE_URI = _var(
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    None,
+    "The same, on ECS's credentials endpoint.",
+    WORKER,
+)
 BACKUP_MAX_RATE = _var(
     "DBI_BACKUP_MAX_RATE",
     None,

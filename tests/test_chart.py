@@ -40,6 +40,7 @@ EVERY_OPTION = ",".join(
         "monitoring.podMonitor=true",
         "monitoring.prometheusRule=true",
         "monitoring.grafanaDashboard=true",
+        "worker.serviceAccountAnnotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/dbi",
     )
 )
 Key = tuple[str, str, str]
@@ -161,6 +162,15 @@ def test_every_option_reaches_a_variable_the_process_reads(repo_root: Path) -> N
     assert json.loads(env["DBI_IMAGES"]["value"]) == {"18": "dbi-images/dbi-postgresql-18-6"}
     for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         assert env[variable]["valueFrom"]["secretKeyRef"]["name"] == "dbi-backup-store"
+    # IRSA: the role the backup store's web identity assumes.
+    (account,) = [
+        o
+        for o in objects
+        if o["metadata"]["name"] == "dbi-worker" and o["kind"] == "ServiceAccount"
+    ]
+    assert account["metadata"]["annotations"] == {
+        "eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/dbi"
+    }
 
 
 @pytest.mark.parametrize(

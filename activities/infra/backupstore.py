@@ -29,11 +29,12 @@ from urllib.parse import urlsplit
 
 import urllib3
 from minio import Minio
-from minio.credentials.providers import EnvAWSProvider, StaticProvider
+from minio.credentials.providers import StaticProvider
 from minio.error import InvalidResponseError, MinioException, S3Error, ServerError
 
 from activities.infra import endpoints
 from activities.infra.kube import Instance, Kube
+from activities.infra.s3credentials import operator_credentials
 from dbi import environment
 from dbi.backup_spec import BackupTarget
 from dbi.backups import StoreKind, StoreLocation, StoreRef
@@ -223,9 +224,9 @@ class DirectoryStore:
 
 
 class S3Store:
-    """An S3-compatible bucket, with the access key from ``AWS_ACCESS_KEY_ID`` and
-    ``AWS_SECRET_ACCESS_KEY`` (never in the location or a log line). Each request that
-    fails raises ``StoreFailed`` (a missing key reads as absent)."""
+    """An S3-compatible bucket, with the operator's credentials (``s3credentials``)
+    or a tenant's keys (never in the location or a log line). Each request that fails
+    raises ``StoreFailed`` (a missing key reads as absent)."""
 
     def __init__(
         self,
@@ -239,12 +240,7 @@ class S3Store:
         ``networks``: a tenant's bucket, reached only at public addresses or in these
         networks (``activities.infra.endpoints``); None: the operator's own store."""
         self.location = location
-        env_keys = environment.AWS_ACCESS_KEY_ID.get() and environment.AWS_SECRET_ACCESS_KEY.get()
-        if keys is None and not env_keys:
-            raise ValueError(
-                "the S3 backup store needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
-            )
-        credentials = EnvAWSProvider() if keys is None else StaticProvider(*keys)
+        credentials = operator_credentials() if keys is None else StaticProvider(*keys)
         url = urlsplit(endpoint or "https://s3.amazonaws.com")
         if url.scheme not in {"http", "https"} or not url.netloc:
             raise ValueError(f"DBI_BACKUP_S3_ENDPOINT must be an http(s) URL: {endpoint!r}")

@@ -21,8 +21,8 @@ def test_the_runtime_reads_the_environment_only_through_the_table(repo_root: Pat
     offenders = []
     for package in RUNTIME_PACKAGES:
         for path in sorted((repo_root / package).rglob("*.py")):
-            if path == repo_root / "dbi" / "environment.py":
-                continue
+            if path in (repo_root / "dbi" / "environment.py", repo_root / "dbi" / "variable.py"):
+                continue  # the table, and how one of its variables is read
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"):
                     offenders.append(f"{path.relative_to(repo_root)}:{node.lineno}")

@@ -3,7 +3,13 @@ S3-compatible server running on this machine (devstack.s3server, gofakes3)."""
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import os
+import threading
+import urllib.parse
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -65,3 +71,71 @@ def test_a_key_cannot_leave_the_directory_store(tmp_path: Path) -> None:
     store = DirectoryStore(StoreLocation.parse(f"file://{tmp_path / 'store'}"))
     with pytest.raises(ValueError, match="leaves the store"):
         store.write("../escaped", b"x")
+
+
+STS_ANSWER = """<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">
+  <AssumeRoleWithWebIdentityResult>
+    <Credentials>
+      <AccessKeyId>ASIA-FROM-STS</AccessKeyId>
+      <SecretAccessKey>temporary-secret</SecretAccessKey>
+      <SessionToken>session-token</SessionToken>
+      <Expiration>{expires}</Expiration>
+    </Credentials>
+  </AssumeRoleWithWebIdentityResult>
+</AssumeRoleWithWebIdentityResponse>"""
+
+
+@contextlib.contextmanager
+def fake_sts() -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """An STS endpoint that answers AssumeRoleWithWebIdentity with temporary keys valid
+    for an hour, and records each request's parameters."""
+    calls: list[dict[str, str]] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            query = urllib.parse.urlsplit(self.path).query
+            calls.append(dict(urllib.parse.parse_qsl(query)))
+            expires = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
+            body = STS_ANSWER.format(expires=expires).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/xml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", calls
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_web_identity_is_exchanged_at_sts_for_the_stores_credentials(
+    s3_endpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No keys, a web identity token (as IRSA mounts it): the worker asks STS for
+    temporary credentials once, with the token and the role, and uses the store."""
+    token = tmp_path / "token"
+    token.write_text("eyJ-a-web-identity")
+    role = "arn:aws:iam::123456789012:role/dbi-backups"
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_WEB_IDENTITY_TOKEN_FILE", str(token))
+    monkeypatch.setenv("AWS_ROLE_ARN", role)
+    with fake_sts() as (sts, calls):
+        monkeypatch.setenv("AWS_ENDPOINT_URL_STS", sts)
+        store = S3Store(
+            StoreLocation.parse(f"s3://{S3_BUCKET}/{tmp_path.name}/"), endpoint=s3_endpoint
+        )
+        store.write("ns/db/b1/a", b"x")
+        assert store.read("ns/db/b1/a") == b"x"
+    (call,) = calls  # the temporary keys are kept until they expire
+    assert call["Action"] == "AssumeRoleWithWebIdentity"
+    assert call["WebIdentityToken"] == "eyJ-a-web-identity"
+    assert call["RoleArn"] == role
