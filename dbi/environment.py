@@ -270,10 +270,20 @@ TRACES_EXPORTER = _var(
     WATCHER,
 )
 OTLP_ENDPOINT = _var(
-    "OTEL_EXPORTER_OTLP_ENDPOINT", None, "OTLP/HTTP collector base URL.", WORKER, WATCHER
+    "OTEL_EXPORTER_OTLP_ENDPOINT", None, "OTLP collector base URL.", WORKER, WATCHER
 )
 OTLP_TRACES_ENDPOINT = _var(
-    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None, "OTLP/HTTP traces URL.", WORKER, WATCHER
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", None, "OTLP traces URL.", WORKER, WATCHER
+)
+OTLP_PROTOCOL = _var(
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "http/protobuf",
+    "OTLP's transport: `http/protobuf` or `grpc`.",
+    WORKER,
+    WATCHER,
+)
+OTLP_TRACES_PROTOCOL = _var(
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", None, "The same, for traces alone.", WORKER, WATCHER
 )
 SERVICE_NAME = _var(
     "OTEL_SERVICE_NAME",

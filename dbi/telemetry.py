@@ -3,7 +3,8 @@
 - **Traces**: an OpenTelemetry TracerProvider whose exporter the standard variables
   choose: ``OTEL_TRACES_EXPORTER`` (``otlp``, ``console`` or ``none``; ``otlp`` when
   ``OTEL_EXPORTER_OTLP_ENDPOINT`` or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` is set,
-  else ``none``). The OTLP exporter reads its own ``OTEL_EXPORTER_OTLP_*`` variables;
+  else ``none``), over HTTP or gRPC as ``OTEL_EXPORTER_OTLP_PROTOCOL`` says. The OTLP
+  exporter reads its own ``OTEL_EXPORTER_OTLP_*`` variables;
   ``OTEL_SERVICE_NAME`` and ``OTEL_RESOURCE_ATTRIBUTES`` name the resource.
 - **Metrics**: one Prometheus endpoint (``DBI_METRICS_PORT``; none when unset) serving
   dbi's own metrics (``dbi.metrics``) and the Temporal SDK's runtime metrics, which
@@ -25,6 +26,9 @@ from typing import Any
 
 import prometheus_client
 from opentelemetry import trace
+from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import (
+    OTLPSpanExporter as GrpcSpanExporter,
+)
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.exporter.prometheus import PrometheusMetricReader
 from opentelemetry.sdk.metrics import MeterProvider
@@ -110,7 +114,8 @@ def configure_logging(*, stream: Any = None) -> None:
     root.setLevel(logging.INFO)
 
 
-def _span_exporter() -> SpanExporter | None:
+def span_exporter() -> SpanExporter | None:
+    """The exporter OTEL_TRACES_EXPORTER (or an OTLP endpoint) chooses; None: none."""
     chosen = environment.TRACES_EXPORTER.get()
     if chosen is None:
         endpoint = environment.OTLP_TRACES_ENDPOINT.get() or environment.OTLP_ENDPOINT.get()
@@ -122,15 +127,29 @@ def _span_exporter() -> SpanExporter | None:
         # One line per span, so a log file stays one JSON object per line.
         return ConsoleSpanExporter(formatter=lambda span: span.to_json(indent=None) + "\n")
     if chosen == "otlp":
-        return OTLPSpanExporter()
+        return _otlp()
     raise ValueError(f"OTEL_TRACES_EXPORTER: unknown exporter {chosen!r} (otlp, console, none)")
+
+
+def _otlp() -> SpanExporter:
+    """OTLP's exporter for the protocol OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL names; each
+    reads its own OTEL_EXPORTER_OTLP_* variables (endpoint, headers, TLS)."""
+    protocol = environment.OTLP_TRACES_PROTOCOL.get() or environment.OTLP_PROTOCOL.value()
+    if protocol == "http/protobuf":
+        return OTLPSpanExporter()
+    if protocol == "grpc":
+        return GrpcSpanExporter()
+    raise ValueError(
+        f"OTEL_EXPORTER_OTLP_PROTOCOL: {protocol!r} is not http/protobuf or grpc "
+        "(http/json is not supported)"
+    )
 
 
 def configure_tracing(service: str) -> TracerProvider:
     """Install the global TracerProvider for ``service``, exporting as OTEL_* asks."""
     resource = Resource.create({"service.name": environment.SERVICE_NAME.get() or service})
     provider = TracerProvider(resource=resource)
-    exporter = _span_exporter()
+    exporter = span_exporter()
     if exporter is not None:
         processor = (
             SimpleSpanProcessor(exporter)
