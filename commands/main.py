@@ -41,6 +41,9 @@ def run() -> NoReturn:
             code = main()
         except SystemExit as e:  # argparse's --help and usage errors
             code = e.code if isinstance(e.code, int) else 0 if e.code is None else 1
+        except KeyboardInterrupt:  # Ctrl-C: a workflow waited for goes on with it
+            print("dbi: interrupted; what was asked of a workflow goes on", file=sys.stderr)
+            code = 128 + signal.SIGINT
         sys.stdout.flush()
     except BrokenPipeError:
         # The reader went away (`dbi describe NAME | head`): end quietly, as a tool that

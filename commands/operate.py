@@ -267,7 +267,10 @@ async def _update(
             handle.execute_update(update, result_type=result_type), timeout
         )
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-        # Cancelled at the timeout, the SDK raises its own error, not TimeoutError.
+        # Cancelled at the timeout, the SDK raises its own error, not TimeoutError; so it
+        # does when Ctrl-C cancels the command, which is no timeout.
+        if (task := asyncio.current_task()) is not None and task.cancelling():
+            raise asyncio.CancelledError from None
         within = f"within {timeout:g}s" if timeout is not None else "in time"
         return Answer(
             TIMED_OUT,

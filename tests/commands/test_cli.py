@@ -9,6 +9,7 @@ import asyncio
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -192,6 +193,32 @@ async def test_rotate_and_resize_stop_waiting_at_their_timeout(
     assert "unknown (no answer to the progress query" in status.stdout
     bad = await _dbi(local_stack, "rotate", workerless, "-n", namespace, "--timeout", "soon")
     assert bad.returncode == 2 and "'soon' is not a duration" in bad.stderr
+
+
+async def test_ctrl_c_ends_a_wait_in_one_line(
+    local_stack: StackInfo, namespace: str, workerless: str
+) -> None:
+    """Ctrl-C while `dbi rotate` waits: exit 130 and one line, no traceback."""
+    waiting = subprocess.Popen(
+        [str(tools.venv_tool("dbi")), "rotate", workerless, "-n", namespace],
+        env={
+            **os.environ,
+            "KUBECONFIG": local_stack.kubeconfig,
+            "TEMPORAL_ADDRESS": local_stack.temporal_address,
+        },
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert waiting.stderr is not None
+    first = await asyncio.to_thread(waiting.stderr.readline)  # it waits now
+    assert first.startswith("rotate_credentials:"), first
+    waiting.send_signal(signal.SIGINT)
+    _, rest = await asyncio.to_thread(waiting.communicate, timeout=30)
+    assert waiting.returncode == 130
+    assert rest.strip().splitlines()[-1] == (
+        "dbi: interrupted; what was asked of a workflow goes on"
+    )
+    assert "Traceback" not in rest
 
 
 async def _dbi(local_stack: StackInfo, *args: str) -> subprocess.CompletedProcess[str]:
