@@ -26,7 +26,7 @@ from argcomplete.shell_integration import shellcode
 from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
-from commands import backups, cluster, dev, image, operate, processes
+from commands import backups, cluster, dev, image, operate, processes, psql
 from dbi import version
 from dbi.fields import duration_seconds
 
@@ -62,7 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         return dev.bench(argv[1:])  # drops a leading option such as --n otherwise)
     parser = build_parser()
     argcomplete.autocomplete(parser)  # answers the shell's completion request, if one
-    args = parser.parse_args(argv)
+    # What follows `--` is psql's (`dbi psql NAME -- -c ...`): argparse's subcommands
+    # would take it as theirs.
+    passthrough = argv[argv.index("--") + 1 :] if "--" in argv else None
+    args = parser.parse_args(argv if passthrough is None else argv[: argv.index("--")])
+    if passthrough is not None:
+        if not hasattr(args, "arguments"):
+            parser.error("arguments after -- go to `dbi psql` only")
+        args.arguments = passthrough
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
@@ -206,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
             lambda a: backups.listing(a.kube, None if a.all_namespaces else a.namespace, a.name)
         )
     )
+
+    psql.add_parser(commands, _cluster_options)
 
     return parser
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 
 import psycopg
 import pytest
 
 from dbi import names
+from devstack import postgresql
+from tests import dbi_command
 from tests.journeys.product import NAME, Product, metrics, patch, reading, rows, sql
 
 pytestmark = pytest.mark.stack
@@ -36,6 +39,13 @@ def test_create_connect_and_find_it_in_temporal(product: Product) -> None:
         "orders",
         "orders",
     )
+    # `dbi psql`: the app role over verified TLS, the password never on its command line.
+    client = f"{postgresql.bin_dir()}:{os.environ['PATH']}"
+    query = "SELECT current_user, ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()"
+    psql = dbi_command.dbi(
+        product.local_stack, "psql", NAME, "-n", namespace, "--", "-tAc", query, PATH=client
+    )
+    assert (psql.returncode, psql.stdout.strip()) == (0, "orders|t"), psql.stderr
 
     workflow_id = names.workflow_id(namespace, NAME)
     described = json.loads(
