@@ -27,6 +27,18 @@ class Kube:
     temporal_namespace: str | None = None
     home: str = "dbi-system"
 
+    @classmethod
+    def from_args(cls, args: Any) -> Kube:
+        """The cluster and Temporal flags of a parsed command line (kubectl's, and
+        ``--temporal-address``, ``--temporal-namespace``, ``--dbi-namespace``)."""
+        return cls(
+            args.kubeconfig,
+            args.context,
+            temporal_address=args.temporal_address,
+            temporal_namespace=args.temporal_namespace,
+            home=args.dbi_namespace or cls.home,
+        )
+
     def config_file(self) -> str | None:
         """``--kubeconfig``, else ``KUBECONFIG``, else ``~/.kube/config`` if it exists;
         None: the pod's ServiceAccount."""

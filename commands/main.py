@@ -64,12 +64,12 @@ def main(argv: list[str] | None = None) -> int:
     argcomplete.autocomplete(parser)  # answers the shell's completion request, if one
     # What follows `--` is psql's (`dbi psql NAME -- -c ...`): argparse's subcommands
     # would take it as theirs.
-    passthrough = argv[argv.index("--") + 1 :] if "--" in argv else None
-    args = parser.parse_args(argv if passthrough is None else argv[: argv.index("--")])
-    if passthrough is not None:
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    if cut < len(argv):
         if not hasattr(args, "arguments"):
             parser.error("arguments after -- go to `dbi psql` only")
-        args.arguments = passthrough
+        args.arguments = argv[cut + 1 :]
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
@@ -295,13 +295,7 @@ def _operate(
     YAML with -o), its code returned."""
 
     def run(args: argparse.Namespace) -> int:
-        args.kube = cluster.Kube(
-            args.kubeconfig,
-            args.context,
-            temporal_address=args.temporal_address,
-            temporal_namespace=args.temporal_namespace,
-            home=args.dbi_namespace or "dbi-system",
-        )
+        args.kube = cluster.Kube.from_args(args)
         try:
             args.namespace = args.namespace or args.kube.namespace()
             answer = asyncio.run(command(args))

@@ -40,7 +40,7 @@ def add_parser(commands: Any, cluster_options: Callable[[argparse.ArgumentParser
 
 
 def _command(args: argparse.Namespace) -> int:
-    kube = Kube(args.kubeconfig, args.context)
+    kube = Kube.from_args(args)
     try:
         return run(kube, args.namespace or kube.namespace(), args.name, args.arguments)
     except ConfigException as e:

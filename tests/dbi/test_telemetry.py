@@ -4,7 +4,6 @@ each to a receiver on this machine that decodes what arrives."""
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Iterator
 from concurrent import futures
 from contextlib import contextmanager
@@ -17,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from dbi import telemetry
+from tests.httpfake import serving
 
 Received = list[str]  # span names
 
@@ -46,13 +46,8 @@ def http_receiver() -> Iterator[tuple[str, Received]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", received
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url, received
 
 
 @contextmanager

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import os
-import threading
 import urllib.parse
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,6 +15,7 @@ import pytest
 
 from activities.infra.backupstore import DirectoryStore, S3Store, Store
 from dbi.backups import StoreLocation
+from tests.httpfake import serving
 from tests.stack import S3_BUCKET
 
 
@@ -106,14 +106,8 @@ def fake_sts() -> Iterator[tuple[str, list[dict[str, str]]]]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", calls
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url, calls
 
 
 def test_a_web_identity_is_exchanged_at_sts_for_the_stores_credentials(

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-import threading
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -17,6 +16,7 @@ import urllib3
 from activities.infra import backupstore, endpoints
 from dbi.backups import StoreLocation
 from dbi.config import Network
+from tests.httpfake import serving
 
 LOOPBACK = (ipaddress.ip_network("127.0.0.0/8"),)
 
@@ -133,12 +133,10 @@ class _Leaky(BaseHTTPRequestHandler):
 def test_a_stores_answer_never_becomes_the_message(tmp_path: Path) -> None:
     """A failing request to a tenant's store raises StoreFailed saying the HTTP status
     only: the page the server sent is in no message (a tenant reads it in a DBBackup)."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Leaky)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(_Leaky) as endpoint:
         store = backupstore.S3Store(
             StoreLocation.parse("s3://bucket/x/"),
-            endpoint=f"http://127.0.0.1:{server.server_address[1]}",
+            endpoint=endpoint,
             keys=("key", "secret"),
             networks=LOOPBACK,
         )
@@ -152,5 +150,3 @@ def test_a_stores_answer_never_becomes_the_message(tmp_path: Path) -> None:
                 call()
             assert "internal-admin-token" not in str(failed.value)
             assert "the backup store did not complete the request" in str(failed.value)
-    finally:
-        server.shutdown()
