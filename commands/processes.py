@@ -41,7 +41,8 @@ def add_parsers(commands: Any) -> None:
         "setup",
         help="register dbi's search attributes and check its task queue (idempotent)",
         description="Register the search attributes dbi's workflows carry on the Temporal "
-        "namespace (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, or a profile: docs/configuration.md), "
+        "namespace (--temporal-address and --temporal-namespace, else TEMPORAL_ADDRESS, "
+        "TEMPORAL_NAMESPACE or a profile: docs/configuration.md), "
         "leaving those already there, and "
         "say whether a worker polls the task queue (DBI_TASK_QUEUE). The worker and the "
         "watcher refuse to start without the attributes. Exit 0 when the namespace is "
@@ -54,7 +55,7 @@ def _temporal_setup(args: argparse.Namespace) -> int:
     from dbi import connect, temporal_setup  # noqa: PLC0415
 
     async def run() -> bool:
-        client = await connect.temporal()
+        client = await connect.temporal(args.temporal_address, namespace=args.temporal_namespace)
         return await temporal_setup.setup(
             client, environment.TASK_QUEUE.value(), lambda line: print(line, flush=True)
         )

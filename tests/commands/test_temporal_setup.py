@@ -64,6 +64,11 @@ def test_setup_registers_the_attributes_once_and_the_processes_start_after(
     assert again.returncode == 0, again.stderr
     assert again.stdout.count("already registered") == len(ATTRIBUTES)
     assert "added" not in again.stdout
+    # The flag wins over the environment, as for the operator commands.
+    nowhere = {**env, "TEMPORAL_ADDRESS": f"127.0.0.1:{tools.free_port()}"}
+    flagged = dbi(local_stack, "--temporal-address", bare_temporal, "temporal", "setup", **nowhere)
+    assert flagged.returncode == 0, flagged.stderr
+    assert flagged.stdout.count("already registered") == len(ATTRIBUTES)
 
     log = tmp_path / "worker.log"
     with log.open("w") as out:
