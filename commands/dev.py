@@ -78,8 +78,8 @@ def add_parsers(commands: Any) -> None:
     build = dev_commands.add_parser(
         "build",
         help="build the control plane, postgres_exporter, and the tests' kstatus helper, "
-        "Helm and S3 server into the cache if their source changed, and fetch the guests' "
-        "PostgreSQL binaries",
+        "dashboard schema check, Helm and S3 server into the cache if their source changed, "
+        "and fetch the guests' PostgreSQL binaries",
     )
     build.set_defaults(run=_stack_errors(_dev_build))
     bench = commands.add_parser(
@@ -233,6 +233,7 @@ def bench(arguments: list[str]) -> int:
 def _dev_build(args: argparse.Namespace) -> int:
     from devstack import (  # noqa: PLC0415 (dev-only)
         controlplane,
+        dashboard,
         exporter,
         gitops,
         helm,
@@ -243,6 +244,7 @@ def _dev_build(args: argparse.Namespace) -> int:
     print(controlplane.build())
     print(exporter.build())
     print(gitops.build())
+    print(dashboard.checker())
     print(helm.build())
     print(s3server.build())
     for build in postgresql.BUILDS:  # each dev image's

@@ -3,13 +3,16 @@
 
     python -m devstack.dashboard      # rewrites deploy/monitoring/dashboard.json
 
-tests/journeys/test_monitoring.py checks the file is what this builds and that every
-query names a metric the running worker or watcher serves. Dev tooling: the product
-ships the JSON, not this."""
+tests/journeys/test_monitoring.py checks the file is what this builds, that Grafana's
+dashboard schema takes it (``check``: the Foundation SDK's Go types, strict, in the
+small program ``dashboardcheck/``) and that every query names a metric the running
+worker or watcher serves. Dev tooling: the product ships the JSON, not this."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+from pathlib import Path
 from typing import Any
 
 from grafana_foundation_sdk.builders import dashboard, prometheus, stat, table, timeseries
@@ -17,7 +20,7 @@ from grafana_foundation_sdk.cog.encoder import JSONEncoder
 from grafana_foundation_sdk.models.dashboard import DataSourceRef
 from grafana_foundation_sdk.models.prometheus import PromQueryFormat
 
-from devstack import tools
+from devstack import gobuild, tools
 
 PATH = tools.REPO_ROOT / "deploy" / "monitoring" / "dashboard.json"
 SOURCE = DataSourceRef(type_val="prometheus", uid="${datasource}")
@@ -168,6 +171,28 @@ def build() -> dict[str, Any]:
     for number, panel in enumerate(encoded["panels"], start=1):
         panel["id"] = number  # Grafana keys a panel's links and state by it
     return encoded
+
+
+def checker() -> Path:
+    """The schema check, built first if the cache lacks it."""
+    source = Path(__file__).resolve().parent / "dashboardcheck"
+    return gobuild.build(source, "dashboardcheck", what="the dashboard schema check")
+
+
+def check(binary: Path, dashboard_json: str) -> str:
+    """What Grafana's dashboard schema finds wrong in ``dashboard_json``, one error per
+    line with its path (``panels[1].targets[0].expr: ...``); empty when it takes it."""
+    done = subprocess.run(
+        [str(binary)],
+        input=dashboard_json,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,  # 1: the schema's errors, on stderr
+    )
+    if done.returncode not in (0, 1):
+        raise RuntimeError(f"dashboardcheck failed ({done.returncode}): {done.stderr}")
+    return done.stderr.strip()
 
 
 def text() -> str:

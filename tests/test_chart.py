@@ -40,6 +40,7 @@ EVERY_OPTION = ",".join(
         "monitoring.podMonitor=true",
         "monitoring.prometheusRule=true",
         "monitoring.grafanaDashboard=true",
+        "monitoring.runbookBaseUrl=https://wiki.example/dbi/alerts",
         "worker.serviceAccountAnnotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/dbi",
     )
 )
@@ -171,6 +172,12 @@ def test_every_option_reaches_a_variable_the_process_reads(repo_root: Path) -> N
     assert account["metadata"]["annotations"] == {
         "eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/dbi"
     }
+    # Each alert links to its section of the runbook where the docs are served.
+    (rule,) = [o for o in objects if o["kind"] == "PrometheusRule"]
+    alerts = [r for group in rule["spec"]["groups"] for r in group["rules"]]
+    assert alerts and {r["annotations"]["runbook_url"] for r in alerts} == {
+        f"https://wiki.example/dbi/alerts#{r['alert'].lower()}" for r in alerts
+    }
 
 
 @pytest.mark.parametrize(
@@ -182,6 +189,7 @@ def test_every_option_reaches_a_variable_the_process_reads(repo_root: Path) -> N
         ("worker.replicas=two", "/worker/replicas"),
         ("watchNamespaces={Team_A}", "/watchNamespaces/0"),
         ("image.pullPolicy=Sometimes", "/image/pullPolicy"),
+        ("monitoring.runbookBaseUrl=wiki/dbi", "/monitoring/runbookBaseUrl"),
     ],
 )
 def test_a_wrong_value_is_refused_naming_the_field(setting: str, named: str) -> None:

@@ -54,6 +54,7 @@ def test_every_alert_parses_and_names_only_metrics_the_processes_serve(
     families = served(list(product.metrics.values()))
     assert "dbi_check_ok" in families and "dbi_watcher_signals" in families, families
     guide = (repo_root / "docs" / "observability.md").read_text()
+    runbook = (repo_root / "docs" / "operations.md").read_text().splitlines()
     for rule in rules:
         promql_parser.parse(rule["expr"])  # ValueError names what is wrong
         named = set(re.findall(r"\bdbi_\w+", rule["expr"]))
@@ -62,6 +63,10 @@ def test_every_alert_parses_and_names_only_metrics_the_processes_serve(
         assert rule["labels"]["severity"] in ("warning", "critical"), rule
         assert rule["annotations"]["summary"], rule
         assert f"`{rule['alert']}`" in guide, f"docs/observability.md lacks {rule['alert']}"
+        # Its runbook: the section of docs/operations.md named after it, as published.
+        url = f"https://dbi.dev/docs/operations#{rule['alert'].lower()}"
+        assert rule["annotations"]["runbook_url"] == url, rule
+        assert f"### {rule['alert']}" in runbook, f"docs/operations.md: no ### {rule['alert']}"
 
 
 def test_every_dashboard_query_parses_and_names_only_metrics_the_processes_serve(
@@ -101,3 +106,19 @@ def test_the_podmonitor_scrapes_the_worker_and_the_watcher_and_applies(
     result = server_dry_run(kubectl, repo_root / "deploy" / "monitoring")
     assert "podmonitor.monitoring.coreos.com/dbi serverside-applied" in result.stdout
     assert "prometheusrule.monitoring.coreos.com/dbi serverside-applied" in result.stdout
+
+
+def test_grafanas_dashboard_schema_takes_the_dashboard(repo_root: Path) -> None:
+    """Grafana's dashboard schema (the Foundation SDK's Go types, decoding strictly:
+    devstack/dashboardcheck) takes deploy/monitoring/dashboard.json, and names what is
+    wrong in a broken copy: a misspelt query field, a grid width that is not a number."""
+    checker = dashboard.checker()
+    shipped = (repo_root / "deploy" / "monitoring" / "dashboard.json").read_text()
+    assert dashboard.check(checker, shipped) == ""
+    board = json.loads(shipped)
+    number, panel = next((i, p) for i, p in enumerate(board["panels"]) if p.get("targets"))
+    panel["targets"][0]["exprr"] = panel["targets"][0].pop("expr")
+    panel["gridPos"]["w"] = "wide"
+    found = dashboard.check(checker, json.dumps(board))
+    assert f"panels[{number}].targets[0].Dataquery: unexpected field 'exprr'" in found, found
+    assert f"panels[{number}].gridPos.w: json: cannot unmarshal string" in found, found
