@@ -4,11 +4,13 @@ the namespace from ``-n``, else the context's), and the DBInstances it reads the
 
 from __future__ import annotations
 
+import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import urllib3
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
@@ -49,8 +51,11 @@ class Kube:
             or (str(default) if default.exists() else None)
         )
 
+    def api(self) -> k8s.ApiClient:
+        return connect.kubernetes(self.config_file(), context=self.context)
+
     def objects(self) -> k8s.CustomObjectsApi:
-        return k8s.CustomObjectsApi(connect.kubernetes(self.config_file(), context=self.context))
+        return k8s.CustomObjectsApi(self.api())
 
     def namespace(self) -> str:
         """The namespace of the chosen context, as kubectl takes it; ``default`` without
@@ -66,6 +71,29 @@ class Kube:
             if chosen is None:
                 raise k8s_config.ConfigException(f"it has no context {self.context!r}")
         return str(((chosen or {}).get("context") or {}).get("namespace") or "default")
+
+
+def instance_argument(
+    parser: argparse.ArgumentParser, help: str, *, optional: bool = False
+) -> None:
+    """The NAME of a DBInstance, which the shell completes from the cluster."""
+    action: Any = parser.add_argument("name", nargs="?" if optional else None, help=help)
+    action.completer = _instance_names
+
+
+def _instance_names(prefix: str, parsed_args: argparse.Namespace, **_: Any) -> list[str]:
+    """The DBInstances of the namespace the line names so far (argcomplete's completer);
+    none when the cluster does not answer within 3 s: a completion never fails."""
+    kube = Kube(getattr(parsed_args, "kubeconfig", None), getattr(parsed_args, "context", None))
+    try:
+        namespace = getattr(parsed_args, "namespace", None) or kube.namespace()
+        listed = kube.objects().list_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, names.PLURAL, _request_timeout=3
+        )
+    except (k8s.ApiException, urllib3.exceptions.HTTPError, OSError, k8s_config.ConfigException):
+        return []
+    found = (item["metadata"]["name"] for item in cast(dict[str, Any], listed)["items"])
+    return sorted(name for name in found if name.startswith(prefix))
 
 
 def read_instance(kube: Kube, namespace: str, name: str) -> dict[str, Any] | None:
@@ -108,14 +136,14 @@ def failure(kube: Kube, error: BaseException) -> str:
         if error.status in (401, 403):
             return (
                 f"dbi: the cluster of {where} refused ({error.status} {error.reason}): "
-                f"{_status_message(error)}"
+                f"{status_message(error)}"
             )
         return f"dbi: the cluster of {where} answered {error.status} {error.reason}"
     cause = getattr(error, "reason", None) or error
     return f"dbi: the cluster of {where} did not answer ({type(cause).__name__}: {cause})"
 
 
-def _status_message(error: k8s.ApiException) -> str:
+def status_message(error: k8s.ApiException) -> str:
     """The message of the Kubernetes Status an API error carries, if it carries one."""
     try:
         status = json.loads(error.body or "")

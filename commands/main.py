@@ -26,7 +26,7 @@ from argcomplete.shell_integration import shellcode
 from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
-from commands import backups, cluster, dev, image, operate, processes, psql
+from commands import backups, cluster, dev, image, logs, operate, processes, psql, report
 from dbi import version
 from dbi.fields import duration_seconds
 
@@ -117,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="List DBInstances (one, a namespace's, or all with -A) with their "
         "phase, Ready, the step holding them and their workflow's progress.",
     )
-    status.add_argument("name", nargs="?", help="one instance (default: all in the namespace)")
+    cluster.instance_argument(status, "one instance (default: all in the namespace)", optional=True)
     _cluster_options(status, output=True)
     status.add_argument(
         "-A", "--all-namespaces", action="store_true", help="instances of every namespace"
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Show an instance's conditions (type, status, reason, message), its "
         "endpoint, its workflow's progress and the link to it in the Temporal UI.",
     )
-    describe.add_argument("name", help="the DBInstance")
+    cluster.instance_argument(describe, "the DBInstance")
     _cluster_options(describe, output=True)
     describe.set_defaults(run=_operate(lambda a: operate.describe(a.kube, a.namespace, a.name)))
 
@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         "credentials Secret holds a new password that works. With --admin, rotate dbi's own "
         "admin password instead (kept in dbi's namespace; the app notices nothing).",
     )
-    rotate.add_argument("name", help="the DBInstance")
+    cluster.instance_argument(rotate, "the DBInstance")
     _cluster_options(rotate, timeout=True)
     rotate.add_argument(
         "--admin", action="store_true", help="rotate dbi's admin password, not the app's"
@@ -162,7 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="With resizePolicy Deferred, a resize that needs a restart waits; "
         "--force asks the workflow to restart the VM now and waits until the size is synced.",
     )
-    resize.add_argument("name", help="the DBInstance")
+    cluster.instance_argument(resize, "the DBInstance")
     _cluster_options(resize, timeout=True)
     resize.add_argument(
         "--force", action="store_true", required=True, help="allow the restart now (required)"
@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         "outside the spec (an image created, a quota raised), retry it. The same as the "
         "annotation dbi.dev/reconcile-requested-at.",
     )
-    retry.add_argument("name", help="the DBInstance")
+    cluster.instance_argument(retry, "the DBInstance")
     _cluster_options(retry)
     retry.set_defaults(run=_operate(lambda a: operate.retry(a.kube, a.namespace, a.name)))
 
@@ -190,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
         "orchestrator's backup store) now, outside its schedule; show its progress and wait "
         "until it is Completed or Failed. It is recorded as a DBBackup (dbi backups NAME).",
     )
-    backup.add_argument("name", help="the DBInstance")
+    cluster.instance_argument(backup, "the DBInstance")
     _cluster_options(backup, output=True, timeout=True)
     backup.set_defaults(
         run=_operate(lambda a: backups.backup(a.kube, a.namespace, a.name, timeout=a.timeout))
@@ -203,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
         "trigger, size, PostgreSQL version, when each started and finished, and why one "
         "failed. They outlive the instance.",
     )
-    listing.add_argument("name", nargs="?", help="the DBInstance (it may be deleted)")
+    cluster.instance_argument(listing, "the DBInstance (it may be deleted)", optional=True)
     listing.add_argument(
         "-A", "--all-namespaces", action="store_true", help="backups of every namespace"
     )
@@ -215,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     psql.add_parser(commands, _cluster_options)
+    logs.add_parser(commands, _cluster_options, _operate)
+    report.add_parser(commands, _cluster_options, _operate)
 
     return parser
 

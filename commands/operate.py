@@ -66,7 +66,7 @@ async def temporal_client(kube: Kube) -> Client:
     return await target.resolve(kube).connect()
 
 
-async def _client_or_why(kube: Kube) -> tuple[Client | None, str | None]:
+async def client_or_why(kube: Kube) -> tuple[Client | None, str | None]:
     """A Temporal client, or None and why not (for commands that can do without)."""
     try:
         return await asyncio.wait_for(temporal_client(kube), TEMPORAL_CONNECT_SECONDS), None
@@ -141,7 +141,7 @@ async def status(kube: Kube, namespace: str | None, name: str | None) -> Answer:
             names.GROUP, names.VERSION, namespace, names.PLURAL
         )
         items = cast(dict[str, Any], listed)["items"]
-    client, unreachable = await _client_or_why(kube)
+    client, unreachable = await client_or_why(kube)
     found: list[dict[str, Any]] = []
     for obj in items:
         meta = obj["metadata"]
@@ -205,7 +205,7 @@ async def describe(kube: Kube, namespace: str, name: str) -> Answer:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     status_ = obj.get("status") or {}
     endpoint = status_.get("endpoint") or {}
-    client, unreachable = await _client_or_why(kube)
+    client, unreachable = await client_or_why(kube)
     seen = await _progress(client, namespace, name) if client else _Seen()
     workflow = _workflow(namespace, name, client, seen)
     data = {

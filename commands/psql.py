@@ -34,7 +34,7 @@ def add_parser(commands: Any, cluster_options: Callable[[argparse.ArgumentParser
         "its CA (verify-full); the password goes through a temporary .pgpass file. "
         "psql's own arguments follow --: dbi psql orders -- -c 'select 1'.",
     )
-    parser.add_argument("name", help="the DBInstance")
+    cluster.instance_argument(parser, "the DBInstance")
     cluster_options(parser)
     parser.set_defaults(run=_command, arguments=[])
 

@@ -41,7 +41,7 @@ from opentelemetry.sdk.trace.export import (
     SpanExporter,
 )
 from pythonjsonlogger.json import JsonFormatter
-from temporalio import activity
+from temporalio import activity, workflow
 from temporalio.contrib.opentelemetry import MetricsExporter
 from temporalio.runtime import MetricBuffer, Runtime, TelemetryConfig
 
@@ -109,6 +109,10 @@ def configure_logging(*, stream: Any = None) -> None:
         )
     else:
         handler.setFormatter(json_formatter())
+        # The SDK's adapters also append their context to the message ("... ({'activity_id':
+        # ...})"); a JSON line has it as a field (temporal_activity, temporal_workflow).
+        activity.logger.activity_info_on_message = False
+        workflow.logger.workflow_info_on_message = False
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(logging.INFO)

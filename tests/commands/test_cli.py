@@ -12,6 +12,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import tarfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -143,10 +144,10 @@ def test_status_and_describe_print_json_and_yaml(
 
 
 def test_status_and_describe_show_kubernetes_when_temporal_does_not_answer(
-    local_stack: StackInfo, namespace: str, instance: str
+    local_stack: StackInfo, namespace: str, instance: str, tmp_path: Path
 ) -> None:
-    """Temporal down: what Kubernetes holds is printed, the workflow's side is unknown,
-    stderr says why, and the exit code is 1."""
+    """Temporal down: what Kubernetes holds is printed (or reported), the workflow's side
+    is unknown, stderr says why, and the exit code is 1."""
     down = f"127.0.0.1:{tools.free_port()}"
     status = dbi(local_stack, "status", "-n", namespace, TEMPORAL_ADDRESS=down)
     assert status.returncode == 1, status
@@ -160,6 +161,16 @@ def test_status_and_describe_show_kubernetes_when_temporal_does_not_answer(
     assert "unknown (Temporal did not answer)" in described.stdout
     as_json = dbi(local_stack, "status", "-n", namespace, "-o", "json", TEMPORAL_ADDRESS=down)
     assert json.loads(as_json.stdout)["items"][0]["workflow"]["running"] is None
+    # A report is written all the same, without the history, and says so.
+    tarball = tmp_path / "report.tar.gz"
+    reported = dbi(
+        local_stack, "report", instance, "-n", namespace, "-f", str(tarball), TEMPORAL_ADDRESS=down
+    )
+    assert reported.returncode == 1 and reported.stdout.startswith(f"wrote {tarball} ")
+    assert reported.stderr.startswith(f"dbi: not in the report: workflow history ({said}")
+    with tarfile.open(tarball) as tar:
+        listed = {m.name.split("/", 1)[1] for m in tar.getmembers()}
+    assert "dbinstance.yaml" in listed and "workflow-history.json" not in listed
 
 
 @pytest.fixture
@@ -289,6 +300,40 @@ def test_a_cluster_dbi_cannot_reach_is_said_in_a_sentence(
     assert "Traceback" not in down.stderr and len(down.stderr.splitlines()) == 1
     both = dbi(local_stack, "status", instance, "-A")
     assert both.returncode == 2 and "NAME and -A do not go together" in both.stderr
+
+
+def test_logs_say_where_they_looked_and_which_pod_they_could_not_read(
+    local_stack: StackInfo, namespace: str, kube_api: Any
+) -> None:
+    """No dbi pods in --dbi-namespace: one line naming it (1). A pod whose log the API
+    server cannot get (its node is gone) is named on stderr, the rest printed (1)."""
+    nowhere = dbi(local_stack, "logs", "db", "-n", namespace, "--dbi-namespace", "nowhere")
+    assert (nowhere.returncode, nowhere.stderr.strip()) == (
+        1,
+        "dbi: no dbi-worker or dbi-watcher pods in namespace nowhere (where dbi is "
+        "installed: --dbi-namespace)",
+    )
+    core = k8s.CoreV1Api(kube_api)
+    core.create_namespaced_service_account(
+        namespace, k8s.V1ServiceAccount(metadata=k8s.V1ObjectMeta(name="default"))
+    )
+    pod = k8s.V1Pod(
+        metadata=k8s.V1ObjectMeta(
+            name="dbi-worker-x", labels={"app.kubernetes.io/name": "dbi-worker"}
+        ),
+        spec=k8s.V1PodSpec(
+            node_name="gone", containers=[k8s.V1Container(name="worker", image="dbi")]
+        ),
+    )
+    core.create_namespaced_pod(namespace, pod)
+    try:
+        partial = dbi(local_stack, "logs", "db", "-n", namespace, "--dbi-namespace", namespace)
+    finally:  # at once: no kubelet confirms a graceful deletion
+        core.delete_namespaced_pod("dbi-worker-x", namespace, grace_period_seconds=0)
+    assert partial.returncode == 1, partial
+    assert partial.stdout.strip() == f"no lines about {namespace}/db in the logs of 1 pod"
+    assert partial.stderr.startswith("dbi: not read: dbi-worker-x: "), partial.stderr
+    assert len(partial.stderr.splitlines()) == 1 and "Traceback" not in partial.stderr
 
 
 def test_each_mistake_is_one_line_and_its_documented_exit_code(

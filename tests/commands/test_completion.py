@@ -6,14 +6,18 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
+from kubernetes import client as k8s
 
+from dbi import names
 from devstack import tools
+from devstack.stack import StackInfo
 
 
-def complete(line: str, tmp_path: Path) -> list[str]:
-    """What `dbi` offers for ``line`` with the cursor at its end."""
+def complete(line: str, tmp_path: Path, **env: str) -> list[str]:
+    """What `dbi` offers for ``line`` with the cursor at its end (``env`` added)."""
     answer = tmp_path / "answer"
     subprocess.run(
         [str(tools.venv_tool("dbi"))],
@@ -24,6 +28,7 @@ def complete(line: str, tmp_path: Path) -> list[str]:
             "COMP_POINT": str(len(line)),
             "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
             "_ARGCOMPLETE_IFS": "\n",
+            **env,
         },
         check=True,
         capture_output=True,
@@ -53,3 +58,29 @@ def test_the_script_registers_dbi(shell: str) -> None:
     assert "_python_argcomplete" in script
     registered = "complete -o" if shell == "bash" else "compdef"
     assert registered in script and "dbi" in script
+
+
+@pytest.mark.stack
+def test_instance_names_complete_from_the_cluster(
+    local_stack: StackInfo, kube_api: Any, namespace: str, dbinstance_crd: str, tmp_path: Path
+) -> None:
+    """NAME completes from the DBInstances of the namespace -n names (else the
+    context's); a cluster that does not answer completes nothing, without an error."""
+    for name in ("orders", "orders-archive", "users"):
+        body = {
+            "apiVersion": f"{names.GROUP}/{names.VERSION}",
+            "kind": names.KIND,
+            "metadata": {"name": name},
+            "spec": {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}},
+        }
+        k8s.CustomObjectsApi(kube_api).create_namespaced_custom_object(
+            names.GROUP, names.VERSION, namespace, names.PLURAL, body
+        )
+    config = {"KUBECONFIG": local_stack.kubeconfig}
+    assert complete(f"dbi describe -n {namespace} ord", tmp_path, **config) == [
+        "orders",
+        "orders-archive",
+    ]
+    assert complete(f"dbi psql -n {namespace} u", tmp_path, **config) == ["users"]
+    assert complete("dbi describe -n default ord", tmp_path, **config) == []
+    assert complete(f"dbi describe -n {namespace} ord", tmp_path, KUBECONFIG="/nope") == []

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import subprocess
-from typing import Any
+import tarfile
+from pathlib import Path
+from typing import IO, Any, cast
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 
+from commands.report import LAST_APPLIED
 from devstack.stack import StackInfo
 from tests import dbi_command
 from tests.activities.lifecycle import ready
@@ -34,9 +40,10 @@ async def test_status_describe_rotate_and_resize_on_a_ready_instance(
     namespace: str,
     local_stack: StackInfo,
     kube_api: Any,
+    tmp_path: Path,
 ) -> None:
     """status and describe show the instance and its workflow; rotate and resize --force
-    wait for the workflow's answer; each exits 0."""
+    wait for the workflow's answer; each exits 0; report writes what a bug report needs."""
     orchestrator.apply(namespace, "db", SPEC)
     await asyncio.to_thread(orchestrator.wait_ready, namespace, "db")
 
@@ -64,6 +71,49 @@ async def test_status_describe_rotate_and_resize_on_a_ready_instance(
     resized = await dbi(local_stack, "resize", "db", "-n", namespace, "--force")
     assert resized.returncode == 0, resized.stderr
     assert resized.stdout.startswith("resized: ")
+
+    # `dbi report`: the instance, its children, Events, describe and the history, and no
+    # Secret's data, even where `kubectl apply` left a copy of it in an annotation.
+    leaky = json.dumps({"stringData": {"password": after}})
+    k8s.CoreV1Api(kube_api).patch_namespaced_secret(
+        "db-credentials", namespace, {"metadata": {"annotations": {LAST_APPLIED: leaky}}}
+    )
+    tarball = tmp_path / "report.tar.gz"
+    reported = await dbi(local_stack, "report", "db", "-n", namespace, "--file", str(tarball))
+    assert reported.returncode == 0, reported.stderr
+    assert reported.stdout.startswith(f"wrote {tarball} ") and not reported.stderr
+    with tarfile.open(tarball) as tar:
+        files = {
+            m.name.split("/", 1)[1]: cast(IO[bytes], tar.extractfile(m)).read()
+            for m in tar.getmembers()
+        }
+    assert {
+        "index.yaml",
+        "dbinstance.yaml",
+        "describe.txt",
+        "events.yaml",
+        "workflow-history.json",
+        "children/Secret-db-credentials.yaml",
+        "children/Service-db.yaml",
+        "children/VirtualMachine-db.yaml",
+        "children/PersistentVolumeClaim-db-data.yaml",
+    } <= set(files), sorted(files)
+    assert yaml.safe_load(files["index.yaml"])["notRead"] == {}
+    assert b"VMProvisioned" in files["describe.txt"]
+    history = json.loads(files["workflow-history.json"])["events"]
+    assert history[0]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"
+    assert any(e["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED" for e in history)
+    secret_shown = yaml.safe_load(files["children/Secret-db-credentials.yaml"])
+    assert secret_shown["metadata"]["name"] == "db-credentials" and "data" not in secret_shown
+    everything = b"".join(files.values())
+    for password in (before, after):
+        for form in (password.encode(), base64.b64encode(password.encode())):
+            assert form not in everything
+    again = await dbi(local_stack, "report", "db", "-n", namespace, "--file", str(tarball))
+    assert (again.returncode, again.stderr.strip()) == (
+        2,
+        f"dbi: --file {tarball} exists; name another",
+    )
 
 
 async def test_retry_runs_a_stalled_instance_once_its_cause_is_fixed(

@@ -22,15 +22,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from dbi import environment
-from devstack import tools
+from dbi import connect, environment
+from devstack import kubelet, tools
 from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import tail
 from devstack.stack import StackInfo
 from images.recipe import EXPORTER_PORT
 from tests import dbi_command
 from tests.appclient import conninfo
-from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
+from tests.deployment import SYSTEM_NAMESPACE, process_pods, service_account_kubeconfig
 from tests.polling import eventually
 from tests.stack import Kubectl
 
@@ -216,16 +216,20 @@ def product(
         },
     )
     orchestrator.start(install_api=False)
+    # Their logs, as pods' logs: what `dbi logs` reads through the API server.
+    api = connect.kubernetes(str(local_stack.kubeconfig))
+    pods = process_pods(token, home)
     try:
-        yield Product(
-            kubectl=kubectl,
-            local_stack=local_stack,
-            namespaces=namespaces,
-            sample=repo_root / "deploy" / "samples" / "dbinstance.yaml",
-            logs=[home / "worker.log", home / "watcher.log"],
-            metrics=orchestrator.metrics,
-            queue=queue,
-        )
+        with kubelet.serving(api, SYSTEM_NAMESPACE, pods):
+            yield Product(
+                kubectl=kubectl,
+                local_stack=local_stack,
+                namespaces=namespaces,
+                sample=repo_root / "deploy" / "samples" / "dbinstance.yaml",
+                logs=[home / "worker.log", home / "watcher.log"],
+                metrics=orchestrator.metrics,
+                queue=queue,
+            )
     finally:
         orchestrator.stop()
         kubectl("delete", "namespace", "--wait=false", *namespaces.values())

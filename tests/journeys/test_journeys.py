@@ -46,6 +46,24 @@ def test_create_connect_and_find_it_in_temporal(product: Product) -> None:
         product.local_stack, "psql", NAME, "-n", namespace, "--", "-tAc", query, PATH=client
     )
     assert (psql.returncode, psql.stdout.strip()) == (0, "orders|t"), psql.stderr
+    # `dbi logs`: the worker's lines about it, read from its pod's log through the API
+    # server (devstack/kubelet.py serves the processes' logs as pods'), in time order.
+    logged = dbi_command.dbi(product.local_stack, "logs", NAME, "-n", namespace, "-o", "json")
+    assert logged.returncode == 0, logged.stderr
+    lines = json.loads(logged.stdout)["items"]
+    acted = {line["step"] for line in lines if line["message"].startswith(f"{line['step']} acted")}
+    assert {"credentials", "vm"} <= acted, lines
+    assert {line["pod"].rsplit("-", 1)[0] for line in lines} == {"dbi-worker"}
+    assert [line["time"] for line in lines] == sorted(line["time"] for line in lines)
+    printed = dbi_command.dbi(product.local_stack, "logs", NAME, "-n", namespace).stdout
+    assert printed.split("\n", 1)[0].split() == ["TIME", "POD", "LEVEL", "STEP", "MESSAGE"]
+    assert len(printed.splitlines()) == len(lines) + 1
+    assert "(VMCreated): The VirtualMachine was created.\n" in printed  # no SDK context
+    elsewhere = dbi_command.dbi(product.local_stack, "logs", NAME, "-n", "default")
+    assert (elsewhere.returncode, elsewhere.stdout.strip()) == (
+        0,
+        f"no lines about default/{NAME} in the logs of 2 pods",
+    )
 
     workflow_id = names.workflow_id(namespace, NAME)
     described = json.loads(
