@@ -26,7 +26,7 @@ from argcomplete.shell_integration import shellcode
 from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
-from commands import backups, cluster, dev, image, logs, operate, processes, psql, report
+from commands import backups, cluster, dev, helptext, image, logs, operate, processes, psql, report
 from dbi import version
 from dbi.fields import duration_seconds
 
@@ -93,10 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=_prog(),
         description="Managed PostgreSQL instances in KubeVirt VMs, run by Temporal.",
+        formatter_class=helptext.Grouped,
     )
     parser.add_argument("--version", action=_Version)
     _cluster_flags(parser, default=None)  # before the command, or after it (kubectl's way)
-    commands = parser.add_subparsers(title="commands")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
 
     dev.add_parsers(commands)
     image.add_parsers(commands)

@@ -1,0 +1,42 @@
+"""``dbi --help`` lists the commands in groups: what an operator runs against instances,
+what installs and runs dbi, and what develops it (in a checkout)."""
+
+from __future__ import annotations
+
+import argparse
+
+GROUPS = (
+    (
+        "instances",
+        (
+            "status",
+            "describe",
+            "logs",
+            "psql",
+            "rotate",
+            "resize",
+            "retry",
+            "backup",
+            "backups",
+            "report",
+        ),
+    ),
+    ("install and run dbi", ("temporal", "worker", "watcher", "image", "completion")),
+    ("develop dbi (in a checkout)", ("dev", "bench")),
+)
+
+
+class Grouped(argparse.HelpFormatter):
+    """argparse's formatter, with the subcommands under one heading per group."""
+
+    def _format_action(self, action: argparse.Action) -> str:
+        if not isinstance(action, argparse._SubParsersAction):
+            return super()._format_action(action)
+        by_name = {a.dest: a for a in action._get_subactions()}
+        parts = []
+        for title, names in GROUPS:
+            parts.append(f"{' ' * self._current_indent}{title}:\n")
+            self._indent()
+            parts += [super(Grouped, self)._format_action(by_name[n]) for n in names]
+            self._dedent()
+        return "".join(parts)
