@@ -6,6 +6,7 @@ The binary is built from the ``k8s.io/kubernetes`` module pinned in
 
 from __future__ import annotations
 
+import re
 import secrets
 import ssl
 import urllib.error
@@ -15,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devstack import gobuild, tools
-from devstack.process import ManagedProcess, start_listening
+from devstack.process import ManagedProcess, StackError, start_listening
 
 SOURCE_DIR = Path(__file__).resolve().parent / "controlplane"
+GO_MOD = SOURCE_DIR / "go.mod"
 
 Progress = Callable[[str], None]
 
@@ -25,8 +27,30 @@ Progress = Callable[[str], None]
 def build(*, cache_dir: Path = tools.CACHE_DIR) -> Path:
     """Return the control-plane binary, building it first if the cache lacks it."""
     return gobuild.build(
-        SOURCE_DIR, "controlplane", what="the Kubernetes control plane", cache_dir=cache_dir
+        SOURCE_DIR,
+        "controlplane",
+        what="the Kubernetes control plane",
+        ldflags=version_ldflags(),
+        cache_dir=cache_dir,
     )
+
+
+def kubernetes_version() -> str:
+    """The Kubernetes release go.mod requires (``v1.36.3``)."""
+    found = re.search(r"^\s*k8s\.io/kubernetes (v\d+\.\d+\.\d+)\s*$", GO_MOD.read_text(), re.M)
+    if found is None:
+        raise StackError(f"{GO_MOD} requires no k8s.io/kubernetes release")
+    return found.group(1)
+
+
+def version_ldflags() -> str:
+    """The release stamped into the binary, as Kubernetes' own builds stamp it: the API
+    server's /version (what `kubectl version` shows and a chart's kubeVersion is checked
+    against) then says ``v1.36.3``, not ``v0.0.0-master``."""
+    release = kubernetes_version()
+    major, minor, _ = release.removeprefix("v").split(".")
+    stamped = {"gitVersion": release, "gitMajor": major, "gitMinor": minor}
+    return " ".join(f"-X k8s.io/component-base/version.{k}={v}" for k, v in stamped.items())
 
 
 @dataclass(frozen=True)

@@ -14,22 +14,20 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from devstack import tools
 from devstack.process import StackError
-
-Progress = Callable[[str], None]
 
 
 def _stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def source_digest(source_dir: Path) -> str:
-    """Return a digest of the program's source, pinned modules and Go version."""
-    h = hashlib.sha256()
+def source_digest(source_dir: Path, ldflags: str = "") -> str:
+    """Return a digest of the program's source, pinned modules, Go version and the
+    linker flags it is built with."""
+    h = hashlib.sha256(ldflags.encode())
     for path in sorted([*source_dir.glob("*.go"), source_dir / "go.mod", source_dir / "go.sum"]):
         h.update(path.name.encode())
         h.update(path.read_bytes())
@@ -44,35 +42,46 @@ def build(
     *,
     what: str,
     package: str = ".",
+    ldflags: str = "",
     cache_dir: Path = tools.CACHE_DIR,
-    progress: Progress = _stderr,
 ) -> Path:
     """Return the binary ``name`` built from ``source_dir`` (its ``package``: the
-    module's own main package, or a program of a module its go.mod pins), building it
-    first if the cache lacks it (``what`` names it in the progress lines)."""
+    module's own main package, or a program of a module its go.mod pins; ``ldflags``
+    given to the linker), building it first if the cache lacks it (``what`` names it in
+    the progress lines)."""
     cache_dir.mkdir(parents=True, exist_ok=True)
-    binary = cache_dir / f"{name}-{source_digest(source_dir)}"
+    binary = cache_dir / f"{name}-{source_digest(source_dir, ldflags)}"
     if binary.exists():
         return binary
     with (cache_dir / f".{name}.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if binary.exists():
             return binary
-        _go_build(source_dir, package, binary, what, progress)
+        _go_build(source_dir, package, ldflags, binary, what)
     for old in cache_dir.glob(f"{name}-*"):
         if old != binary:
             old.unlink(missing_ok=True)
     return binary
 
 
-def _go_build(source_dir: Path, package: str, binary: Path, what: str, progress: Progress) -> None:
+def _go_build(source_dir: Path, package: str, ldflags: str, binary: Path, what: str) -> None:
+
     partial = binary.with_suffix(".partial")
-    progress(
+    _stderr(
         f"building {what} from {source_dir} (first time: module download and compile take a while)"
     )
     started = time.monotonic()
     proc = subprocess.Popen(
-        [tools.go(), "build", "-v", "-trimpath", "-o", str(partial), package],
+        [
+            tools.go(),
+            "build",
+            "-v",
+            "-trimpath",
+            f"-ldflags={ldflags}",
+            "-o",
+            str(partial),
+            package,
+        ],
         cwd=source_dir,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -85,9 +94,9 @@ def _go_build(source_dir: Path, package: str, binary: Path, what: str, progress:
     for compiled, line in enumerate(proc.stdout, start=1):
         output.append(line)
         if compiled % 100 == 0:
-            progress(f"  {compiled} packages compiled, {time.monotonic() - started:.0f}s")
+            _stderr(f"  {compiled} packages compiled, {time.monotonic() - started:.0f}s")
     if proc.wait() != 0:
         raise StackError(f"building {what} failed:\n" + "".join(output[-40:]))
     partial.rename(binary)
     size = binary.stat().st_size / 2**20
-    progress(f"{what} built in {time.monotonic() - started:.0f}s ({size:.0f} MiB)")
+    _stderr(f"{what} built in {time.monotonic() - started:.0f}s ({size:.0f} MiB)")

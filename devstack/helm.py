@@ -23,20 +23,29 @@ def template(namespace: str, *options: str, chart: Path = CHART) -> str:
     """``helm template dbi CHART -n NAMESPACE --include-crds OPTIONS``: the chart's objects
     as YAML. A value the chart's schema refuses raises CalledProcessError (its stderr says
     which)."""
-    return subprocess.run(
-        [str(build()), "template", "dbi", str(chart), "-n", namespace, "--include-crds", *options],
-        check=True,
-        capture_output=True,
-        text=True,
-        env=_env(),
-    ).stdout
+    return run("template", "dbi", str(chart), "-n", namespace, "--include-crds", *options)
+
+
+def run(*arguments: str) -> str:
+    """``helm ARGUMENTS``' output; a failure raises CalledProcessError, its stderr in its
+    message."""
+    done = subprocess.run(
+        [str(build()), *arguments], capture_output=True, text=True, env=_env(), check=False
+    )
+    if done.returncode != 0:
+        raise subprocess.CalledProcessError(
+            done.returncode, f"helm {arguments[0]}: {done.stderr.strip()}", done.stdout, done.stderr
+        )
+    return done.stdout
 
 
 def _env() -> dict[str, str]:
-    """Helm's state in the devstack cache, never in ~/.config or ~/.cache."""
+    """Helm's state in the devstack cache, never in ~/.config or ~/.cache (and its API
+    discovery cache, $HOME/.kube/cache, there too)."""
     home = tools.CACHE_DIR / "helm-home"
     return {
         "PATH": "/usr/bin:/bin",
+        "HOME": str(home),
         "HELM_CACHE_HOME": str(home / "cache"),
         "HELM_CONFIG_HOME": str(home / "config"),
         "HELM_DATA_HOME": str(home / "data"),

@@ -15,7 +15,8 @@ import pytest
 import yaml
 from temporalio.envconfig import ClientConfigProfile
 
-from devstack import helm
+from devstack import controlplane, helm
+from devstack.stack import StackInfo
 from tests.deployment import SYSTEM_NAMESPACE, container_problems
 from tests.stack import Kubectl
 
@@ -121,6 +122,32 @@ def test_the_api_server_accepts_the_chart_with_every_option_set(
     assert len(applied) == len(objects), applied
     kinds = {doc["kind"] for doc in objects}
     assert {"PodMonitor", "PrometheusRule", "CustomResourceDefinition"} <= kinds
+
+
+def test_helm_install_dry_run_server_accepts_the_chart(
+    kubectl: Kubectl, local_stack: StackInfo, namespace: str
+) -> None:
+    """`helm install --dry-run=server` as docs/deploy.md runs it: the chart's kubeVersion
+    holds for the API server's version (the control plane carries its release,
+    devstack/controlplane.py), and the server accepts every object it would create."""
+    server = json.loads(kubectl("version", "-o", "json").stdout)["serverVersion"]["gitVersion"]
+    assert server == controlplane.kubernetes_version()
+    out = helm.run(
+        "install",
+        "dbi",
+        str(helm.CHART),
+        "--namespace",
+        namespace,
+        "--dry-run=server",
+        # The cluster-wide objects (ClusterRoles) exist already when deploy/'s RBAC is
+        # applied in this session, without Helm's ownership marks; a dry run takes none.
+        "--take-ownership",
+        "--kubeconfig",
+        local_stack.kubeconfig,
+        "--set",
+        EVERY_OPTION,
+    )
+    assert "STATUS: pending-install" in out and "kind: Deployment" in out, out[:2000]
 
 
 def test_every_option_reaches_a_variable_the_process_reads(repo_root: Path) -> None:
