@@ -14,6 +14,7 @@ import urllib3
 from kubernetes import client as k8s
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
+from temporalio.service import TLSConfig
 
 from commands.cluster import Kube
 from dbi import connect, environment
@@ -28,12 +29,16 @@ class Target:
     namespace: str
     source: str  # where the address came from, as describe prints it
     tls: bool | None = None  # the cluster's record says TLS; None: as configured
+    server_name: str | None = None  # the name the server's certificate has, if recorded
 
     def __str__(self) -> str:
         return f"{self.address} namespace {self.namespace} (from {self.source})"
 
     async def connect(self) -> Client:
-        return await connect.temporal(self.address, namespace=self.namespace, tls=self.tls)
+        tls: bool | TLSConfig | None = self.tls
+        if self.tls and self.server_name:
+            tls = TLSConfig(domain=self.server_name)
+        return await connect.temporal(self.address, namespace=self.namespace, tls=tls)
 
 
 @functools.cache
@@ -53,7 +58,8 @@ def resolve(kube: Kube) -> Target:
         namespace = kube.temporal_namespace or data.get("TEMPORAL_NAMESPACE") or default_namespace
         source = f"ConfigMap {kube.home}/{name}"
         tls = data.get("TEMPORAL_TLS", "").lower() == "true" or None
-        return Target(data["TEMPORAL_ADDRESS"], namespace, source, tls)
+        server_name = data.get("TEMPORAL_TLS_SERVER_NAME") or None
+        return Target(data["TEMPORAL_ADDRESS"], namespace, source, tls, server_name)
     address = str(environment.TEMPORAL_ADDRESS.default)
     return Target(address, kube.temporal_namespace or default_namespace, f"the default; {why}")
 

@@ -15,6 +15,7 @@ from kubernetes import config as k8s_config
 from temporalio.client import Client, Interceptor
 from temporalio.envconfig import ClientConfig, ClientConnectConfig
 from temporalio.runtime import Runtime
+from temporalio.service import TLSConfig
 
 from dbi import environment, names
 from dbi.payloads import DATA_CONVERTER
@@ -96,14 +97,14 @@ async def temporal(
     *,
     namespace: str | None = None,
     runtime: Runtime | None = None,
-    tls: bool | None = None,
+    tls: bool | TLSConfig | None = None,
 ) -> Client:
     """Return a client with the data converter and interceptors every dbi process uses,
-    connected as ``temporal_settings`` says (with TLS, the system's CAs, when ``tls``
-    and the configuration says nothing of it)."""
+    connected as ``temporal_settings`` says (with TLS when ``tls``, True: the system's
+    CAs, or a TLSConfig, and the configuration says nothing of it)."""
     settings = temporal_settings(address, namespace)
     if tls:  # under what the configuration says of TLS, if anything
-        settings = ClientConnectConfig(**(dict(tls=True) | settings))
+        settings = ClientConnectConfig(**(dict(tls=tls) | settings))
     return await Client.connect(
         **settings,
         data_converter=DATA_CONVERTER,

@@ -11,12 +11,14 @@ the handshake is refused and the command says so.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import os
 import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -24,7 +26,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from kubernetes import client as k8s
 
+from commands import target
 from devstack import tools
 from devstack.stack import StackInfo
 
@@ -107,10 +111,24 @@ class Proxy:
 @pytest_asyncio.fixture
 async def mtls_temporal(local_stack: StackInfo, tmp_path: Path) -> AsyncIterator[tuple[Proxy, Pki]]:
     """A proxy that terminates mTLS and forwards to the stack's dev server."""
-    pki = make_pki(tmp_path)
+    async with proxied(local_stack, make_pki(tmp_path), mutual=True) as proxy:
+        yield proxy
+
+
+@pytest_asyncio.fixture
+async def tls_temporal(local_stack: StackInfo, tmp_path: Path) -> AsyncIterator[tuple[Proxy, Pki]]:
+    """A proxy that terminates TLS (no client certificate asked) in front of it."""
+    async with proxied(local_stack, make_pki(tmp_path), mutual=False) as proxy:
+        yield proxy
+
+
+@contextlib.asynccontextmanager
+async def proxied(
+    local_stack: StackInfo, pki: Pki, *, mutual: bool
+) -> AsyncIterator[tuple[Proxy, Pki]]:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(pki.ca))
     context.load_cert_chain(str(pki.server_cert), str(pki.server_key))
-    context.verify_mode = ssl.CERT_REQUIRED
+    context.verify_mode = ssl.CERT_REQUIRED if mutual else ssl.CERT_NONE
     context.set_alpn_protocols(["h2"])
     host, port = local_stack.temporal_address.rsplit(":", 1)
     proxy = Proxy(port=tools.free_port())
@@ -194,3 +212,51 @@ async def test_mtls_from_a_profile_file(mtls_temporal: tuple[Proxy, Pki], tmp_pa
     code, out, err = await setup_through(env)
     assert code == 0, err
     assert out.count("already registered") == 5
+
+
+async def test_tls_and_server_name_as_the_installs_record_says(
+    tls_temporal: tuple[Proxy, Pki],
+    local_stack: StackInfo,
+    kube_api: Any,
+    namespace: str,
+    dbinstance_crd: str,
+) -> None:
+    """Nothing configured but the cluster: the command takes Temporal's address, TLS and
+    server name from the install's record (the chart's ConfigMap) and checks the server
+    against the system's CAs (here SSL_CERT_FILE, the test CA). Without that CA the
+    handshake fails, and the command says where the address came from."""
+    proxy, pki = tls_temporal
+    record = k8s.V1ConfigMap(
+        metadata=k8s.V1ObjectMeta(name="dbi-temporal", labels={target.RECORD_LABEL: "true"}),
+        data={
+            "TEMPORAL_ADDRESS": f"127.0.0.1:{proxy.port}",
+            "TEMPORAL_NAMESPACE": "default",
+            "TEMPORAL_TLS": "true",
+            "TEMPORAL_TLS_SERVER_NAME": SERVER_NAME,
+        },
+    )
+    k8s.CoreV1Api(kube_api).create_namespaced_config_map(namespace, record)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("TEMPORAL_")}
+
+    async def status(**env: str) -> tuple[int, str, str]:
+        process = await asyncio.create_subprocess_exec(
+            str(tools.venv_tool("dbi")),
+            "status",
+            "-n",
+            namespace,
+            "--dbi-namespace",
+            namespace,
+            env={**clean, "HOME": "/nonexistent", "KUBECONFIG": local_stack.kubeconfig, **env},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        out, err = await asyncio.wait_for(process.communicate(), 120)
+        return process.returncode or 0, out.decode(), err.decode()
+
+    code, _, err = await status(SSL_CERT_FILE=str(pki.ca))
+    assert code == 0, err
+    assert proxy.accepted >= 1
+    code, _, err = await status(SSL_CERT_FILE=str(pki.server_cert))  # not the CA
+    assert code == 1
+    said = f"Temporal at 127.0.0.1:{proxy.port} (ConfigMap {namespace}/dbi-temporal) did not"
+    assert err.startswith(f"dbi: {said}"), err
