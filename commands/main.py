@@ -22,11 +22,22 @@ from typing import Any, NoReturn
 import argcomplete
 import urllib3
 import yaml
-from argcomplete.shell_integration import shellcode
 from kubernetes import client as k8s
 from kubernetes.config import ConfigException
 
-from commands import backups, cluster, dev, helptext, image, logs, operate, processes, psql, report
+from commands import (
+    backups,
+    cluster,
+    completion,
+    dev,
+    helptext,
+    image,
+    logs,
+    operate,
+    processes,
+    psql,
+    report,
+)
 from dbi import version
 from dbi.fields import duration_seconds
 
@@ -102,15 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     dev.add_parsers(commands)
     image.add_parsers(commands)
     processes.add_parsers(commands)
-    completion = commands.add_parser(
-        "completion",
-        help="print the shell completion script (bash or zsh)",
-        description="Print the script that completes dbi's commands and options; load it "
-        "with `source <(dbi completion bash)` (or zsh), or put it where your shell loads "
-        "completions.",
-    )
-    completion.add_argument("shell", choices=("bash", "zsh"))
-    completion.set_defaults(run=_completion)
+    completion.add_parser(commands)
 
     status = commands.add_parser(
         "status",
@@ -220,11 +223,6 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_parser(commands, _cluster_options, _operate)
 
     return parser
-
-
-def _completion(args: argparse.Namespace) -> int:
-    print(shellcode(["dbi"], shell=args.shell))
-    return 0
 
 
 def _prog() -> str:

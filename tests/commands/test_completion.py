@@ -46,6 +46,28 @@ def test_commands_and_their_options_complete(tmp_path: Path) -> None:
     assert complete("dbi status -o ", tmp_path) == ["json", "yaml"]
 
 
+def kubectl_completes(*words: str, **env: str) -> list[str]:
+    """What kubectl's own completion answers for ``kubectl WORDS`` (the last one being
+    completed), with dbi's scripts on PATH as an install puts them beside kubectl-dbi."""
+    bin_dir = tools.venv_tool("dbi").parent
+    done = subprocess.run(
+        [str(tools.venv_tool("kubectl")), "__complete", *words],
+        env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **env},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    )
+    return done.stdout.splitlines()
+
+
+def test_kubectl_completes_its_dbi_plugin() -> None:
+    """kubectl (1.26+) completes `kubectl dbi ...` by running kubectl_complete-dbi and
+    reading Cobra's format: the completions, then the directive (4: no file names)."""
+    assert kubectl_completes("dbi", "sta") == ["status", ":4"]
+    assert kubectl_completes("dbi", "status", "-o", "") == ["json", "yaml", ":4"]
+
+
 @pytest.mark.parametrize("shell", ["bash", "zsh"])
 def test_the_script_registers_dbi(shell: str) -> None:
     script = subprocess.run(
@@ -83,4 +105,8 @@ def test_instance_names_complete_from_the_cluster(
     ]
     assert complete(f"dbi psql -n {namespace} u", tmp_path, **config) == ["users"]
     assert complete("dbi describe -n default ord", tmp_path, **config) == []
+    assert kubectl_completes("dbi", "describe", "-n", namespace, "orders-", **config) == [
+        "orders-archive",
+        ":4",
+    ]
     assert complete(f"dbi describe -n {namespace} ord", tmp_path, KUBECONFIG="/nope") == []
