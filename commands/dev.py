@@ -172,6 +172,11 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
         f"their disks in {info.state_dir}/vms"
     )
     lines.append(f"  Orchestrator    worker and watcher running; logs in {info.state_dir}")
+    if "kubelet" in info.pids:
+        lines.append(
+            "  Their pods      dbi-worker-dev, dbi-watcher-dev in dbi-system (Pending: their "
+            "logs, not containers, for `dbi logs`)"
+        )
     for process, url in info.metrics.items():
         lines.append(f"  Metrics         {url} ({process})")
     if info.metrics:
@@ -203,6 +208,7 @@ def _print_info(info: StackInfo, *, seconds: float, sample: bool | None) -> None
         f" \"$({kubectl} get secret orders-credentials -o jsonpath='{{.data.uri}}' | base64 -d)\"",
         f"  {tools.venv_tool('dbi')} describe orders     (docs/user-guide.md: every journey)",
         f"  {tools.venv_tool('dbi')} backup orders       (into {info.state_dir}/backups)",
+        f"  {tools.venv_tool('dbi')} logs orders         (the worker's lines about it)",
         # The guest's exporter, through the metrics Service.
         f"  curl -s http://$({kubectl} get service orders-metrics"
         " -o jsonpath='{.spec.clusterIP}'):9187/metrics | grep '^pg_up'",

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from dbi.config import Config
 from devstack import controlplane, exporter, orchestrator, postgresql, tools
 from devstack.controlplane import ControlPlane, ControlPlanePorts
 from devstack.orchestrator import OrchestratorProcesses
-from devstack.process import StackError, stop_group
+from devstack.process import ManagedProcess, StackError, stop_group
 from devstack.temporal import TemporalDevServer
 from devstack.vmstandin import qemu
 from devstack.vmstandin.process import VMStandIn
@@ -126,6 +128,7 @@ class LocalStack:
         self.with_orchestrator = orchestrator
         self.worker_module = worker_module
         self.orchestrator: OrchestratorProcesses | None = None
+        self.kubelet: ManagedProcess | None = None  # serves the orchestrator's logs as pods'
         self.controlplane: ControlPlane | None = None
         self.temporal: TemporalDevServer | None = None
         self.vms: VMStandIn | None = None
@@ -181,6 +184,17 @@ class LocalStack:
                     env=self._orchestrator_env(),
                 )
                 self.orchestrator.start()
+                self.kubelet = _kubelet(
+                    self.controlplane.kubeconfig, self.state_dir, die_with_parent=die_with_parent
+                )
+                self.kubelet.start()
+                self.kubelet.wait_until(
+                    lambda: (
+                        "serving the logs" in self.state_dir.joinpath("kubelet.log").read_text()
+                    ),
+                    what="it to serve the processes' logs",
+                    timeout=60,
+                )
         except BaseException:
             self.stop()
             raise
@@ -195,6 +209,7 @@ class LocalStack:
                 "vmstandin": self.vms.process.pid,
                 "temporal": self.temporal.process.pid,
                 **(self.orchestrator.pids if self.orchestrator else {}),
+                **({"kubelet": self.kubelet.pid} if self.kubelet else {}),
             },
             metrics=self.orchestrator.metrics if self.orchestrator else {},
             vms=f"qemu ({qemu.accelerator()})" if self.vms_mode == "qemu" else "process",
@@ -212,7 +227,7 @@ class LocalStack:
 
         Safe to call more than once.
         """
-        for part in (self.orchestrator, self.temporal, self.vms, self.controlplane):
+        for part in (self.kubelet, self.orchestrator, self.temporal, self.vms, self.controlplane):
             if part is not None:
                 part.stop()
         (self.state_dir / "stack.json").unlink(missing_ok=True)
@@ -227,6 +242,24 @@ class LocalStack:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+def _kubelet(kubeconfig: Path, state_dir: Path, *, die_with_parent: bool) -> ManagedProcess:
+    """The kubelet stand-in that shows the worker and the watcher as Pods of dbi's
+    namespace, so that `dbi logs` and `kubectl logs` read their logs (devstack/kubelet.py)."""
+    return ManagedProcess(
+        "kubelet",
+        [
+            sys.executable,
+            "-m",
+            "devstack.kubelet",
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={Config.from_env().namespace}",
+            f"--log-dir={state_dir}",
+        ],
+        log_path=state_dir / "kubelet.log",
+        die_with_parent=die_with_parent,
+    )
 
 
 def _build_default_image() -> None:
@@ -247,7 +280,7 @@ def down(state_dir: Path, *, timeout: float = 30.0) -> list[str]:
     if info is None:
         return []
     stopped = []
-    for name in ("watcher", "worker", "temporal", "vmstandin", "controlplane"):
+    for name in ("kubelet", "watcher", "worker", "temporal", "vmstandin", "controlplane"):
         pid = info.pids.get(name)
         if pid is not None and _is_alive(pid):
             stop_group(pid, timeout=timeout)

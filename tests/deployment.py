@@ -26,7 +26,7 @@ import yaml
 
 from commands.main import build_parser
 from dbi import environment
-from devstack import helm, kubelet, tools
+from devstack import helm
 from devstack.orchestrator import OrchestratorProcesses
 from devstack.process import tail
 from devstack.stack import StackInfo
@@ -43,23 +43,6 @@ def deploy_manifests(kubectl: Kubectl, repo_root: Path) -> list[Manifest]:
     """deploy/cluster-wide rendered by kubectl's kustomize."""
     out = kubectl("kustomize", str(repo_root / "deploy" / "cluster-wide")).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc]
-
-
-def process_pods(token: str, log_dir: Path) -> list[kubelet.Pod]:
-    """A Pod for each of the worker and the watcher, labeled and named as deploy/base's
-    Deployments make theirs, whose log is the process's log file in ``log_dir``."""
-    pods = []
-    for process in ("worker", "watcher"):
-        manifests = yaml.safe_load_all(
-            (tools.REPO_ROOT / "deploy" / "base" / f"{process}.yaml").read_text()
-        )
-        (deployment,) = [m for m in manifests if m and m["kind"] == "Deployment"]
-        template = deployment["spec"]["template"]
-        (container,) = template["spec"]["containers"]
-        labels = template["metadata"]["labels"]
-        log = log_dir / f"{process}.log"
-        pods.append(kubelet.Pod(f"dbi-{process}-{token}", labels, container["name"], log))
-    return pods
 
 
 @pytest.fixture(scope="session")

@@ -108,7 +108,12 @@ def test_dev_up_runs_the_orchestrator_and_ctrl_c_stops_everything(state_dir: Pat
         assert backed_up.returncode == 0, backed_up.stderr
         assert "Completed" in backed_up.stdout
         assert list((state_dir / "backups" / "default" / "orders").glob("*/dbi-backup.json"))
-        assert {"worker", "watcher"} <= info.pids.keys()
+        # `dbi logs orders`, as printed: the processes' logs, read as their pods' logs.
+        assert "dbi logs orders         (the worker's lines about it)" in output
+        logged = printed("logs", "orders")
+        assert logged.returncode == 0, logged.stderr
+        assert "dbi-worker-dev" in logged.stdout and " acted (" in logged.stdout, logged.stdout
+        assert {"worker", "watcher", "kubelet"} <= info.pids.keys()
         for process in ("worker", "watcher"):
             url = info.metrics[process]
             assert f"Metrics         {url} ({process})" in output

@@ -30,7 +30,7 @@ from devstack.stack import StackInfo
 from images.recipe import EXPORTER_PORT
 from tests import dbi_command
 from tests.appclient import conninfo
-from tests.deployment import SYSTEM_NAMESPACE, process_pods, service_account_kubeconfig
+from tests.deployment import SYSTEM_NAMESPACE, service_account_kubeconfig
 from tests.polling import eventually
 from tests.stack import Kubectl
 
@@ -218,7 +218,7 @@ def product(
     orchestrator.start(install_api=False)
     # Their logs, as pods' logs: what `dbi logs` reads through the API server.
     api = connect.kubernetes(str(local_stack.kubeconfig))
-    pods = process_pods(token, home)
+    pods = kubelet.orchestrator_pods(token, home)
     try:
         with kubelet.serving(api, SYSTEM_NAMESPACE, pods):
             yield Product(
