@@ -37,6 +37,19 @@ def _script(args: argparse.Namespace) -> int:
     return 0
 
 
+def request(line: str, answer: Path) -> dict[str, str]:
+    """The environment in which a shell asks ``dbi`` to complete ``line`` (the cursor at
+    its end), as argcomplete's bash script does: the answer goes to the file ``answer``,
+    one completion per line."""
+    return {
+        "_ARGCOMPLETE": "1",
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
+        "_ARGCOMPLETE_IFS": "\n",
+    }
+
+
 def kubectl_complete() -> NoReturn:
     """The ``kubectl_complete-dbi`` console script. kubectl runs it with the words after
     ``kubectl dbi``, the last one the word being completed (maybe empty), and reads
@@ -50,14 +63,7 @@ def kubectl_complete() -> NoReturn:
         answer = Path(directory) / "answer"
         subprocess.run(
             [sys.executable, "-c", "from commands.main import run; run()"],
-            env={
-                **os.environ,
-                "_ARGCOMPLETE": "1",
-                "COMP_LINE": line,
-                "COMP_POINT": str(len(line)),
-                "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
-                "_ARGCOMPLETE_IFS": "\n",
-            },
+            env={**os.environ, **request(line, answer)},
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             check=False,

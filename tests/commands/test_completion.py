@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
+from commands import completion
 from dbi import names
 from devstack import tools
 from devstack.stack import StackInfo
@@ -21,15 +22,7 @@ def complete(line: str, tmp_path: Path, **env: str) -> list[str]:
     answer = tmp_path / "answer"
     subprocess.run(
         [str(tools.venv_tool("dbi"))],
-        env={
-            **os.environ,
-            "_ARGCOMPLETE": "1",
-            "COMP_LINE": line,
-            "COMP_POINT": str(len(line)),
-            "_ARGCOMPLETE_STDOUT_FILENAME": str(answer),
-            "_ARGCOMPLETE_IFS": "\n",
-            **env,
-        },
+        env={**os.environ, **completion.request(line, answer), **env},
         check=True,
         capture_output=True,
         timeout=60,
