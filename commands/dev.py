@@ -81,6 +81,12 @@ def add_parsers(commands: Any) -> None:
         "dashboard schema check, Helm and S3 server into the cache if their source changed, "
         "and fetch the guests' PostgreSQL binaries",
     )
+    build.add_argument(
+        "--vm-images",
+        action="store_true",
+        help="also build dbi's VM images the real-VM journeys boot (as root, with the qemu "
+        "image tools; a few minutes each the first time, then cached)",
+    )
     build.set_defaults(run=_stack_errors(_dev_build))
     bench = commands.add_parser(
         "bench",
@@ -255,4 +261,21 @@ def _dev_build(args: argparse.Namespace) -> int:
     print(s3server.build())
     for build in postgresql.BUILDS:  # each dev image's
         print(postgresql.install(build))
+    if args.vm_images:
+        _vm_images()
     return 0
+
+
+def _vm_images() -> None:
+    """dbi's VM images of the real-VM journeys' builds, unless this machine cannot build
+    them (then it says why, and the journeys skip)."""
+    from devstack import postgresql, tools  # noqa: PLC0415 (dev-only)
+    from devstack.vmstandin import qemu  # noqa: PLC0415
+    from images import build as images  # noqa: PLC0415
+    from images.recipe import Recipe  # noqa: PLC0415
+
+    if missing := qemu.missing_tools():
+        print(f"no VM images built: {', '.join(missing)} missing", file=sys.stderr)
+        return
+    for build in postgresql.REAL_VM_BUILDS:
+        print(images.build(Recipe(build), images.default_cache(), builds=tools.CACHE_DIR).disk)

@@ -15,6 +15,10 @@ BY_MAJOR = builds.BY_MAJOR
 VERSION = builds.NEWEST
 # Every build a dev image names: each major's newest, and older minors to repave from.
 BUILDS = tuple(sorted({*BY_MAJOR.values(), "16.13.0"}, key=lambda v: tuple(map(int, v.split(".")))))
+# The builds whose dbi VM images the real-VM journeys boot (tests/journeys/test_real_vm.py:
+# created on, repaved to, upgraded to, restored into). `dbi dev build --vm-images` builds
+# them ahead, so that no test's time goes to a build.
+REAL_VM_BUILDS = ("16.13.0", BY_MAJOR[16], BY_MAJOR[17], BY_MAJOR[18])
 
 
 def image_name(build: str) -> str:

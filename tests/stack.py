@@ -60,13 +60,15 @@ def kubectl_as(local_stack: StackInfo, kubeconfig: Path) -> Kubectl:
     def run(
         *args: str, stdin: str | None = None, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
+        # Five minutes, or a minute more than a --timeout=<N>s kubectl is given (a wait).
+        waits = [int(m[1]) for a in args if (m := re.fullmatch(r"--timeout=(\d+)s", a))]
         result = subprocess.run(
             [binary, "--kubeconfig", str(kubeconfig), "--cache-dir", cache, *args],
             input=stdin,
             capture_output=True,
             check=False,
             text=True,
-            timeout=300,
+            timeout=max([300, *(w + 60 for w in waits)]),
         )
         if check and result.returncode != 0:
             raise AssertionError(

@@ -397,7 +397,7 @@ def test_each_mistake_is_one_line_and_its_documented_exit_code(
 
 
 def test_the_command_line_needs_no_worker_extra(
-    local_stack: StackInfo, namespace: str, instance: str
+    local_stack: StackInfo, namespace: str, instance: str, tmp_path: Path
 ) -> None:
     """As `pipx install dbi` installs it (tests/commands/without_worker.py refuses every
     module outside dbi's own requirements' closure: psycopg, cryptography, minio,
@@ -415,10 +415,20 @@ def test_the_command_line_needs_no_worker_extra(
         ["status", "-n", namespace],
         ["describe", instance, "-n", namespace],
         ["backups", "-n", namespace],
-        ["image", "manifest", "--version", "18.6", "--url", "https://files.example/x.qcow2"],
     ):
         ran = alone(*args)
         assert ran.returncode == 0, (args, ran.stderr)
+    # The image commands too (an empty cache: nothing built there, whatever this machine
+    # has built elsewhere).
+    url = "https://files.example/x.qcow2"
+    manifest = alone(
+        "image", "manifest", "--version", "18.6", "--url", url, "--cache", str(tmp_path)
+    )
+    assert (manifest.returncode, manifest.stderr.strip()) == (
+        1,
+        "dbi: no image of PostgreSQL 18.6.0 is built from this recipe; run `dbi image build "
+        "--version 18.6` first",
+    )
     worker = alone("worker")
     assert worker.returncode == 2
     assert "dbi: the worker needs dbi's worker extra (pip install 'dbi[worker]')" in worker.stderr

@@ -34,8 +34,7 @@ from tests.stack import S3_BUCKET
 pytestmark = pytest.mark.stack
 
 # The first journey's builds: created on, repaved to, upgraded to; the second's.
-FROM, REPAVED, UPGRADED = "16.13.0", postgresql.BY_MAJOR[16], postgresql.BY_MAJOR[17]
-RESTORED = postgresql.BY_MAJOR[18]
+FROM, REPAVED, UPGRADED, RESTORED = postgresql.REAL_VM_BUILDS
 
 
 def qemu_image(build: str) -> str:
