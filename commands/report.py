@@ -95,7 +95,10 @@ async def report(kube: Kube, namespace: str, name: str, *, file: Path | None = N
     }
     files["index.yaml"] = _yaml(index)
     path = file or Path(f"{folder}.tar.gz")
-    _write(path, folder, files)
+    try:
+        _write(path, folder, files)
+    except OSError as e:
+        return Answer(FAILED, f"dbi: cannot write {path}: {e.strerror or e}")
     size = path.stat().st_size
     text = f"wrote {path} ({len(files)} files, {size / 1024:.1f} KiB; no Secret's data)"
     warning = (
@@ -170,9 +173,13 @@ def _write(path: Path, folder: str, files: dict[str, str]) -> None:
     """Write ``files`` under ``folder/`` in a gzipped tarball at ``path`` (mode 0600:
     it may name what a cluster's other users should not read)."""
     path.touch(mode=0o600, exist_ok=False)
-    with tarfile.open(path, "w:gz") as tar:
-        for member, text in sorted(files.items()):
-            data = text.encode()
-            info = tarfile.TarInfo(f"{folder}/{member}")
-            info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
-            tar.addfile(info, io.BytesIO(data))
+    try:
+        with tarfile.open(path, "w:gz") as tar:
+            for member, text in sorted(files.items()):
+                data = text.encode()
+                info = tarfile.TarInfo(f"{folder}/{member}")
+                info.size, info.mtime, info.mode = len(data), int(time.time()), 0o644
+                tar.addfile(info, io.BytesIO(data))
+    except BaseException:
+        path.unlink(missing_ok=True)  # no half-written report left behind
+        raise

@@ -109,6 +109,12 @@ async def test_status_describe_rotate_and_resize_on_a_ready_instance(
     for password in (before, after):
         for form in (password.encode(), base64.b64encode(password.encode())):
             assert form not in everything
+    nowhere = tmp_path / "no-such-directory" / "report.tar.gz"
+    unwritten = await dbi(local_stack, "report", "db", "-n", namespace, "-f", str(nowhere))
+    assert (unwritten.returncode, unwritten.stderr.strip()) == (
+        1,
+        f"dbi: cannot write {nowhere}: No such file or directory",
+    )
     again = await dbi(local_stack, "report", "db", "-n", namespace, "--file", str(tarball))
     assert (again.returncode, again.stderr.strip()) == (
         2,
