@@ -8,6 +8,7 @@ that asks for ``namespace`` gets a Kubernetes namespace of its own.
 
 from __future__ import annotations
 
+import functools
 import re
 import secrets
 import subprocess
@@ -25,6 +26,7 @@ from dbi import connect, names
 from devstack import s3server, tools
 from devstack.stack import LocalStack, StackInfo
 from devstack.temporal import NAMESPACE
+from tests.polling import eventually
 
 Kubectl = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -86,9 +88,16 @@ def dbinstance_crd(kubectl: Kubectl, repo_root: Path) -> str:
     for file in ("dbinstance.yaml", "dbbackup.yaml"):
         crd = repo_root / "crds" / file
         kubectl("apply", "--server-side", "--field-manager=dbi-tests", "-f", str(crd))
-    for plural in (names.PLURAL, names.BACKUP_PLURAL):
-        crd_name = f"{plural}.{names.GROUP}"
-        kubectl("wait", "--for=condition=Established", f"crd/{crd_name}", "--timeout=60s")
+    # Polled, not `kubectl wait`: on a control plane just started, kubectl 1.37 fails at
+    # once on a CRD whose status has no conditions yet (".status.conditions accessor
+    # error: <nil>") instead of waiting.
+    established = '{.status.conditions[?(@.type=="Established")].status}'
+
+    def is_established(crd: str) -> bool:
+        return kubectl("get", f"crd/{crd}", "-o", f"jsonpath={established}").stdout == "True"
+
+    for crd_name in (f"{plural}.{names.GROUP}" for plural in (names.PLURAL, names.BACKUP_PLURAL)):
+        eventually(functools.partial(is_established, crd_name), what=f"{crd_name} Established")
     return f"{names.PLURAL}.{names.GROUP}"
 
 

@@ -31,7 +31,9 @@ from images.recipe import Recipe
 from tests.journeys.product import NAME, Product, host_address, patch, reading, rows, sql
 from tests.stack import S3_BUCKET
 
-pytestmark = pytest.mark.stack
+# A journey boots real VMs under TCG five times or more (about a minute each, longer on
+# a loaded machine) and runs pg_upgrade: more than the suite's 10-minute hang guard.
+pytestmark = [pytest.mark.stack, pytest.mark.timeout(1800)]
 
 # The first journey's builds: created on, repaved to, upgraded to; the second's.
 FROM, REPAVED, UPGRADED, RESTORED = postgresql.REAL_VM_BUILDS
