@@ -216,11 +216,16 @@ def configure_tls(doc: Document, disk: Path, host: Host) -> None:
 def write_size(disk: Path, host: Host, size: Size) -> None:
     """Write the VM's settings (included by postgresql.conf): listen on every address
     (pg_hba.conf admits TLS with SCRAM only), and what follows the VM's size, which a
-    running server takes at its next reload."""
+    running server takes at its next reload (shared_buffers at its next start). The
+    instance's spec.postgresql.parameters (postgresql.auto.conf) override them."""
     conf = pgdata(disk) / files.VM_CONF
+    kib = size.memory_bytes // 1024
     conf.write_text(
         "listen_addresses = '*'\n"
-        f"effective_cache_size = '{size.memory_bytes * 3 // 4 // 1024}kB'\n"
+        f"shared_buffers = '{kib // 4}kB'\n"
+        f"effective_cache_size = '{kib * 3 // 4}kB'\n"
+        f"maintenance_work_mem = '{min(kib // 16, 2 * 1024 * 1024)}kB'\n"
+        f"work_mem = '{max(kib // 256, 4096)}kB'\n"
         f"max_parallel_workers = {size.cpus}\n"
         f"dbi.vm_cpus = '{size.cpus}'\n"
         f"dbi.vm_memory_bytes = '{size.memory_bytes}'\n"

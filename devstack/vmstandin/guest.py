@@ -177,8 +177,6 @@ class Guest:
                     "-c",
                     f"unix_socket_directories={self._sockets}",
                     "-c",
-                    "shared_buffers=16MB",
-                    "-c",
                     "max_connections=30",
                     "-c",
                     "fsync=off",
