@@ -37,6 +37,7 @@ _KEEP = {
     "maxLength",
     "minItems",
     "maxItems",
+    "maxProperties",
     "pattern",
     "format",
     "required",
@@ -112,6 +113,10 @@ def structural(schema: dict[str, Any], defs: dict[str, Any], *, defaults: bool) 
         }
     if "items" in node:
         out["items"] = structural(node["items"], defs, defaults=defaults)
+    if isinstance(node.get("additionalProperties"), dict):  # a map: its values' schema
+        out["additionalProperties"] = structural(
+            node["additionalProperties"], defs, defaults=defaults
+        )
     if not defaults:
         out.pop("default", None)
     elif isinstance(out.get("default"), dict):

@@ -95,6 +95,14 @@ class Observed(Section):
         description="The VM's address now (it changes when the VM restarts; clients use "
         "status.endpoint).",
     )
+    parameters: list[str] | None = Field(
+        default=None,
+        description="The spec.postgresql.parameters written (ALTER SYSTEM), by name.",
+    )
+    pending_restart: list[str] | None = Field(
+        default=None,
+        description="Settings whose new value takes effect at the VM's next restart.",
+    )
 
 
 class Served(Section):

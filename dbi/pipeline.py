@@ -138,6 +138,7 @@ ACCESS = StepSpec(
 )
 MONITORING = StepSpec("monitoring", "MonitoringReady", "monitoring: Service and ServiceMonitor")
 BACKUP = StepSpec("backup", "BackupScheduled", "backup: the Temporal Schedule of spec.backup")
+SETTINGS = StepSpec("settings", "SettingsApplied", "settings: spec.postgresql.parameters in force")
 
 CONVERGE: tuple[StepSpec, ...] = (
     PREFLIGHT,
@@ -154,6 +155,7 @@ CONVERGE: tuple[StepSpec, ...] = (
     ACCESS,
     MONITORING,
     BACKUP,
+    SETTINGS,
 )
 
 TEARDOWN_BACKUP = StepSpec(

@@ -13,12 +13,7 @@ from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (
-    AfterValidator,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-)
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 
 from dbi.backup_spec import Backup
 from dbi.fields import (
@@ -31,6 +26,7 @@ from dbi.fields import (
     rules,
 )
 from dbi.maintenance import Maintenance
+from dbi.parameters import PostgreSQL
 from dbi.quantity import parse_quantity
 
 SupportedVersion = Literal[16, 17, 18]
@@ -316,6 +312,7 @@ class DBInstanceSpec(Section):
         description="The application role and database.",
     )
     monitoring: Monitoring = Field(default=Monitoring(), description="Metrics for Prometheus.")
+    postgresql: PostgreSQL = Field(default=PostgreSQL(), description="PostgreSQL's settings.")
     health_check_interval: Annotated[str, AfterValidator(_interval)] = Field(
         default="5m",
         max_length=QUANTITY_MAX,

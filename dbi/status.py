@@ -319,6 +319,8 @@ def _observed(facts: Facts, previous: Observed | None) -> Observed | None:
         "postgres_version": facts.postgres_version,
         "image": facts.image,
         "address": facts.address,
+        "parameters": None if facts.parameters is None else list(facts.parameters),
+        "pending_restart": None if facts.pending_restart is None else list(facts.pending_restart),
     }
     fresh = {k: v for k, v in seen.items() if v is not None}
     if not fresh:

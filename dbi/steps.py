@@ -79,6 +79,8 @@ class Facts(BaseModel):
     image: str | None = None
     address: str | None = None
     credentials_secret_name: str | None = None
+    parameters: tuple[str, ...] | None = None
+    pending_restart: tuple[str, ...] | None = None
 
     def merged_over(self, older: Facts) -> Facts:
         """Return these facts, completed by ``older`` where this pass saw nothing."""

@@ -31,7 +31,7 @@ with workflow.unsafe.imports_passed_through():
     from dbi.status import PassReport
     from dbi.steps import InstanceSnapshot
     from workflows import passes, tracing, ui
-    from workflows.state import HISTORY_TALLY, HistoryRead, State
+    from workflows.state import HISTORY_TALLY, SETTINGS_STEP, HistoryRead, State
     from workflows.waiting import Wait
 
 
@@ -52,6 +52,7 @@ class DBInstanceWorkflow:
             self.s.tally.patched()
         else:
             self._read_history()
+        self.s.settings_step = workflow.patched(SETTINGS_STEP)
         while True:
             # A pass a wake caused joins the watcher's trace: kubectl change to step.
             carrier, self.s.trace = self.s.trace, None

@@ -68,6 +68,14 @@ class Begun:
 Loaded = tuple[InstanceSnapshot, tuple[Begun, StepsResult] | None]
 
 
+def converge(settings_step: bool) -> tuple[StepSpec, ...]:
+    """The converging pass's steps: without the settings step in a run begun before
+    the patch SETTINGS_STEP (workflows.state), as 0.1.0 ran them."""
+    if settings_step:
+        return pipeline.CONVERGE
+    return tuple(step for step in pipeline.CONVERGE if step is not pipeline.SETTINGS)
+
+
 def plan(s: State, run_id: str) -> Plan:
     """The next pass of the workflow whose state is ``s``."""
     c = s.carried
@@ -169,7 +177,7 @@ class PassRunner:
     def begin(self, snapshot: InstanceSnapshot, plan: Plan, *, rotated: Served) -> Begun:
         """The pass on ``snapshot``: its steps, their input and the status to write."""
         s = self.s
-        pipe = pipeline.TEARDOWN if snapshot.deleting else pipeline.CONVERGE
+        pipe = pipeline.TEARDOWN if snapshot.deleting else converge(s.settings_step)
         requested = snapshot.unserved
         paused = snapshot.paused and not snapshot.deleting
         step_input = StepInput(

@@ -24,6 +24,8 @@ PASS_EVENTS = 10
 # A run counts what it adds to its history (``Tally``) instead of reading its length
 # (docs/engine.md, "Lifetime"): asked at the run's start, as every patch is.
 HISTORY_TALLY = "history-tally"
+# A run begun with this patch runs the settings step at the end of every converging pass.
+SETTINGS_STEP = "settings-step"
 # What a pass adds besides its activities: the wait before it (its timer started and
 # fired) and the workflow task that ended it (3); a woken pass's wake is one more.
 PASS_OVERHEAD = 5
@@ -127,6 +129,8 @@ class State:
     # and the pass count, as read at the run's start and where a timer ended a wait
     # (None in a run that counts its history).
     history_read: HistoryRead | None = None
+    # A run begun with SETTINGS_STEP (its passes end with the settings step).
+    settings_step: bool = False
 
     @classmethod
     def of(cls, input: WorkflowInput) -> State:

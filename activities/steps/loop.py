@@ -107,6 +107,15 @@ LOCKED = "Locked"  # a statement waited lock_timeout for another session's lock
 LOCKED_WAIT_SECONDS = 10.0
 
 
+class Refused(Exception):
+    """An action the world refused in a way only a change of the spec can lift (a value
+    PostgreSQL will not take): ``result`` is the step's, Terminal."""
+
+    def __init__(self, result: StepResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
 def answer(spec: StepSpec, error: BaseException) -> StepResult | None:
     """What an error that ended a look means for the step, when it means something a
     retry of the activity would not change; None: raise it (the activity is retried).
@@ -115,6 +124,8 @@ def answer(spec: StepSpec, error: BaseException) -> StepResult | None:
     server's refusals each have a result of their own. A refusal's detail goes on the
     step's span and in the worker's log, never in the condition.
     """
+    if isinstance(error, Refused):
+        return error.result
     if isinstance(error, psycopg.errors.LockNotAvailable):
         activity.logger.warning("%s: a lock it needs is held (lock_timeout)", spec.name)
         return locked(spec)

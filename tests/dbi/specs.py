@@ -59,6 +59,23 @@ INVALID_SPECS = [
     pytest.param("backup.retention", {"count": 0}, "spec.backup.retention", id="keep-none"),
     pytest.param("backup.retention", {"maxAge": "7d"}, "spec.backup.retention", id="max-age-days"),
     *[
+        pytest.param("postgresql.parameters", given, field, id=f"parameters-{why}")
+        for why, given, field in [
+            ("ssl", {"ssl": "off"}, "spec.postgresql.parameters"),
+            ("ssl-ciphers", {"ssl_ciphers": "NULL"}, "spec.postgresql.parameters"),
+            ("command", {"archive_command": "curl x"}, "spec.postgresql.parameters"),
+            ("directory", {"log_directory": "/etc"}, "spec.postgresql.parameters"),
+            ("preload", {"shared_preload_libraries": "x"}, "spec.postgresql.parameters"),
+            ("listen", {"listen_addresses": "*"}, "spec.postgresql.parameters"),
+            ("durability", {"fsync": "off"}, "spec.postgresql.parameters"),
+            ("upper-case", {"Work_Mem": "4MB"}, "spec.postgresql.parameters"),
+            ("quoted", {"work_mem'": "4MB"}, "spec.postgresql.parameters"),
+            ("number", {"work_mem": 64}, "spec.postgresql.parameters.work_mem"),
+            ("too-long", {"work_mem": "1" * 257}, "spec.postgresql.parameters.work_mem"),
+            ("too-many", {f"p{i}": "1" for i in range(65)}, "spec.postgresql.parameters"),
+        ]
+    ],
+    *[
         pytest.param("maintenance.window", window, "spec.maintenance.window", id=f"window-{why}")
         for why, window in [
             ("no-opening", {"duration": "4h"}),

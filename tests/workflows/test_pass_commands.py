@@ -15,7 +15,7 @@ from dbi.messages import Wake
 from tests.history import local_activity_type
 from tests.workflows.conftest import running, settled
 from tests.workflows.stubs import World
-from workflows.state import HISTORY_TALLY
+from workflows.state import HISTORY_TALLY, SETTINGS_STEP
 
 
 async def test_a_new_run_records_its_passes_as_local_activities_only(
@@ -32,9 +32,10 @@ async def test_a_new_run_records_its_passes_as_local_activities_only(
         for e in history.events
         if e.HasField("marker_recorded_event_attributes")
     ]
-    assert [m.marker_name for m in markers] == ["core_patch"] + ["core_local_activity"] * 3
+    assert [m.marker_name for m in markers] == ["core_patch"] * 2 + ["core_local_activity"] * 3
     assert HISTORY_TALLY in str(markers[0].details)
-    assert [local_activity_type(m) for m in markers[1:]] == [
+    assert SETTINGS_STEP in str(markers[1].details)
+    assert [local_activity_type(m) for m in markers[2:]] == [
         pipeline.LOAD_INSTANCE,
         pipeline.RUN_PASS,
         pipeline.LOAD_AND_RUN_PASS,
@@ -46,7 +47,9 @@ async def test_a_new_run_records_its_passes_as_local_activities_only(
         and "TemporalChangeVersion"
         in e.upsert_workflow_search_attributes_event_attributes.search_attributes.indexed_fields
     ]
-    assert len(versions) == 1 and HISTORY_TALLY in str(versions[0]["TemporalChangeVersion"])
+    assert len(versions) == 2
+    assert HISTORY_TALLY in str(versions[0]["TemporalChangeVersion"])
+    assert SETTINGS_STEP in str(versions[1]["TemporalChangeVersion"])
     # Every step of the convergence ran, in both passes.
     ran = [name for name, _ in world.calls]
     assert all(ran.count(s.name) == 2 for s in pipeline.CONVERGE), ran

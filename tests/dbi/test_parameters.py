@@ -1,0 +1,126 @@
+"""Checking a declared PostgreSQL setting against what pg_settings says of it (plain data:
+rows as PostgreSQL 18 reports them)."""
+
+from __future__ import annotations
+
+import pytest
+
+from dbi.parameters import Setting, owned, problem
+
+WORK_MEM = Setting(
+    name="work_mem",
+    vartype="integer",
+    context="user",
+    unit="kB",
+    min_val="64",
+    max_val="2147483647",
+)
+SHARED_BUFFERS = Setting(
+    name="shared_buffers",
+    vartype="integer",
+    context="postmaster",
+    unit="8kB",
+    min_val="16",
+    max_val="1073741823",
+)
+STATEMENT_TIMEOUT = Setting(
+    name="statement_timeout",
+    vartype="integer",
+    context="user",
+    unit="ms",
+    min_val="0",
+    max_val="2147483647",
+)
+JIT = Setting(name="jit", vartype="bool", context="user")
+LEVEL = Setting(
+    name="log_min_messages",
+    vartype="enum",
+    context="superuser",
+    enumvals=("debug5", "debug1", "info", "notice", "warning", "error", "log", "fatal", "panic"),
+)
+FRACTION = Setting(
+    name="autovacuum_vacuum_scale_factor",
+    vartype="real",
+    context="sighup",
+    min_val="0",
+    max_val="100",
+)
+PREFIX = Setting(name="log_line_prefix", vartype="string", context="sighup")
+BLOCK_SIZE = Setting(
+    name="block_size", vartype="integer", context="internal", min_val="8192", max_val="8192"
+)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [
+        pytest.param(WORK_MEM, "64MB", id="memory-unit"),
+        pytest.param(WORK_MEM, "65536", id="bare-number-in-kB"),
+        pytest.param(WORK_MEM, "1.5GB", id="fraction-with-unit"),
+        pytest.param(WORK_MEM, " 8 MB ", id="spaces"),
+        pytest.param(SHARED_BUFFERS, "256MB", id="unit-of-pages"),
+        pytest.param(STATEMENT_TIMEOUT, "30s", id="time-unit"),
+        pytest.param(STATEMENT_TIMEOUT, "1min", id="minutes"),
+        pytest.param(JIT, "off", id="bool"),
+        pytest.param(JIT, "TRUE", id="bool-upper"),
+        pytest.param(LEVEL, "WARNING", id="enum-any-case"),
+        pytest.param(FRACTION, "0.05", id="real"),
+        pytest.param(PREFIX, "%m [%p] ", id="string"),
+    ],
+)
+def test_values_postgresql_takes_pass(setting: Setting, value: str) -> None:
+    assert problem(setting.name, value, setting) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "setting", "says"),
+    [
+        pytest.param("wrok_mem", "4MB", None, "no such setting", id="unknown"),
+        pytest.param("work_mem", "4XB", WORK_MEM, "units: B, kB, MB, GB, TB", id="wrong-unit"),
+        pytest.param("work_mem", "30s", WORK_MEM, "not a number", id="time-for-memory"),
+        pytest.param("work_mem", "lots", WORK_MEM, "not a number", id="words"),
+        pytest.param("work_mem", "32kB", WORK_MEM, "outside 64..2147483647 kB", id="below-min"),
+        pytest.param("work_mem", "3TB", WORK_MEM, "outside", id="above-max"),
+        pytest.param("shared_buffers", "64kB", SHARED_BUFFERS, "outside", id="below-16-pages"),
+        pytest.param("statement_timeout", "-1", STATEMENT_TIMEOUT, "outside", id="negative"),
+        pytest.param("statement_timeout", "5", JIT, "not a boolean", id="not-bool"),
+        pytest.param("jit", "maybe", JIT, "not a boolean", id="bool-word"),
+        pytest.param("log_min_messages", "loud", LEVEL, "not one of debug5", id="enum"),
+        pytest.param("autovacuum_vacuum_scale_factor", "101", FRACTION, "outside", id="real"),
+        pytest.param("block_size", "16384", BLOCK_SIZE, "read-only", id="internal"),
+    ],
+)
+def test_values_postgresql_would_refuse_are_named(
+    name: str, value: str, setting: Setting | None, says: str
+) -> None:
+    """Each refusal names the field, spec.postgresql.parameters.<name>, and why."""
+    said = problem(name, value, setting)
+    assert said is not None
+    assert said.startswith(f"spec.postgresql.parameters.{name}: "), said
+    assert says in said, said
+
+
+@pytest.mark.parametrize(
+    ("name", "mine"),
+    [
+        ("ssl", True),
+        ("ssl_min_protocol_version", True),
+        ("listen_addresses", True),
+        ("archive_command", True),
+        ("restore_command", True),
+        ("log_directory", True),
+        ("hba_file", True),
+        ("shared_preload_libraries", True),
+        ("wal_level", True),
+        ("fsync", True),
+        ("primary_conninfo", True),
+        ("dbi.vm_cpus", True),
+        ("work_mem", False),
+        ("shared_buffers", False),
+        ("search_path", False),
+        ("log_min_duration_statement", False),
+        ("auto_explain.log_min_duration", False),
+    ],
+)
+def test_settings_dbi_owns(name: str, mine: bool) -> None:
+    assert owned(name) is mine
