@@ -208,6 +208,26 @@ def problem(name: str, value: str, setting: Setting | None) -> str | None:
     return None
 
 
+# What preflight checks without a server: shared_buffers is allocated when PostgreSQL
+# starts, so one the VM cannot hold would keep it from starting, and then nothing could
+# log in to write another value.
+SHARED_BUFFERS = Setting(name="shared_buffers", vartype="integer", context="postmaster", unit="8kB")
+SHARED_BUFFERS_SHARE = Decimal(3) / 4
+
+
+def too_large(parameters: dict[str, str], memory: str, memory_bytes: Decimal) -> str | None:
+    """Why ``parameters`` would not fit a VM of ``memory`` (pure), or None."""
+    value = parameters.get(SHARED_BUFFERS.name)
+    pages = in_base_unit(value, SHARED_BUFFERS) if value is not None else None
+    if pages is None or pages * 8192 < memory_bytes * SHARED_BUFFERS_SHARE:
+        return None
+    return (
+        f"spec.postgresql.parameters.shared_buffers: {value!r} is not below 3/4 of "
+        f"spec.resources.memory ({memory}); PostgreSQL might not start, and would leave "
+        "its sessions no memory."
+    )
+
+
 def _numeric(field: str, value: str, setting: Setting) -> str | None:
     number = in_base_unit(value, setting)
     if number is None:

@@ -4,7 +4,8 @@ Observes the instance, the VirtualMachineImage it would boot and the data disk's
 capacity. Terminal when retrying cannot help (a version with no image, an image in a
 namespace whose images instances may not boot (another tenant's: never read), an image
 that does not exist, an image labelled ``dbi.dev/postgresql-version`` with another major
-than ``spec.version``, storage below what the disk already has); otherwise adds the
+than ``spec.version``, storage below what the disk already has, a ``shared_buffers``
+not below 3/4 of the VM's memory); otherwise adds the
 finalizer (Pending), then is Satisfied. Idempotency key: the finalizer list; the patch
 names the list it read and its resourceVersion, so a concurrent change makes it fail
 (409) and the loop looks again, never dropping another's finalizer.
@@ -20,7 +21,7 @@ from activities.infra.context import Context
 from activities.infra.kube import Instance
 from activities.infra.machine import image_for
 from activities.steps.loop import Anatomy
-from dbi import names
+from dbi import names, parameters
 from dbi.pipeline import PREFLIGHT as SPEC
 from dbi.quantity import parse_quantity
 from dbi.steps import AT_ONCE, Decision, StepInput
@@ -34,6 +35,7 @@ class Reason(StrEnum):
     IMAGE_NOT_ALLOWED = "ImageNotAllowed"
     IMAGE_VERSION_MISMATCH = "ImageVersionMismatch"
     STORAGE_BELOW_CAPACITY = "StorageBelowCapacity"
+    SHARED_BUFFERS_TOO_LARGE = "SharedBuffersTooLarge"
 
 
 class Action(StrEnum):
@@ -54,6 +56,8 @@ class Observation:
     # larger: a provisioner may round up, and the spec is not below what it asked.
     disk_request: Decimal | None
     has_finalizer: bool
+    # Why spec.postgresql.parameters would not fit the VM's memory (dbi.parameters).
+    too_large: str | None = None
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
@@ -69,6 +73,8 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     disk = ctx.kube.pvc(instance.namespace, f"{instance.name}-data")
     requests = disk.spec.resources.requests if disk and disk.spec and disk.spec.resources else None
     request = (requests or {}).get("storage")
+    spec = instance.model.spec
+    memory = spec.resources.memory
     return Observation(
         version=instance.model.spec.version,
         image=image,
@@ -78,11 +84,28 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         storage=parse_quantity(instance.model.spec.resources.storage),
         disk_request=parse_quantity(request) if request else None,
         has_finalizer=names.FINALIZER in instance.finalizers,
+        too_large=parameters.too_large(
+            spec.postgresql.parameters, memory, spec.resources.memory_bytes()
+        ),
     )
 
 
 def _invalid(obs: Observation) -> tuple[Reason, str] | None:
     """Why retrying the spec cannot help, if so (pure)."""
+    if (image := _image_invalid(obs)) is not None:
+        return image
+    if obs.disk_request is not None and obs.storage < obs.disk_request:
+        return (
+            Reason.STORAGE_BELOW_CAPACITY,
+            "spec.resources.storage is below the data disk's capacity; disks never shrink.",
+        )
+    if obs.too_large is not None:
+        return (Reason.SHARED_BUFFERS_TOO_LARGE, obs.too_large)
+    return None
+
+
+def _image_invalid(obs: Observation) -> tuple[Reason, str] | None:
+    """Why the image cannot boot this instance, if so (pure)."""
     if obs.image is None:
         return (
             Reason.UNSUPPORTED_VERSION,
@@ -107,11 +130,6 @@ def _invalid(obs: Observation) -> tuple[Reason, str] | None:
             f"spec.image: the VirtualMachineImage {obs.image} holds PostgreSQL "
             f"{obs.image_version}, but spec.version is {obs.version}; an image of another "
             "major would not run this instance's data.",
-        )
-    if obs.disk_request is not None and obs.storage < obs.disk_request:
-        return (
-            Reason.STORAGE_BELOW_CAPACITY,
-            "spec.resources.storage is below the data disk's capacity; disks never shrink.",
         )
     return None
 

@@ -3,9 +3,11 @@ rows as PostgreSQL 18 reports them)."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pytest
 
-from dbi.parameters import Setting, owned, problem
+from dbi.parameters import Setting, owned, problem, too_large
 
 WORK_MEM = Setting(
     name="work_mem",
@@ -124,3 +126,30 @@ def test_values_postgresql_would_refuse_are_named(
 )
 def test_settings_dbi_owns(name: str, mine: bool) -> None:
     assert owned(name) is mine
+
+
+GI = Decimal(2**30)
+
+
+@pytest.mark.parametrize(
+    ("value", "fits"),
+    [
+        ("256MB", True),
+        ("767MB", True),
+        ("768MB", False),
+        ("98304", False),  # 8kB pages: 768MB
+        ("98303", True),
+        ("1GB", False),
+        ("lots", True),  # not a size: the settings step names it
+    ],
+)
+def test_shared_buffers_must_leave_the_vm_a_quarter_of_its_memory(value: str, fits: bool) -> None:
+    said = too_large({"shared_buffers": value}, "1Gi", GI)
+    assert (said is None) is fits
+    if not fits:
+        assert said is not None and said.startswith("spec.postgresql.parameters.shared_buffers")
+        assert "(1Gi)" in said
+
+
+def test_other_parameters_are_not_sized() -> None:
+    assert too_large({"work_mem": "4GB"}, "1Gi", GI) is None

@@ -86,6 +86,12 @@ PRE = preflight.Observation(
             id="below-capacity",
         ),
         pytest.param(
+            replace(PRE, too_large="spec.postgresql.parameters.shared_buffers: ..."),
+            Outcome.TERMINAL,
+            "SharedBuffersTooLarge",
+            id="shared-buffers-too-large",
+        ),
+        pytest.param(
             replace(PRE, disk_request=10 * GI), Outcome.SATISFIED, "SpecValid", id="equal-capacity"
         ),
     ],
