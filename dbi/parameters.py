@@ -31,6 +31,7 @@ OWNED_NAMES = frozenset(
     {
         "listen_addresses",
         "port",
+        "huge_pages",
         "data_directory",
         "config_file",
         "hba_file",
@@ -191,13 +192,19 @@ def in_base_unit(value: str, setting: Setting) -> Decimal | None:
 
 
 def problem(name: str, value: str, setting: Setting | None) -> str | None:
-    """Why PostgreSQL would not take ``value`` for ``name`` (a sentence naming the field),
-    or None when it would."""
+    """Why PostgreSQL would not take ``value`` for ``name``, or dbi would not restart
+    into it (a sentence naming the field); None when both would."""
     field = f"spec.postgresql.parameters.{name}"
     if setting is None:
         return f"{field}: PostgreSQL has no such setting"
     if setting.context == "internal":
         return f"{field}: a read-only setting; PostgreSQL reports it, nobody sets it"
+    if setting.context == "postmaster" and name not in RESTART_ALLOWED:
+        return _restart_refused(field)
+    return _typed(field, value, setting)
+
+
+def _typed(field: str, value: str, setting: Setting) -> str | None:
     kind = setting.vartype
     if kind == "bool" and value.strip().lower() not in _BOOLEAN:
         return f"{field}: {value!r} is not a boolean (on or off)"
@@ -208,23 +215,68 @@ def problem(name: str, value: str, setting: Setting | None) -> str | None:
     return None
 
 
-# What preflight checks without a server: shared_buffers is allocated when PostgreSQL
-# starts, so one the VM cannot hold would keep it from starting, and then nothing could
-# log in to write another value.
-SHARED_BUFFERS = Setting(name="shared_buffers", vartype="integer", context="postmaster", unit="8kB")
-SHARED_BUFFERS_SHARE = Decimal(3) / 4
+# Settings that take effect at a restart (context postmaster) dbi restarts into: those
+# whose cost preflight can check before (``unstartable``). A server that does not start
+# takes no new value, so any other is refused before it is written.
+RESTART_ALLOWED = (
+    "shared_buffers",
+    "max_connections",
+    "max_prepared_transactions",
+    "max_locks_per_transaction",
+    "wal_buffers",
+    "max_worker_processes",
+    "track_activity_query_size",
+)
+MIN_CONNECTIONS = 10  # superuser_reserved_connections (3), dbi's own sessions, and some
+MEMORY_SHARE = Decimal(3) / 4
 
 
-def too_large(parameters: dict[str, str], memory: str, memory_bytes: Decimal) -> str | None:
-    """Why ``parameters`` would not fit a VM of ``memory`` (pure), or None."""
-    value = parameters.get(SHARED_BUFFERS.name)
-    pages = in_base_unit(value, SHARED_BUFFERS) if value is not None else None
-    if pages is None or pages * 8192 < memory_bytes * SHARED_BUFFERS_SHARE:
-        return None
+def _restart_refused(field: str) -> str:
     return (
-        f"spec.postgresql.parameters.shared_buffers: {value!r} is not below 3/4 of "
-        f"spec.resources.memory ({memory}); PostgreSQL might not start, and would leave "
-        "its sessions no memory."
+        f"{field}: takes effect at a restart, and dbi restarts only into settings it checks "
+        f"first ({', '.join(RESTART_ALLOWED)})"
+    )
+
+
+def _pages(value: str | None, unit: str, default: Decimal) -> Decimal:
+    """A declared value in units of ``unit`` (its default when not declared or not a
+    number: the settings step names that)."""
+    if value is None:
+        return default
+    number = in_base_unit(value, Setting(name="", vartype="integer", context="", unit=unit))
+    return default if number is None else number
+
+
+def unstartable(parameters: dict[str, str], memory: str, memory_bytes: Decimal) -> str | None:
+    """Why PostgreSQL might not start with ``parameters`` in a VM of ``memory`` (pure), or
+    None. Its shared memory is estimated as PostgreSQL's documentation sizes it (per
+    buffer, connection, prepared transaction and lock slot) and must stay below 3/4 of
+    the VM's memory; the size's own shared_buffers (1/4) is assumed where none is set."""
+    get = parameters.get
+    connections = _pages(get("max_connections"), "", Decimal(100))
+    if connections < MIN_CONNECTIONS:
+        return (
+            f"spec.postgresql.parameters.max_connections: below {MIN_CONNECTIONS}; "
+            "superuser_reserved_connections and dbi's own sessions need them"
+        )
+    buffers = _pages(get("shared_buffers"), "8kB", memory_bytes / 4 / 8192)
+    wal = _pages(get("wal_buffers"), "8kB", min(buffers / 32, Decimal(2048)))
+    locks = _pages(get("max_locks_per_transaction"), "", Decimal(64))
+    prepared = _pages(get("max_prepared_transactions"), "", Decimal(0))
+    estimate = (
+        (8192 + 208) * buffers
+        + (8192 + 8) * wal
+        + (1800 + 270 * locks) * connections
+        + (770 + 270 * locks) * prepared
+        + 770 * 1024
+    )
+    if estimate < memory_bytes * MEMORY_SHARE:
+        return None
+    declared = [n for n in RESTART_ALLOWED[:5] if n in parameters]
+    return (
+        f"spec.postgresql.parameters ({', '.join(declared)}): PostgreSQL's shared memory "
+        f"would be about {estimate / 2**20:.0f} MiB, not below 3/4 of spec.resources.memory "
+        f"({memory}); it might not start, and would leave its sessions no memory"
     )
 
 

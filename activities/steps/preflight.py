@@ -4,8 +4,8 @@ Observes the instance, the VirtualMachineImage it would boot and the data disk's
 capacity. Terminal when retrying cannot help (a version with no image, an image in a
 namespace whose images instances may not boot (another tenant's: never read), an image
 that does not exist, an image labelled ``dbi.dev/postgresql-version`` with another major
-than ``spec.version``, storage below what the disk already has, a ``shared_buffers``
-not below 3/4 of the VM's memory); otherwise adds the
+than ``spec.version``, storage below what the disk already has, parameters whose shared
+memory would not stay below 3/4 of the VM's memory); otherwise adds the
 finalizer (Pending), then is Satisfied. Idempotency key: the finalizer list; the patch
 names the list it read and its resourceVersion, so a concurrent change makes it fail
 (409) and the loop looks again, never dropping another's finalizer.
@@ -35,7 +35,7 @@ class Reason(StrEnum):
     IMAGE_NOT_ALLOWED = "ImageNotAllowed"
     IMAGE_VERSION_MISMATCH = "ImageVersionMismatch"
     STORAGE_BELOW_CAPACITY = "StorageBelowCapacity"
-    SHARED_BUFFERS_TOO_LARGE = "SharedBuffersTooLarge"
+    UNSTARTABLE = "ParametersTooLarge"
 
 
 class Action(StrEnum):
@@ -57,7 +57,7 @@ class Observation:
     disk_request: Decimal | None
     has_finalizer: bool
     # Why spec.postgresql.parameters would not fit the VM's memory (dbi.parameters).
-    too_large: str | None = None
+    unstartable: str | None = None
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
@@ -84,7 +84,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         storage=parse_quantity(instance.model.spec.resources.storage),
         disk_request=parse_quantity(request) if request else None,
         has_finalizer=names.FINALIZER in instance.finalizers,
-        too_large=parameters.too_large(
+        unstartable=parameters.unstartable(
             spec.postgresql.parameters, memory, spec.resources.memory_bytes()
         ),
     )
@@ -99,8 +99,8 @@ def _invalid(obs: Observation) -> tuple[Reason, str] | None:
             Reason.STORAGE_BELOW_CAPACITY,
             "spec.resources.storage is below the data disk's capacity; disks never shrink.",
         )
-    if obs.too_large is not None:
-        return (Reason.SHARED_BUFFERS_TOO_LARGE, obs.too_large)
+    if obs.unstartable is not None:
+        return (Reason.UNSTARTABLE, obs.unstartable)
     return None
 
 

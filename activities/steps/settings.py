@@ -7,7 +7,8 @@ type, unit, range, context), what ``postgresql.auto.conf`` holds now
 not take is Terminal, naming ``spec.postgresql.parameters.<name>`` (nothing written);
 otherwise it writes what differs with ``ALTER SYSTEM SET`` (and ``RESET`` for a name
 no longer declared), then reloads. A setting that needs a restart (context
-postmaster) is restarted into as a resize is: under ``resizePolicy: Restart`` in the
+postmaster, one of ``dbi.parameters.RESTART_ALLOWED``, whose memory preflight checked)
+is restarted into as a resize is: under ``resizePolicy: Restart`` in the
 maintenance window (Pending MaintenanceWindow until it opens), at once on a
 ``force_resize`` or the restart annotation, else Pending RestartRequired; status
 lists it meanwhile (``status.observed.pendingRestart``). An instance that declares

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from dbi.parameters import Setting, owned, problem, too_large
+from dbi.parameters import Setting, owned, problem, unstartable
 
 WORK_MEM = Setting(
     name="work_mem",
@@ -132,24 +132,41 @@ GI = Decimal(2**30)
 
 
 @pytest.mark.parametrize(
-    ("value", "fits"),
+    ("declared", "fits"),
     [
-        ("256MB", True),
-        ("767MB", True),
-        ("768MB", False),
-        ("98304", False),  # 8kB pages: 768MB
-        ("98303", True),
-        ("1GB", False),
-        ("lots", True),  # not a size: the settings step names it
+        pytest.param({}, True, id="the-size's-own"),
+        pytest.param({"shared_buffers": "512MB"}, True, id="half"),
+        pytest.param({"shared_buffers": "768MB"}, False, id="three-quarters"),
+        pytest.param({"shared_buffers": "98304"}, False, id="three-quarters-in-pages"),
+        pytest.param({"shared_buffers": "1GB"}, False, id="all"),
+        pytest.param({"shared_buffers": "lots"}, True, id="not-a-size"),  # settings names it
+        pytest.param({"max_connections": "5000"}, True, id="many-connections"),
+        pytest.param(
+            {"max_connections": "2000", "max_locks_per_transaction": "1024"},
+            False,
+            id="lock-table",
+        ),
+        pytest.param({"work_mem": "4GB"}, True, id="per-operation"),
     ],
 )
-def test_shared_buffers_must_leave_the_vm_a_quarter_of_its_memory(value: str, fits: bool) -> None:
-    said = too_large({"shared_buffers": value}, "1Gi", GI)
-    assert (said is None) is fits
+def test_shared_memory_must_leave_the_vm_a_quarter_of_its_memory(
+    declared: dict[str, str], fits: bool
+) -> None:
+    said = unstartable(declared, "1Gi", GI)
+    assert (said is None) is fits, said
     if not fits:
-        assert said is not None and said.startswith("spec.postgresql.parameters.shared_buffers")
+        assert said is not None and said.startswith("spec.postgresql.parameters (")
         assert "(1Gi)" in said
 
 
-def test_other_parameters_are_not_sized() -> None:
-    assert too_large({"work_mem": "4GB"}, "1Gi", GI) is None
+def test_too_few_connections_are_refused() -> None:
+    said = unstartable({"max_connections": "5"}, "1Gi", GI)
+    assert said is not None and "max_connections: below 10" in said
+
+
+def test_a_restart_setting_dbi_cannot_check_first_is_refused() -> None:
+    setting = Setting(name="max_files_per_process", vartype="integer", context="postmaster")
+    said = problem("max_files_per_process", "2000", setting)
+    assert said is not None and "dbi restarts only into settings it checks first" in said
+    buffers = Setting(name="shared_buffers", vartype="integer", context="postmaster", unit="8kB")
+    assert problem("shared_buffers", "256MB", buffers) is None

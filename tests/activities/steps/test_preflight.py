@@ -86,10 +86,10 @@ PRE = preflight.Observation(
             id="below-capacity",
         ),
         pytest.param(
-            replace(PRE, too_large="spec.postgresql.parameters.shared_buffers: ..."),
+            replace(PRE, unstartable="spec.postgresql.parameters (shared_buffers): ..."),
             Outcome.TERMINAL,
-            "SharedBuffersTooLarge",
-            id="shared-buffers-too-large",
+            "ParametersTooLarge",
+            id="parameters-too-large",
         ),
         pytest.param(
             replace(PRE, disk_request=10 * GI), Outcome.SATISFIED, "SpecValid", id="equal-capacity"
