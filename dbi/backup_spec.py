@@ -3,8 +3,10 @@ are kept, and where they go (the orchestrator's store, or a tenant's S3 bucket).
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Annotated
 
+from cronsim import CronSim
 from pydantic import AfterValidator, Field
 
 from dbi.fields import (
@@ -24,6 +26,23 @@ _SCHEDULE = (
     rf"( {CRON_FIELD}){{4}})$"
 )
 EVERY_MIN_SECONDS = 5
+# The macros a schedule may be, as the cron fields Temporal reads them as.
+MACROS = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+}
+
+
+def interval_seconds(schedule: str, now: datetime) -> float:
+    """The time between the next two backups of ``schedule`` after ``now`` (UTC)."""
+    if schedule.startswith("@every "):
+        return duration_seconds(schedule[7:])
+    fired = CronSim(MACROS.get(schedule, schedule), now)
+    first = next(fired)
+    return (next(fired) - first).total_seconds()
 
 
 def _schedule(value: str) -> str:

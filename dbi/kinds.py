@@ -43,8 +43,13 @@ DBINSTANCES = Kind(
     watched=True,
     viewed=True,
 )
+# An instance's backups: watched for the watcher's backup metrics, never to wake.
+DBBACKUPS = Kind(
+    "DBBackup", f"apis/{names.GROUP}/{names.VERSION}/{names.BACKUP_PLURAL}", watched=True
+)
 KINDS = (
     DBINSTANCES,
+    DBBACKUPS,
     Kind("Secret", "api/v1/secrets", watched=True, metadata=True),
     Kind("PersistentVolumeClaim", "api/v1/persistentvolumeclaims", watched=True, viewed=True),
     Kind("Service", "api/v1/services", watched=True, viewed=True),

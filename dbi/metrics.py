@@ -1,19 +1,27 @@
 """dbi's Prometheus metrics, and the collectors that read the watcher's state.
 
 Names and labels follow Prometheus conventions (base units, ``_total`` counters) and
-stay bounded: steps, outcomes, reasons and phases are finite sets from the code; no
-series is labeled with an instance's name.
+stay bounded: steps, outcomes, reasons and phases are finite sets from the code. Only
+the watcher's per-instance families (Ready, and backups) are labeled with an
+instance's namespace and name, one series each, as kube-state-metrics labels objects.
 """
 
 from __future__ import annotations
 
 from collections import Counter as Tally
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from pydantic import ValidationError
+
+from dbi import names
+from dbi.backup_spec import interval_seconds
+from dbi.spec import DBInstanceSpec
 
 PASSES = Counter(
     "dbi_passes",
@@ -48,16 +56,100 @@ GENERATION_READY_SECONDS = Histogram(
 
 
 class Shown(NamedTuple):
-    """What an instance's status shows: its phase, and whether it is Ready."""
+    """What an instance shows: its status's phase, whether it is Ready, and, when its
+    spec schedules backups (not suspended), the time between two, and when it was
+    created (both in seconds)."""
 
     phase: str
     ready: bool
+    backup_interval: float | None = None
+    created: float | None = None
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> Shown:
         conditions = status.get("conditions") or []
         ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
         return cls(status.get("phase") or "Unknown", ready)
+
+    @classmethod
+    def of_instance(cls, obj: Mapping[str, Any], now: datetime) -> Shown:
+        shown = cls.of(obj.get("status") or {})
+        try:
+            scheduled = DBInstanceSpec.model_validate(obj.get("spec") or {}).backup
+        except ValidationError:  # a spec this watcher's models cannot read
+            return shown
+        if scheduled is None or scheduled.suspended:
+            return shown
+        interval = interval_seconds(scheduled.schedule, now)
+        created = _timestamp((obj.get("metadata") or {}).get("creationTimestamp"))
+        return shown._replace(backup_interval=interval, created=created)
+
+
+def _timestamp(value: Any) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time as Kubernetes writes it."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC).timestamp()
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class BackupSeen:
+    """One DBBackup as the watcher last saw it."""
+
+    instance: str
+    phase: str | None
+    finished: float | None
+    size: int | None
+
+
+@dataclass(frozen=True)
+class LastBackups:
+    """An instance's newest completed backup (its time and size) and newest failed one."""
+
+    completed: float | None = None
+    size: int | None = None
+    failed: float | None = None
+
+
+@dataclass
+class Backups:
+    """The DBBackups the watcher sees (its DBBackup watch), by namespace and name."""
+
+    seen: dict[tuple[str, str], BackupSeen] = field(default_factory=dict)
+
+    def note(self, event: str, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        instance = (meta.get("labels") or {}).get(names.INSTANCE_LABEL)
+        if event == "DELETED" or instance is None:
+            self.seen.pop(key, None)
+            return
+        status = obj.get("status") or {}
+        size = status.get("sizeBytes")
+        self.seen[key] = BackupSeen(
+            instance=str(instance),
+            phase=status.get("phase"),
+            finished=_timestamp(status.get("finishedAt")),
+            size=int(size) if isinstance(size, int) else None,
+        )
+
+    def last(self) -> dict[tuple[str, str], LastBackups]:
+        """Each instance's newest completed and failed backup, by (namespace, name)."""
+        out: dict[tuple[str, str], LastBackups] = {}
+        for (namespace, _), b in self.seen.items():
+            if b.finished is None or b.phase not in ("Completed", "Failed"):
+                continue
+            key = (namespace, b.instance)
+            now = out.get(key, LastBackups())
+            if b.phase == "Completed" and (now.completed or 0) < b.finished:
+                now = LastBackups(completed=b.finished, size=b.size, failed=now.failed)
+            elif b.phase == "Failed" and (now.failed or 0) < b.finished:
+                now = LastBackups(completed=now.completed, size=now.size, failed=b.finished)
+            out[key] = now
+        return out
 
 
 class WatcherCollector(Collector):
@@ -69,9 +161,11 @@ class WatcherCollector(Collector):
         self,
         counters: Callable[[], object],
         statuses: Callable[[], Mapping[tuple[str, str], Shown]],
+        backups: Callable[[], Backups] = Backups,
     ) -> None:
         self._counters = counters
         self._statuses = statuses
+        self._backups = backups
 
     def collect(self) -> Iterable[Metric]:
         c = self._counters()
@@ -109,3 +203,53 @@ class WatcherCollector(Collector):
         for (namespace, name), shown in sorted(statuses.items()):
             ready.add_metric([namespace, name], float(shown.ready))
         yield ready
+        yield from _backup_families(statuses, self._backups().last())
+
+
+def _backup_families(
+    statuses: Mapping[tuple[str, str], Shown], last: Mapping[tuple[str, str], LastBackups]
+) -> Iterable[Metric]:
+    """The per-instance backup families: each instance's that the watcher sees."""
+    labels = ["namespace", "name"]
+    families = {
+        "interval": GaugeMetricFamily(
+            "dbi_backup_interval_seconds",
+            "Seconds between two scheduled backups of the DBInstance (spec.backup.schedule, "
+            "not suspended).",
+            labels=labels,
+        ),
+        "created": GaugeMetricFamily(
+            "dbi_backup_scheduled_instance_created_timestamp_seconds",
+            "When a DBInstance with a backup schedule was created.",
+            labels=labels,
+        ),
+        "completed": GaugeMetricFamily(
+            "dbi_backup_last_completed_timestamp_seconds",
+            "When the DBInstance's newest completed backup finished.",
+            labels=labels,
+        ),
+        "size": GaugeMetricFamily(
+            "dbi_backup_last_completed_size_bytes",
+            "Bytes in the store of the DBInstance's newest completed backup.",
+            labels=labels,
+        ),
+        "failed": GaugeMetricFamily(
+            "dbi_backup_last_failed_timestamp_seconds",
+            "When the DBInstance's newest failed backup failed.",
+            labels=labels,
+        ),
+    }
+    for key, shown in sorted(statuses.items()):
+        if shown.backup_interval is not None:
+            families["interval"].add_metric(list(key), shown.backup_interval)
+        if shown.backup_interval is not None and shown.created is not None:
+            families["created"].add_metric(list(key), shown.created)
+        found = last.get(key)
+        if found is None:
+            continue
+        for name, value in (("completed", found.completed), ("failed", found.failed)):
+            if value is not None:
+                families[name].add_metric(list(key), value)
+        if found.size is not None:
+            families["size"].add_metric(list(key), float(found.size))
+    yield from families.values()

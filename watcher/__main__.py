@@ -64,7 +64,9 @@ async def serve(runtime: Runtime, health: Health) -> None:
         watch_seconds=environment.WATCH_SECONDS.integer(low=1) or WATCH_SECONDS,
     )
     REGISTRY.register(
-        metrics.WatcherCollector(lambda: watcher.wakeups.counters, lambda: watcher.statuses)
+        metrics.WatcherCollector(
+            lambda: watcher.wakeups.counters, lambda: watcher.statuses, lambda: watcher.backups
+        )
     )
     health.checks["watches"] = watcher.problem
     loop = asyncio.get_running_loop()

@@ -3,10 +3,11 @@
 It watches DBInstances and the children they own (selected by the ``dbi.dev/instance``
 label: Secrets as metadata only, VirtualMachines, VirtualMachineInstances, PVCs,
 Services), cluster-wide or namespace by namespace, and hands every event to
-``Wakeups``; a (re)list of DBInstances wakes each one, since events may have been
-missed before it. It holds no state of its own but what its watches give it:
-the instances that exist, each as last seen (so a child's event after its instance is
-gone does not start a workflow, and a status-only change is told from a new spec).
+``Wakeups`` (DBBackups only feed the backup metrics, ``dbi.metrics.Backups``); a
+(re)list of DBInstances wakes each one, since events may have been missed before it.
+It holds no state of its own but what its watches give it: the instances that exist,
+each as last seen (so a child's event after its instance is gone does not start a
+workflow, and a status-only change is told from a new spec).
 A deletion tells the instance's workflow it is gone (a wake that ends every wait,
 a Terminal one too). A periodic resync (``watcher.resync``) matches running workflows
 with instances: it starts the workflow of an instance that has none running (one
@@ -20,6 +21,7 @@ import functools
 import logging
 import threading
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client as k8s
@@ -103,6 +105,8 @@ class Watcher:
     children: relevance.Children = field(default_factory=relevance.Children)
     # Each instance's status phase and Ready, for dbi_instances and dbi_instance_ready.
     statuses: dict[tuple[str, str], metrics.Shown] = field(default_factory=dict)
+    # The DBBackups, for the per-instance backup families (they wake no workflow).
+    backups: metrics.Backups = field(default_factory=metrics.Backups)
     election: LeaderElection | None = None
     # Set once the DBInstances were listed whole in this term (the resync waits for it).
     listed: threading.Event = field(default_factory=threading.Event)
@@ -133,6 +137,9 @@ class Watcher:
             meta = obj.get("metadata", {})
             namespace = meta.get("namespace", "")  # a watched one: sources() lists no other
             wake: _Wake | None
+            if kind == kinds.DBBACKUPS.name:
+                self.backups.note(event, obj)
+                return
             if kind == "DBInstance":
                 if event == "SYNC":
                     self.listing.setdefault(scope, set()).add((namespace, meta["name"]))
@@ -173,7 +180,7 @@ class Watcher:
             self.statuses.pop(key, None)
         else:
             self.instances[key] = now
-            self.statuses[key] = metrics.Shown.of(obj.get("status") or {})
+            self.statuses[key] = metrics.Shown.of_instance(obj, datetime.now(UTC))
         matters = relevance.instance_event_matters(event, obj, before)
         announced = event in {"ADDED", "MODIFIED"} and relevance.new_generation(now, before)
         return _Wake(
@@ -281,6 +288,7 @@ class Watcher:
                 term.set()  # also when cancelled: no watch thread outlives its term
                 self.watches = {}
                 self.statuses.clear()  # the next leader serves dbi_instances*
+                self.backups.seen.clear()
                 if resyncing is not None:
                     resyncing.cancel()  # the term's resync ends with it
 

@@ -1,11 +1,14 @@
-"""The watcher's collector: instances by phase, and one Ready series per instance, from
-what each instance's status shows (plain data)."""
+"""The watcher's collector: instances by phase, one Ready series per instance, and each
+instance's backups, from what its objects show (plain data)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 from prometheus_client import CollectorRegistry, generate_latest
 
-from dbi.metrics import Shown, WatcherCollector
+from dbi.metrics import Backups, LastBackups, Shown, WatcherCollector
 
 
 class Counters:
@@ -33,3 +36,73 @@ def test_each_instance_has_one_ready_series_and_the_phases_are_counted() -> None
     assert 'dbi_instances{phase="Running"} 2.0' in lines
     assert 'dbi_instances{phase="Unknown"} 1.0' in lines
     assert len([line for line in lines if line.startswith("dbi_instance_ready{")]) == 4
+
+
+SPEC = {"version": 18, "resources": {"cpu": 1, "memory": "1Gi", "storage": "1Gi"}}
+
+
+def backup(
+    name: str, instance: str | None, phase: str, finished: str | None, size: int = 0
+) -> dict[str, Any]:
+    labels = {"dbi.dev/instance": instance} if instance else {}
+    status = {"phase": phase, "sizeBytes": size, **({"finishedAt": finished} if finished else {})}
+    return {"metadata": {"namespace": "team-a", "name": name, "labels": labels}, "status": status}
+
+
+def test_each_instance_shows_its_newest_completed_and_failed_backup() -> None:
+    seen = Backups()
+    seen.note("ADDED", backup("a", "orders", "Completed", "2026-12-05T03:00:00Z", 100))
+    seen.note("ADDED", backup("b", "orders", "Completed", "2026-12-06T03:00:00Z", 200))
+    seen.note("ADDED", backup("c", "orders", "Failed", "2026-12-06T04:00:00Z"))
+    seen.note("ADDED", backup("d", "orders", "Running", None))
+    seen.note("ADDED", backup("e", None, "Completed", "2026-12-07T03:00:00Z", 1))  # no label
+    seen.note("ADDED", backup("f", "carts", "Failed", "2026-12-06T05:00:00Z"))
+    seen.note("ADDED", backup("g", "carts", "Completed", "2026-12-07T05:00:00Z", 5))
+    seen.note("DELETED", backup("g", "carts", "Completed", "2026-12-07T05:00:00Z", 5))
+    last = seen.last()
+    day = datetime(2026, 12, 6, 3, tzinfo=UTC).timestamp()
+    assert last[("team-a", "orders")] == LastBackups(completed=day, size=200, failed=day + 3600)
+    assert last[("team-a", "carts")] == LastBackups(failed=day + 7200)
+    assert set(last) == {("team-a", "orders"), ("team-a", "carts")}
+
+
+def test_a_scheduled_instance_shows_its_interval_and_a_suspended_one_none() -> None:
+    now = datetime(2026, 12, 6, 12, tzinfo=UTC)
+    created = {"creationTimestamp": "2026-12-01T00:00:00Z"}
+    daily = {"metadata": created, "spec": {**SPEC, "backup": {"schedule": "@daily"}}}
+    shown = Shown.of_instance(daily, now)
+    assert shown.backup_interval == 86400
+    assert shown.created == datetime(2026, 12, 1, tzinfo=UTC).timestamp()
+    paused = {
+        "metadata": created,
+        "spec": {**SPEC, "backup": {"schedule": "@daily", "suspended": True}},
+    }
+    assert Shown.of_instance(paused, now).backup_interval is None
+    assert Shown.of_instance({"metadata": created, "spec": SPEC}, now).backup_interval is None
+    unreadable = {"metadata": created, "spec": {"backup": {"schedule": "@daily"}}}
+    assert Shown.of_instance(unreadable, now).backup_interval is None
+
+
+def test_the_backup_families_have_one_series_per_instance_seen() -> None:
+    now = datetime(2026, 12, 6, 12, tzinfo=UTC)
+    spec = {**SPEC, "backup": {"schedule": "0 3 * * *"}}
+    meta = {"creationTimestamp": "2026-12-01T00:00:00Z"}
+    statuses = {
+        ("team-a", "orders"): Shown.of_instance({"metadata": meta, "spec": spec}, now),
+        ("team-a", "carts"): Shown.of_instance({"metadata": meta, "spec": SPEC}, now),
+    }
+    seen = Backups()
+    seen.note("ADDED", backup("a", "orders", "Completed", "2026-12-06T03:00:00Z", 200))
+    seen.note("ADDED", backup("b", "gone", "Completed", "2026-12-06T03:00:00Z", 200))
+    registry = CollectorRegistry()
+    registry.register(WatcherCollector(Counters, lambda: statuses, lambda: seen))
+    lines = set(generate_latest(registry).decode().splitlines())
+    at = datetime(2026, 12, 6, 3, tzinfo=UTC).timestamp()
+    key = '{name="orders",namespace="team-a"}'
+    assert f"dbi_backup_interval_seconds{key} 86400.0" in lines
+    assert f"dbi_backup_last_completed_timestamp_seconds{key} 1.796526e+09" in lines
+    assert at == 1.796526e09
+    assert f"dbi_backup_last_completed_size_bytes{key} 200.0" in lines
+    # An instance without a schedule has no interval; backups of one not seen, no series.
+    assert not [line for line in lines if 'name="carts"' in line and "backup" in line]
+    assert not [line for line in lines if 'name="gone"' in line]
