@@ -8,31 +8,8 @@ from decimal import Decimal
 import pytest
 
 from dbi.parameters import Setting, owned, problem, unstartable
+from tests.dbi.pg_settings import SHARED_BUFFERS, STATEMENT_TIMEOUT, WORK_MEM
 
-WORK_MEM = Setting(
-    name="work_mem",
-    vartype="integer",
-    context="user",
-    unit="kB",
-    min_val="64",
-    max_val="2147483647",
-)
-SHARED_BUFFERS = Setting(
-    name="shared_buffers",
-    vartype="integer",
-    context="postmaster",
-    unit="8kB",
-    min_val="16",
-    max_val="1073741823",
-)
-STATEMENT_TIMEOUT = Setting(
-    name="statement_timeout",
-    vartype="integer",
-    context="user",
-    unit="ms",
-    min_val="0",
-    max_val="2147483647",
-)
 JIT = Setting(name="jit", vartype="bool", context="user")
 LEVEL = Setting(
     name="log_min_messages",

@@ -9,28 +9,12 @@ import pytest
 
 from activities.steps import settings
 from dbi import maintenance
-from dbi.parameters import Setting
 from dbi.spec import ResizePolicy
 from dbi.steps import Outcome
+from tests.dbi.pg_settings import SHARED_BUFFERS, WORK_MEM
 
 HELD = maintenance.Hold(
     until=datetime(2026, 12, 5, 2, tzinfo=UTC), seconds=3600.0, window="Sat 02:00 UTC for 4h"
-)
-WORK_MEM = Setting(
-    name="work_mem",
-    vartype="integer",
-    context="user",
-    unit="kB",
-    min_val="64",
-    max_val="2147483647",
-)
-SHARED_BUFFERS = Setting(
-    name="shared_buffers",
-    vartype="integer",
-    context="postmaster",
-    unit="8kB",
-    min_val="16",
-    max_val="1073741823",
 )
 DECLARED = {"work_mem": "64MB", "shared_buffers": "256MB"}
 APPLIED = settings.Observation(
