@@ -40,6 +40,8 @@ class Reason(StrEnum):
     REPLICATION_REFUSED = "ReplicationRefused"
     STORE_FAILED = "BackupStoreFailed"  # a request to the store failed (its words stay out)
     PG_BASEBACKUP_FAILED = "PgBasebackupFailed"
+    # pg_verifybackup found a file unlike the manifest's checksum: retried, never kept
+    VERIFY_FAILED = "BackupVerifyFailed"
     FAILED = "BackupFailed"  # any other error: its detail is in the worker's log
     RUNNING = "BackupRunning"  # another backup of the instance runs: not taken
     SCRATCH_FULL = "BackupScratchFull"  # more than DBI_BACKUP_SCRATCH_LIMIT to stage

@@ -4,11 +4,13 @@
 consistent by itself) runs in the worker against the instance's PostgreSQL over the
 same verified TLS as dbi's other connections, as dbi's admin role (PGPASSWORD in the
 child's environment only, never an argument). Its files go to a private temporary
-directory, then to the store; the manifest (``backupstore.MANIFEST``) goes last, so a
-backup in the store is complete or is no backup. Each attempt uploads under a key of
-its own (``<backup>/<attempt>/``) and the manifest names the files of the attempt that
-wrote it, whose writing first removes what earlier attempts left: a lost worker's
-pg_basebackup, still uploading, never mixes its files into another attempt's backup.
+directory, where ``pg_verifybackup`` checks every file against the checksums of
+pg_basebackup's own backup_manifest, then to the store; the manifest
+(``backupstore.MANIFEST``) goes last, so a backup in the store is complete or is no
+backup. Each attempt uploads under a key of its own (``<backup>/<attempt>/``) and the
+manifest names the files of the attempt that wrote it, whose writing first removes
+what earlier attempts left: a lost worker's pg_basebackup, still uploading, never
+mixes its files into another attempt's backup.
 
 It runs on the long task queue (``dbi.pipeline.LONG``), never in a step's slot. Its
 scratch space is bounded (``DBI_BACKUP_SCRATCH_LIMIT``: a backup that needs more ends,
@@ -97,6 +99,7 @@ def _take(ctx: Context, instance: Instance, store: backupstore.Store, backup: st
     with _scratch(backup) as tmp:
         target = tmp / "files"
         _pg_basebackup(ctx, server, password, target, label=backup)
+        heartbeats.working("verifying the backup", functools.partial(verify, ctx, target))
         files = sorted(p.name for p in target.iterdir() if p.is_file())
         for i, name in enumerate(files):
             what = f"uploading {name} ({i + 1}/{len(files)})"
@@ -166,6 +169,33 @@ def pg_basebackup(ctx: Context) -> str:
             non_retryable=True,
         )
     return found
+
+
+def verify(ctx: Context, target: Path) -> None:
+    """Check every file pg_basebackup wrote against its backup_manifest's checksums
+    (``pg_verifybackup``; the WAL is not parsed, as pg_waldump reads no tar): a backup
+    damaged on the way to the worker's disk is taken again, never uploaded."""
+    tool = shutil.which("pg_verifybackup", path=ctx.config.pg_bin_dir)
+    if tool is None:
+        raise ApplicationError(
+            "pg_verifybackup is not installed in the worker (set DBI_PG_BIN_DIR)",
+            type=Reason.NO_PG_BASEBACKUP,
+            non_retryable=True,
+        )
+    ran = subprocess.run(
+        [tool, "--format=tar", "--no-parse-wal", "--quiet", str(target)],
+        capture_output=True,
+        text=True,
+        env={},
+        check=False,
+    )
+    if ran.returncode != 0:
+        said = (ran.stderr or ran.stdout).strip().splitlines()
+        first = next((line for line in said if "error:" in line), said[0] if said else "")
+        raise ApplicationError(
+            f"pg_verifybackup found the backup damaged: {first}"[:512],
+            type=Reason.VERIFY_FAILED,
+        )
 
 
 def conninfo(server: postgres.Server) -> str:

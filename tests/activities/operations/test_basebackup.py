@@ -5,6 +5,7 @@ the only ones its manifest names."""
 
 from __future__ import annotations
 
+import tarfile
 import threading
 from pathlib import Path
 from typing import cast
@@ -117,3 +118,28 @@ def test_the_manifest_names_one_attempts_files_and_the_others_go(tmp_path: Path)
     basebackup.complete(store, prefix, taken)
     assert store.keys(prefix) == [prefix + key for key in (*taken.files, MANIFEST)]
     assert taken.key("base.tar.gz") == "2/base.tar.gz"
+
+
+def test_a_backup_is_verified_against_its_manifest_and_a_damaged_one_is_refused(
+    booted: Booted, tmp_path: Path
+) -> None:
+    """pg_verifybackup passes what pg_basebackup wrote; one file of base.tar.gz changed
+    after (a disk or a copy that damaged it) fails the attempt, naming the file, and the
+    attempt is retried (it is not kept)."""
+    target = tmp_path / "files"
+    ctx = context()
+    assert take(ctx, booted, target) is None
+    ActivityEnvironment().run(basebackup.verify, ctx, target)
+
+    unpacked = tmp_path / "unpacked"
+    with tarfile.open(target / "base.tar.gz") as tar:
+        tar.extractall(unpacked, filter="data")
+    with (unpacked / "PG_VERSION").open("a") as damaged:
+        damaged.write("\n")
+    with tarfile.open(target / "base.tar.gz", "w:gz", format=tarfile.USTAR_FORMAT) as tar:
+        for path in sorted(unpacked.iterdir()):
+            tar.add(path, arcname=path.name)
+    with pytest.raises(ApplicationError) as failed:
+        ActivityEnvironment().run(basebackup.verify, ctx, target)
+    assert failed.value.type == Reason.VERIFY_FAILED and not failed.value.non_retryable
+    assert 'file "PG_VERSION"' in failed.value.message, failed.value.message
