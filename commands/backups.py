@@ -120,7 +120,28 @@ async def listing(kube: Kube, namespace: str | None, name: str | None) -> Answer
     lead = ["NAMESPACE"] if namespace is None else []
     lead += ["INSTANCE"] if name is None else []
     rows = [(*lead, *COLUMNS), *(_row(item, namespace is None, name is None) for item in items)]
-    return Answer(OK, operate.table(rows), {"items": items})
+    text = operate.table(rows)
+    if name is not None:
+        text += "\n" + recoverable(items)
+    return Answer(OK, text, {"items": items})
+
+
+def recoverable(items: list[dict[str, Any]]) -> str:
+    """What a restore of the instance whose DBBackups are ``items`` can return to: the
+    end of one of its completed backups (base backups only, no WAL archived between)."""
+    ends = sorted(
+        str(i["status"]["finishedAt"])
+        for i in items
+        if i.get("status", {}).get("phase") == "Completed" and i["status"].get("finishedAt")
+    )
+    if not ends:
+        return "recoverable: nothing yet (no completed backup)"
+    if len(ends) == 1:
+        return f"recoverable: the end of its one completed backup, {ends[0]}"
+    return (
+        f"recoverable: the end of one of its {len(ends)} completed backups, from {ends[0]} "
+        f"to {ends[-1]} (nothing between: base backups only)"
+    )
 
 
 def _row(item: dict[str, Any], namespaced: bool, instance: bool) -> tuple[str, ...]:

@@ -114,6 +114,9 @@ async def test_dbi_backup_takes_a_backup_that_restores_the_rows_it_held(
     listed = await asyncio.to_thread(dbi, local_stack, "backups", "db", "-n", namespace)
     assert listed.returncode == 0, listed.stderr
     assert result["backup"] in listed.stdout and "Completed" in listed.stdout
+    assert listed.stdout.splitlines()[-1] == (
+        f"recoverable: the end of its one completed backup, {status['finishedAt']}"
+    )
     # Every instance's, of every namespace: which instance, and where; JSON as status's.
     everywhere = await asyncio.to_thread(dbi, local_stack, "backups", "-A", "-o", "json")
     assert everywhere.returncode == 0, everywhere.stderr
