@@ -150,3 +150,13 @@ def status_message(error: k8s.ApiException) -> str:
     except (TypeError, ValueError):
         return "no reason given"
     return str(status.get("message") or "no reason given") if isinstance(status, dict) else ""
+
+
+def parameters_line(observed: dict[str, Any]) -> list[str]:
+    """The line naming the spec.postgresql.parameters written, and what waits for a
+    restart; none when nothing is."""
+    written, pending = observed.get("parameters") or [], observed.get("pendingRestart") or []
+    if not written and not pending:
+        return []
+    waiting = f" (at the next restart: {', '.join(pending)})" if pending else ""
+    return [f"  parameters   {', '.join(written) or '-'}{waiting}"]

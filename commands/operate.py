@@ -33,7 +33,7 @@ from temporalio.client import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from commands import target
-from commands.cluster import Kube, read_instance
+from commands.cluster import Kube, parameters_line, read_instance
 from dbi import environment, names
 from dbi.messages import (
     Progress,
@@ -205,6 +205,7 @@ async def describe(kube: Kube, namespace: str, name: str) -> Answer:
         return Answer(NOT_FOUND, f"dbi: no DBInstance {namespace}/{name}")
     status_ = obj.get("status") or {}
     endpoint = status_.get("endpoint") or {}
+    observed = status_.get("observed") or {}
     client, unreachable = await client_or_why(kube)
     seen = await _progress(client, namespace, name) if client else _Seen()
     workflow = _workflow(namespace, name, client, seen)
@@ -216,6 +217,8 @@ async def describe(kube: Kube, namespace: str, name: str) -> Answer:
         "observedGeneration": status_.get("observedGeneration"),
         "endpoint": endpoint or None,
         "credentialsSecretName": status_.get("credentialsSecretName"),
+        "parameters": observed.get("parameters"),
+        "pendingRestart": observed.get("pendingRestart"),
         "conditions": status_.get("conditions", []),
         "workflow": workflow,
         "temporal": dataclasses.asdict(target.resolve(kube)),
@@ -228,6 +231,7 @@ async def describe(kube: Kube, namespace: str, name: str) -> Answer:
         f"(observed {status_.get('observedGeneration', '-')})",
         f"  endpoint     {endpoint.get('host', '-')}:{endpoint.get('port', '-')}",
         f"  credentials  Secret {status_.get('credentialsSecretName', '-')}",
+        *parameters_line(observed),
         "  conditions:",
     ]
     for c in status_.get("conditions", []):

@@ -12,7 +12,9 @@ import psycopg
 import pytest
 
 from dbi import names
+from devstack.stack import StackInfo
 from tests.activities.lifecycle import SPEC, create, ready, uri, vmi_uid
+from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 
@@ -35,7 +37,11 @@ def settings_condition(orchestrator: Orchestrator, namespace: str) -> dict[str, 
 
 
 async def test_parameters_apply_as_postgresql_takes_them(
-    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
 ) -> None:
     spec = {**SPEC, "postgresql": {"parameters": {"work_mem": "64MB"}}}
     db = await create(orchestrator, namespace, spec)
@@ -96,6 +102,10 @@ async def test_parameters_apply_as_postgresql_takes_them(
     observed = orchestrator.get(namespace, "db")["status"]["observed"]
     assert observed["pendingRestart"] == ["shared_buffers"]
     assert observed["parameters"] == ["jit", "shared_buffers"]
+    described = await asyncio.to_thread(dbi, local_stack, "describe", "db", "-n", namespace)
+    assert "  parameters   jit, shared_buffers (at the next restart: shared_buffers)" in (
+        described.stdout.splitlines()
+    ), described.stdout
     assert vmi_uid(kube_api, namespace) == booted
     assert await asyncio.to_thread(show, kube_api, namespace, "shared_buffers") == "256MB"
     # work_mem, no longer declared, is the VM's again (1/256 of 1Gi, at least 4MB).
