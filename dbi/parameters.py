@@ -116,6 +116,11 @@ Parameters = Annotated[
 class PostgreSQL(Section):
     """PostgreSQL's own settings."""
 
+    @staticmethod
+    def declared(section: PostgreSQL | None) -> dict[str, str]:
+        """The parameters a spec's ``postgresql`` (None: unset) declares."""
+        return dict(section.parameters) if section is not None else {}
+
     parameters: Parameters = Field(
         default={},
         description="Settings written with ALTER SYSTEM, by name, each value a string as "

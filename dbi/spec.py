@@ -312,7 +312,9 @@ class DBInstanceSpec(Section):
         description="The application role and database.",
     )
     monitoring: Monitoring = Field(default=Monitoring(), description="Metrics for Prometheus.")
-    postgresql: PostgreSQL = Field(default=PostgreSQL(), description="PostgreSQL's settings.")
+    # No default: a defaulted object would reach every stored instance, and a worker of a
+    # release before it could read none of them (tests/crds/test_defaults.py).
+    postgresql: PostgreSQL | None = Field(default=None, description="PostgreSQL's settings.")
     health_check_interval: Annotated[str, AfterValidator(_interval)] = Field(
         default="5m",
         max_length=QUANTITY_MAX,

@@ -22,6 +22,7 @@ from activities.infra.kube import Instance
 from activities.infra.machine import image_for
 from activities.steps.loop import Anatomy
 from dbi import names, parameters
+from dbi.parameters import PostgreSQL
 from dbi.pipeline import PREFLIGHT as SPEC
 from dbi.quantity import parse_quantity
 from dbi.steps import AT_ONCE, Decision, StepInput
@@ -85,7 +86,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
         disk_request=parse_quantity(request) if request else None,
         has_finalizer=names.FINALIZER in instance.finalizers,
         unstartable=parameters.unstartable(
-            spec.postgresql.parameters, memory, spec.resources.memory_bytes()
+            PostgreSQL.declared(spec.postgresql), memory, spec.resources.memory_bytes()
         ),
     )
 

@@ -33,7 +33,7 @@ from activities.infra.context import Context
 from activities.infra.kube import KUBEVIRT, Instance
 from activities.steps.loop import Anatomy, Refused
 from dbi import maintenance
-from dbi.parameters import Setting, problem
+from dbi.parameters import PostgreSQL, Setting, problem
 from dbi.pipeline import SETTINGS as SPEC
 from dbi.spec import PowerState, ResizePolicy
 from dbi.steps import AT_ONCE, Common, Decision, StepInput
@@ -208,7 +208,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     spec = instance.model.spec
     if spec.power_state is PowerState.STOPPED:
         return Observation(stopped=True)
-    declared = dict(spec.postgresql.parameters)
+    declared = PostgreSQL.declared(spec.postgresql)
     seen = instance.model.status.observed
     if not declared and seen is not None and seen.parameters == []:
         return Observation(looked=False)
