@@ -81,11 +81,10 @@ async def report(kube: Kube, namespace: str, name: str, *, file: Path | None = N
         missing["Event"] = _why(e)
     described = await operate.describe(kube, namespace, name)
     files["describe.txt"] = described.text + "\n"
-    history, unread = await _history(kube, namespace, name)
-    if history is None:
-        missing["workflow history"] = unread or "unknown"
-    else:
-        files["workflow-history.json"] = history
+    histories, unread = await _histories(kube, namespace, name)
+    if unread is not None:
+        missing["workflow history"] = unread
+    files.update(histories)
     index = {
         "instance": f"{namespace}/{name}",
         "written": stamp,
@@ -131,18 +130,31 @@ def _events(api: k8s.ApiClient, namespace: str, involved: set[tuple[str, str]]) 
     return [_clean(e) for e in about]
 
 
-async def _history(kube: Kube, namespace: str, name: str) -> tuple[str | None, str | None]:
-    """The workflow's history as the Temporal CLI writes it (JSON), else None and why."""
+async def _histories(kube: Kube, namespace: str, name: str) -> tuple[dict[str, str], str | None]:
+    """The workflow's history as the Temporal CLI writes it (JSON), and the run's it
+    continued from, if any (``workflow-history-previous.json``: what led to the
+    continue-as-new, such as the updates served just before); else why not."""
     client, _ = await operate.client_or_why(kube)
     if client is None:
         chosen = target.resolve(kube)
-        return None, f"Temporal at {chosen.address} ({chosen.source}) did not answer"
-    handle = client.get_workflow_handle(names.workflow_id(namespace, name))
+        return {}, f"Temporal at {chosen.address} ({chosen.source}) did not answer"
+    workflow_id = names.workflow_id(namespace, name)
+    found: dict[str, str] = {}
     try:
-        history = await handle.fetch_history()
+        history = await client.get_workflow_handle(workflow_id).fetch_history()
+        found["workflow-history.json"] = json.dumps(json.loads(history.to_json()), indent=1)
+        started = history.events[0].workflow_execution_started_event_attributes
+        if started.continued_execution_run_id:
+            handle = client.get_workflow_handle(
+                workflow_id, run_id=started.continued_execution_run_id
+            )
+            previous = await handle.fetch_history()
+            found["workflow-history-previous.json"] = json.dumps(
+                json.loads(previous.to_json()), indent=1
+            )
     except RPCError as e:
-        return None, e.message
-    return json.dumps(json.loads(history.to_json()), indent=1), None
+        return found, e.message
+    return found, None
 
 
 def _clean(obj: dict[str, Any]) -> dict[str, Any]:

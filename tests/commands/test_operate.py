@@ -15,11 +15,13 @@ import yaml
 from kubernetes import client as k8s
 
 from commands.report import LAST_APPLIED
+from dbi import names
 from devstack.stack import StackInfo
 from tests import dbi_command
 from tests.activities.lifecycle import ready
 from tests.activities.logins import app_works, secret
 from tests.orchestrator import IMAGES_NAMESPACE, Orchestrator
+from tests.polling import until_awaited
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
@@ -68,9 +70,17 @@ async def test_status_describe_rotate_and_resize_on_a_ready_instance(
     assert after != before and app_works(kube_api, namespace, after)
     assert before not in rotated.stdout + rotated.stderr and after not in rotated.stdout
 
-    resized = await dbi(local_stack, "resize", "db", "-n", namespace, "--force")
-    assert resized.returncode == 0, resized.stderr
-    assert resized.stdout.startswith("resized: ")
+    handle = orchestrator.client.get_workflow_handle(names.workflow_id(namespace, "db"))
+    first_run = (await handle.describe()).run_id
+    # Two forced passes, each an activity per step, take the run past its history limit:
+    # it continues as new, and the report carries the run it continued from too.
+    for _ in range(2):
+        resized = await dbi(local_stack, "resize", "db", "-n", namespace, "--force")
+        assert resized.returncode == 0, resized.stderr
+        assert resized.stdout.startswith("resized: ")
+    await until_awaited(
+        lambda: _another_run(handle, first_run), what="the run continued as new", timeout=60
+    )
 
     # `dbi report`: the instance, its children, Events, describe and the history, and no
     # Secret's data, even where `kubectl apply` left a copy of it in an annotation.
@@ -79,14 +89,7 @@ async def test_status_describe_rotate_and_resize_on_a_ready_instance(
         "db-credentials", namespace, {"metadata": {"annotations": {LAST_APPLIED: leaky}}}
     )
     tarball = tmp_path / "report.tar.gz"
-    reported = await dbi(local_stack, "report", "db", "-n", namespace, "--file", str(tarball))
-    assert reported.returncode == 0, reported.stderr
-    assert reported.stdout.startswith(f"wrote {tarball} ") and not reported.stderr
-    with tarfile.open(tarball) as tar:
-        files = {
-            m.name.split("/", 1)[1]: cast(IO[bytes], tar.extractfile(m)).read()
-            for m in tar.getmembers()
-        }
+    files = await _report(local_stack, namespace, tarball)
     assert {
         "index.yaml",
         "dbinstance.yaml",
@@ -101,8 +104,13 @@ async def test_status_describe_rotate_and_resize_on_a_ready_instance(
     assert yaml.safe_load(files["index.yaml"])["notRead"] == {}
     assert b"VMProvisioned" in files["describe.txt"]
     history = json.loads(files["workflow-history.json"])["events"]
+    previous = json.loads(files["workflow-history-previous.json"])["events"]
     assert history[0]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_STARTED"
-    assert any(e["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED" for e in history)
+    started = history[0]["workflowExecutionStartedEventAttributes"]
+    assert previous[-1]["eventType"] == "EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW"
+    assert started["continuedExecutionRunId"] != (await handle.describe()).run_id
+    updates = [e for e in history + previous if "UPDATE_COMPLETED" in e["eventType"]]
+    assert len(updates) == 3  # the rotation and both resizes
     secret_shown = yaml.safe_load(files["children/Secret-db-credentials.yaml"])
     assert secret_shown["metadata"]["name"] == "db-credentials" and "data" not in secret_shown
     everything = b"".join(files.values())
@@ -120,6 +128,22 @@ async def test_status_describe_rotate_and_resize_on_a_ready_instance(
         2,
         f"dbi: --file {tarball} exists; name another",
     )
+
+
+async def _report(local_stack: StackInfo, namespace: str, tarball: Path) -> dict[str, bytes]:
+    """`dbi report db` into ``tarball``: its files, by name within the folder."""
+    reported = await dbi(local_stack, "report", "db", "-n", namespace, "--file", str(tarball))
+    assert reported.returncode == 0, reported.stderr
+    assert reported.stdout.startswith(f"wrote {tarball} ") and not reported.stderr
+    with tarfile.open(tarball) as tar:
+        return {
+            m.name.split("/", 1)[1]: cast(IO[bytes], tar.extractfile(m)).read()
+            for m in tar.getmembers()
+        }
+
+
+async def _another_run(handle: Any, first: str) -> bool:
+    return bool((await handle.describe()).run_id != first)
 
 
 async def test_retry_runs_a_stalled_instance_once_its_cause_is_fixed(
