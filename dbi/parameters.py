@@ -223,15 +223,15 @@ def _typed(field: str, value: str, setting: Setting) -> str | None:
 # Settings that take effect at a restart (context postmaster) dbi restarts into: those
 # whose cost preflight can check before (``unstartable``). A server that does not start
 # takes no new value, so any other is refused before it is written.
-RESTART_ALLOWED = (
+# The restart settings the shared-memory estimate (``unstartable``) counts.
+SHARED_MEMORY = (
     "shared_buffers",
     "max_connections",
     "max_prepared_transactions",
     "max_locks_per_transaction",
     "wal_buffers",
-    "max_worker_processes",
-    "track_activity_query_size",
 )
+RESTART_ALLOWED = (*SHARED_MEMORY, "max_worker_processes", "track_activity_query_size")
 MIN_CONNECTIONS = 10  # superuser_reserved_connections (3), dbi's own sessions, and some
 MEMORY_SHARE = Decimal(3) / 4
 
@@ -277,7 +277,7 @@ def unstartable(parameters: dict[str, str], memory: str, memory_bytes: Decimal) 
     )
     if estimate < memory_bytes * MEMORY_SHARE:
         return None
-    declared = [n for n in RESTART_ALLOWED[:5] if n in parameters]
+    declared = [n for n in SHARED_MEMORY if n in parameters]
     return (
         f"spec.postgresql.parameters ({', '.join(declared)}): PostgreSQL's shared memory "
         f"would be about {estimate / 2**20:.0f} MiB, not below 3/4 of spec.resources.memory "
