@@ -192,6 +192,23 @@ def hold_now(spec: DBInstanceSpec, *, forced: bool) -> Hold | None:
     return hold(window, datetime.now(UTC), forced=forced)
 
 
+class Restart(StrEnum):
+    """When a planned restart runs: now, at the window's opening, or when forced."""
+
+    NOW = "now"
+    AT_WINDOW = "at-window"
+    WHEN_FORCED = "when-forced"
+
+
+def planned_restart(*, allowed: bool, forced: bool, hold: Hold | None) -> Restart:
+    """When a planned restart runs (pure): ``allowed`` by resizePolicy Restart, held by a
+    closed window (``hold``), and run at once when ``forced`` by an operator's request
+    (``dbi resize --force``, ``dbi.dev/restart-requested-at``)."""
+    if forced or (allowed and hold is None):
+        return Restart.NOW
+    return Restart.AT_WINDOW if allowed else Restart.WHEN_FORCED
+
+
 def hold(window: MaintenanceWindow | None, now: datetime, *, forced: bool) -> Hold | None:
     """The hold on a planned restart observed at ``now``: None when it may run now (no
     window, inside one, or ``forced`` by an operator's request)."""

@@ -36,6 +36,7 @@ from activities.infra.postgres import Login
 from activities.steps.loop import Anatomy
 from dbi import maintenance, scram
 from dbi.config import ADMIN_USER
+from dbi.maintenance import Restart
 from dbi.pipeline import ADMIN as SPEC
 from dbi.spec import PowerState, ResizePolicy
 from dbi.steps import AT_ONCE, Common, Decision, StepInput
@@ -123,10 +124,11 @@ def _refused(obs: Observation) -> Decision[Action]:
 
 def _restart_for_reset(obs: Observation) -> Decision[Action]:
     """The restart a pending reset needs: now, at the window, or when forced (pure)."""
-    if obs.restart_allowed and obs.hold is not None:
+    when = maintenance.planned_restart(allowed=obs.restart_allowed, forced=False, hold=obs.hold)
+    if when is Restart.AT_WINDOW and obs.hold is not None:
         message = obs.hold.message("The restart to set the new admin password")
         return SPEC.pending(Reason.MAINTENANCE_WINDOW, message[:512], after=obs.hold.seconds)
-    if obs.restart_allowed:
+    if when is Restart.NOW:
         message = "The VM restarts to set the new admin password."
         return SPEC.pending(
             Reason.RESET_RESTARTING, message, Action.RESTART, after=BOOT_CHECK_SECONDS

@@ -25,6 +25,7 @@ from activities.infra.context import Context
 from activities.infra.kube import KUBEVIRT, Instance, Manifest
 from activities.steps.loop import Anatomy
 from dbi import maintenance
+from dbi.maintenance import Restart
 from dbi.pipeline import RESIZE as SPEC
 from dbi.quantity import parse_quantity
 from dbi.spec import PowerState, ResizePolicy
@@ -80,10 +81,12 @@ def decide(obs: Observation) -> Decision[Action]:
     if (disk := _disk(obs)) is not None:
         return disk
     if not obs.stopped and obs.restart_required:
-        if obs.allow_restart or (obs.policy is ResizePolicy.RESTART and obs.hold is None):
+        allowed = obs.policy is ResizePolicy.RESTART
+        when = maintenance.planned_restart(allowed=allowed, forced=obs.allow_restart, hold=obs.hold)
+        if when is Restart.NOW:
             message = "The VM restarts to take its new size."
             return SPEC.pending(Reason.RESTARTING, message, Action.RESTART, after=CHECK_SECONDS)
-        if obs.policy is ResizePolicy.RESTART and obs.hold is not None:
+        if when is Restart.AT_WINDOW and obs.hold is not None:
             message = obs.hold.message("The restart for the new size")
             return SPEC.pending(
                 Reason.MAINTENANCE_WINDOW, message, after=obs.hold.seconds, held=True

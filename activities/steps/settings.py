@@ -33,6 +33,7 @@ from activities.infra.context import Context
 from activities.infra.kube import KUBEVIRT, Instance
 from activities.steps.loop import Anatomy, Refused
 from dbi import maintenance
+from dbi.maintenance import Restart
 from dbi.parameters import PostgreSQL, Setting, problem
 from dbi.pipeline import SETTINGS as SPEC
 from dbi.spec import PowerState, ResizePolicy
@@ -129,12 +130,14 @@ def _unseen(obs: Observation) -> Decision[Action] | None:
 def _restart(obs: Observation, facts: dict[str, Any]) -> Decision[Action]:
     """The restart pending settings need: now, at the window, or when forced (pure)."""
     names = ", ".join(obs.pending_restart)
-    if obs.allow_restart or (obs.policy is ResizePolicy.RESTART and obs.hold is None):
+    allowed = obs.policy is ResizePolicy.RESTART
+    when = maintenance.planned_restart(allowed=allowed, forced=obs.allow_restart, hold=obs.hold)
+    if when is Restart.NOW:
         message = f"The VM restarts to take {names}."
         return SPEC.pending(
             Reason.RESTARTING, message[:512], Action.RESTART, after=BOOT_CHECK_SECONDS, **facts
         )
-    if obs.policy is ResizePolicy.RESTART and obs.hold is not None:
+    if when is Restart.AT_WINDOW and obs.hold is not None:
         message = obs.hold.message(f"The restart for {names}")
         return SPEC.pending(
             Reason.MAINTENANCE_WINDOW, message[:512], after=obs.hold.seconds, held=True, **facts

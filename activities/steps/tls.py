@@ -34,6 +34,7 @@ from activities.infra.context import Context
 from activities.infra.kube import KUBEVIRT, Instance
 from activities.steps.loop import Anatomy
 from dbi import bootstrap, maintenance, tls
+from dbi.maintenance import Restart
 from dbi.pipeline import TLS as SPEC
 from dbi.spec import PowerState, ResizePolicy
 from dbi.steps import AT_ONCE, Common, Decision, StepInput
@@ -102,10 +103,11 @@ def _untrusted(obs: Observation) -> Decision[Action]:
             "not support dbi's TLS boot data (docs/operations.md)."
         )
         return SPEC.terminal(Reason.NOT_SERVED, message)
-    if obs.restart_allowed and obs.hold is not None:
+    when = maintenance.planned_restart(allowed=obs.restart_allowed, forced=False, hold=obs.hold)
+    if when is Restart.AT_WINDOW and obs.hold is not None:
         message = obs.hold.message("The restart to serve its certificate")
         return SPEC.pending(Reason.MAINTENANCE_WINDOW, message[:512], after=obs.hold.seconds)
-    if obs.restart_allowed:
+    if when is Restart.NOW:
         message = "The VM restarts to serve its certificate (it served none dbi trusts)."
         return SPEC.pending(Reason.RESTARTING, message, Action.RESTART, after=BOOT_CHECK_SECONDS)
     message = (

@@ -76,6 +76,26 @@ def test_a_hold_says_until_when_and_how_to_override() -> None:
     assert "dbi resize --force" in message and "dbi.dev/restart-requested-at" in message
 
 
+@pytest.mark.parametrize(
+    ("allowed", "forced", "held", "when"),
+    [
+        (True, False, False, maintenance.Restart.NOW),
+        (True, False, True, maintenance.Restart.AT_WINDOW),
+        (False, False, False, maintenance.Restart.WHEN_FORCED),
+        (False, False, True, maintenance.Restart.WHEN_FORCED),
+        (False, True, False, maintenance.Restart.NOW),
+        (True, True, True, maintenance.Restart.NOW),
+    ],
+)
+def test_a_planned_restart_runs_now_at_the_window_or_when_forced(
+    allowed: bool, forced: bool, held: bool, when: maintenance.Restart
+) -> None:
+    hold = maintenance.hold(window(WEEKEND), at("2026-12-04T02:00:00"), forced=False)
+    assert hold is not None
+    got = maintenance.planned_restart(allowed=allowed, forced=forced, hold=hold if held else None)
+    assert got is when
+
+
 @pytest.mark.parametrize("schedule", ["0 2 31 4 *", "61 2 * * *", "0 2 * * MONDAY"])
 def test_a_cron_that_cannot_fire_is_refused_by_the_model(schedule: str) -> None:
     """What the CRD's pattern lets through but cron cannot read (April 31st, minute 61):
