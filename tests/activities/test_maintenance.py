@@ -1,5 +1,6 @@
-"""Maintenance windows on the stack: a restart a resize or a repave needs waits for the
-window (on the stack's clock), then happens; the restart annotation overrides it."""
+"""Maintenance windows on the stack: a restart a resize, a setting or a repave needs
+waits for the window (on the stack's clock), then happens once; the restart annotation
+overrides it."""
 
 from __future__ import annotations
 
@@ -31,15 +32,23 @@ def next_minute(at_least: timedelta) -> datetime:
 async def test_a_resize_restart_waits_for_the_window_then_happens(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
 ) -> None:
-    """A CPU change beyond hot-plug under resizePolicy Restart, with a window opening at
-    the next minute: held (SizeSynced False MaintenanceWindow, naming the opening), the
-    VM untouched; at the opening the VM restarts with the new size, no wake needed."""
+    """A CPU change beyond hot-plug and a shared_buffers (a restart setting) under
+    resizePolicy Restart, with a window opening at the next minute: both held
+    (SizeSynced and SettingsApplied False MaintenanceWindow, naming the opening), the VM
+    untouched; at the opening the VM restarts once, with the new size and setting, no
+    wake needed."""
     await create(orchestrator, namespace)
     before = vmi_uid(kube_api, namespace)
     opens = next_minute(timedelta(seconds=20))
     window = {"start": opens.strftime("%H:%M"), "duration": "1h"}
     orchestrator.patch(
-        namespace, "db", {"maintenance": {"window": window}, "resources": {"cpu": 6}}
+        namespace,
+        "db",
+        {
+            "maintenance": {"window": window},
+            "resources": {"cpu": 6},
+            "postgresql": {"parameters": {"shared_buffers": "160MB"}},
+        },
     )
     await orchestrator.until(
         lambda: (
@@ -50,6 +59,16 @@ async def test_a_resize_restart_waits_for_the_window_then_happens(
     held = condition(orchestrator, namespace, "SizeSynced")
     assert held["status"] == "False"
     assert opens.strftime("%Y-%m-%dT%H:%M:%SZ") in held["message"]
+    await orchestrator.until(
+        lambda: (
+            condition(orchestrator, namespace, "SettingsApplied").get("reason")
+            == "MaintenanceWindow"
+        ),
+        what="SettingsApplied MaintenanceWindow",
+    )
+    assert orchestrator.get(namespace, "db")["status"]["observed"]["pendingRestart"] == [
+        "shared_buffers"
+    ]
     assert condition(orchestrator, namespace, "Ready")["status"] == "False"
     assert vmi_uid(kube_api, namespace) == before
     assert await asyncio.to_thread(sql, kube_api, namespace, "SHOW dbi.vm_cpus") == ("1",)
@@ -62,8 +81,12 @@ async def test_a_resize_restart_waits_for_the_window_then_happens(
     restarted = custom(kube_api, namespace, "virtualmachineinstances", "db")
     created = datetime.fromisoformat(restarted["metadata"]["creationTimestamp"])
     assert created >= opens
-    await ready(orchestrator, namespace)
+    db = await ready(orchestrator, namespace)
+    assert db["status"]["observed"]["pendingRestart"] == []
     assert await asyncio.to_thread(sql, kube_api, namespace, "SHOW dbi.vm_cpus") == ("6",)
+    assert await asyncio.to_thread(sql, kube_api, namespace, "SHOW shared_buffers") == ("160MB",)
+    await asyncio.sleep(3)  # one restart took both: no second one follows
+    assert vmi_uid(kube_api, namespace) == restarted["metadata"]["uid"]
 
 
 async def test_a_held_repave_goes_ahead_on_the_restart_annotation(
