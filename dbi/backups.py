@@ -139,6 +139,14 @@ def store_prefix(namespace: str, instance: str, backup: str) -> str:
     return f"{namespace}/{instance}/{backup}/"
 
 
+def wal_prefix(namespace: str, instance: str, uid: str, system: str) -> str:
+    """Where the WAL of one database system (its identifier: one initdb's lineage) of an
+    instance (its UID: a namesake created later, restored from a backup of this one,
+    writes WAL of the same names elsewhere) lives in the store; ``_wal`` is no
+    DBBackup's name (no underscores)."""
+    return f"{namespace}/{instance}/_wal/{uid}/{system}/"
+
+
 class StoreKind(StrEnum):
     S3 = "s3"
     FILE = "file"

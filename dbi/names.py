@@ -97,6 +97,15 @@ BACKUP_FINALIZER = "dbi.dev/backup-files"
 REAPER_WORKFLOW_TYPE = "DBBackupReaperWorkflow"
 
 
+# What takes each instance's spooled WAL to its store: one workflow a minute.
+WAL_ARCHIVER_WORKFLOW_TYPE = "DBWalArchiverWorkflow"
+
+
+def wal_archiver_schedule_id(task_queue: str) -> str:
+    """The id of the Schedule that archives WAL for the workers of ``task_queue``."""
+    return f"dbi-wal-archiver/{task_queue}"
+
+
 def reaper_schedule_id(task_queue: str) -> str:
     """The id of the Schedule that reaps deleted DBBackups for the workers of
     ``task_queue`` (one per install, where installs share a Temporal namespace)."""

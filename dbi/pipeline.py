@@ -194,6 +194,7 @@ BEGIN_BACKUP = "begin_backup"
 TAKE_BACKUP = "take_backup"
 FINISH_BACKUP = "finish_backup"
 PRUNE_BACKUPS = "prune_backups"
+ARCHIVE_WAL = "archive_wal"  # each instance's spooled WAL, into its store
 REAP_BACKUPS = "reap_backups"  # the files of DBBackups deleted by hand or with a namespace
 # The major upgrade workflow's activities (activities/operations/pgupgrade.py).
 BEGIN_UPGRADE = "begin_upgrade"
@@ -204,7 +205,7 @@ FINISH_UPGRADE = "finish_upgrade"
 # What runs for minutes to hours (a base backup, a guest's pg_upgrade, ANALYZE): on a
 # task queue of its own (``names.long_task_queue``), with slots of its own, so that no
 # number of them holds up any instance's steps.
-LONG = frozenset({TAKE_BACKUP, RUN_UPGRADE, VERIFY_UPGRADE, ROLLBACK_UPGRADE})
+LONG = frozenset({TAKE_BACKUP, RUN_UPGRADE, VERIFY_UPGRADE, ROLLBACK_UPGRADE, ARCHIVE_WAL})
 # The activities that serve the updates of the same names.
 ROTATE_CREDENTIALS = names.ROTATE_CREDENTIALS
 ROTATE_ADMIN_CREDENTIALS = names.ROTATE_ADMIN_CREDENTIALS

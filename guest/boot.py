@@ -12,7 +12,9 @@ into a new directory and keeps the old one until the orchestrator deletes it.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
+import sys
 import tarfile
 import tempfile
 import urllib.request
@@ -22,6 +24,11 @@ from pathlib import Path
 from guest import files, upgrade
 from guest.disk import Host, data_major, include, initialized, pgdata, tail
 from guest.document import Document
+
+# A quiet database switches to a new WAL file after this long, so that its last write
+# reaches the archive within it (and the orchestrator's next visit).
+ARCHIVE_TIMEOUT_SECONDS = 300
+SYSTEM_PYTHON = "/usr/bin/python3"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +65,7 @@ def prepare(doc: Document, disk: Path, host: Host, *, image_major: int, size: Si
         raise RuntimeError(f"the data is PostgreSQL {major}; this image cannot boot it")
     reset = not first and apply_reset(doc, disk, host, major)
     configure_tls(doc, disk, host)
+    configure_archiving(disk, host)
     write_size(disk, host, size)
     # What this boot wrote reaches the disk before PostgreSQL starts: a VM that loses
     # power minutes after its first boot must not find postgresql.conf half written
@@ -231,3 +239,37 @@ def write_size(disk: Path, host: Host, size: Size) -> None:
         f"dbi.vm_memory_bytes = '{size.memory_bytes}'\n"
     )
     host.own(conf)
+
+
+def _system_python() -> str:
+    """The Python PostgreSQL's user runs the archive_command with: the system's (the
+    image's), else this one (a Python of its own may not be readable by that user)."""
+    return SYSTEM_PYTHON if Path(SYSTEM_PYTHON).exists() else sys.executable
+
+
+def configure_archiving(disk: Path, host: Host) -> None:
+    """Archive each completed WAL file into the disk's spool (``guest.archive``), and
+    switch to a new one after ARCHIVE_TIMEOUT of a quiet database: the orchestrator
+    takes them from there while it holds the spool's lease."""
+    spool = disk / files.WAL_SPOOL
+    spool.mkdir(mode=0o700, exist_ok=True)
+    host.own(spool)
+    package = Path(__file__).resolve().parent.parent
+    command = " ".join(
+        [
+            f"PYTHONPATH={shlex.quote(str(package))}",
+            shlex.quote(_system_python()),
+            "-m guest.archive",
+            shlex.quote(str(spool)),
+            "%p %f",
+        ]
+    )
+    conf = pgdata(disk) / files.ARCHIVE_CONF
+    conf.write_text(
+        "archive_mode = on\n"
+        f"archive_command = '{command.replace(chr(39), chr(39) * 2)}'\n"
+        f"archive_timeout = {ARCHIVE_TIMEOUT_SECONDS}\n"
+        f"dbi.wal_spool = '{str(spool).replace(chr(39), chr(39) * 2)}'\n"
+    )
+    host.own(conf)
+    include(pgdata(disk), files.ARCHIVE_CONF)

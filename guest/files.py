@@ -19,11 +19,20 @@ CURRENT = "current"
 # pg_upgrade's script that deletes the old data directory (in the disk's root).
 DELETE_OLD_CLUSTER = "delete_old_cluster.sh"
 
+# On the data disk, beside the data directory: the WAL spool (``guest.archive``), with
+# the orchestrator's lease ("until <seconds since the epoch>") and the names it stored
+# (SYSTEM/NAME.gz, one per line), both written by it over SQL.
+WAL_SPOOL = "wal-spool"
+SPOOL_LEASE = "lease"
+SPOOL_UPLOADED = "uploaded"
+SPOOLED_SUFFIX = ".gz"
+
 # In the data directory.
 UPGRADE_REPORT = "dbi-upgrade.json"  # a boot's report of an upgrade (read over SQL)
 RESET_APPLIED = "dbi-reset-applied"  # the reset token this data has applied
 VM_CONF = "dbi-vm.conf"  # the settings that follow the VM's size (included)
 TLS_CONF = "dbi-tls.conf"  # ssl on, and which slot's pair is served (included)
+ARCHIVE_CONF = "dbi-archive.conf"  # archive_mode and archive_command (included)
 
 # What the guest's PostgreSQL is configured with, by the boot and by a live renewal
 # alike.

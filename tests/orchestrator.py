@@ -20,7 +20,7 @@ import pytest_asyncio
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowHandle
 
-from activities.infra.schedules import Schedules, ensure_reaper
+from activities.infra.schedules import Schedules, ensure_minutely
 from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput
@@ -141,8 +141,9 @@ async def orchestrator(
     """Run a worker with every real activity against the local stack, for the session."""
     queue = f"dbi-test-{uuid.uuid4().hex[:8]}"
     schedules = Schedules(temporal_client, asyncio.get_running_loop(), queue)
-    # As a worker process does: deleted DBBackups (a test's namespace deleted) let go.
-    await ensure_reaper(temporal_client, queue)
+    # As a worker process does: deleted DBBackups (a test's namespace deleted) let go,
+    # and WAL archived.
+    assert await ensure_minutely(temporal_client, queue) == []
     with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS) as executor:
         worker = build_worker(
             temporal_client,

@@ -34,7 +34,7 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 from activities.infra.context import Context
 from activities.infra.kube import Kube
 from activities.infra.reads import Spared
-from activities.infra.schedules import Schedules, ensure_reaper
+from activities.infra.schedules import Schedules, ensure_minutely
 from activities.infra.views import Views
 from activities.worker import registry
 from activities.worker.rechecks import CONCURRENCY, Rechecks
@@ -47,6 +47,7 @@ from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
 from workflows.reaper import DBBackupReaperWorkflow
 from workflows.upgrade import DBUpgradeWorkflow
+from workflows.walarchiver import DBWalArchiverWorkflow
 
 log = logging.getLogger("dbi.worker")
 
@@ -128,7 +129,13 @@ def build_worker(
         client,
         workflow_runner=workflow_runner(sandboxed=tuning.sandboxed),
         task_queue=task_queue,
-        workflows=[DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow, DBBackupReaperWorkflow],
+        workflows=[
+            DBInstanceWorkflow,
+            DBBackupWorkflow,
+            DBUpgradeWorkflow,
+            DBBackupReaperWorkflow,
+            DBWalArchiverWorkflow,
+        ],
         activities=[fn for fn in activities if fn not in long],
         activity_executor=executor,
         max_concurrent_activities=ACTIVITY_THREADS,
@@ -296,10 +303,7 @@ async def serve(runtime: Runtime, health: Health, hosted: Hosted = registry.all_
     # An idle pass takes the backup step's describe of its schedule from the last hour.
     spared = Spared(cached, at_least=views.served)
     schedules = Schedules(client, asyncio.get_running_loop(), task_queue, spared)
-    try:
-        await ensure_reaper(client, task_queue)
-    except Exception as e:  # backups' files then wait on their finalizer; the rest runs
-        log.warning("could not create the Schedule %s: %s", names.reaper_schedule_id(task_queue), e)
+    await ensure_minutely(client, task_queue)
     rechecks = Rechecks(partial(wake, client))
     health.vitals["rechecks"] = rechecks.stuck  # settled instances wait on them
     worker = build_worker(

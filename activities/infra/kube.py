@@ -129,18 +129,7 @@ class Kube:
     def instance(self, namespace: str, name: str) -> Instance | None:
         """Read a DBInstance; None when it does not exist."""
         raw = self.get_custom(names.GROUP, names.VERSION, namespace, names.PLURAL, name)
-        if raw is None:
-            return None
-        model, unreadable = read(raw)
-        uid, generation, deleting = identity(raw)
-        return Instance(
-            model=model,
-            uid=uid,
-            generation=generation,
-            deleting=deleting,
-            finalizers=tuple(raw["metadata"].get("finalizers", [])),
-            unreadable=unreadable,
-        )
+        return None if raw is None else instance_of(raw)
 
     def get_custom(
         self, group: str, version: str, namespace: str, plural: str, name: str
@@ -281,6 +270,20 @@ _APPLY: dict[str, Any] = {
     "force": True,
     "_content_type": APPLY,
 }
+
+
+def instance_of(raw: Manifest) -> Instance:
+    """A DBInstance as the API server returned it (a read or a list's item)."""
+    model, unreadable = read(raw)
+    uid, generation, deleting = identity(raw)
+    return Instance(
+        model=model,
+        uid=uid,
+        generation=generation,
+        deleting=deleting,
+        finalizers=tuple(raw["metadata"].get("finalizers", [])),
+        unreadable=unreadable,
+    )
 
 
 def or_none(read: Callable[[], T]) -> T | None:

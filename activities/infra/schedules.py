@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from datetime import timedelta
@@ -50,6 +51,7 @@ from dbi import names
 from dbi.backups import BackupRequest, BackupResult, Trigger
 from dbi.upgrades import UpgradeRequest, UpgradeResult
 
+log = logging.getLogger("dbi.schedules")
 T = TypeVar("T")
 R = TypeVar("R")
 CALL_TIMEOUT_SECONDS = 30.0
@@ -103,25 +105,45 @@ def never() -> bool:
     return False
 
 
-REAP_EVERY = timedelta(minutes=1)
+EVERY_MINUTE = timedelta(minutes=1)
+# The install's own Schedules, each starting one workflow a minute: its id, the
+# workflow's type, and its note.
+MINUTELY = (
+    (
+        names.reaper_schedule_id,
+        names.REAPER_WORKFLOW_TYPE,
+        "the files of deleted DBBackups leave the store",
+    ),
+    (
+        names.wal_archiver_schedule_id,
+        names.WAL_ARCHIVER_WORKFLOW_TYPE,
+        "each instance's WAL goes to its backup store",
+    ),
+)
 
 
-async def ensure_reaper(client: Client, task_queue: str) -> None:
-    """Create the Schedule that starts DBBackupReaperWorkflow every minute
-    (``activities.operations.reaper``), unless it exists; its note says what it is for."""
-    schedule_id = names.reaper_schedule_id(task_queue)
-    schedule = Schedule(
-        action=ScheduleActionStartWorkflow(
-            names.REAPER_WORKFLOW_TYPE,
-            id=schedule_id,
-            task_queue=task_queue,
-        ),
-        spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=REAP_EVERY)]),
-        policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-        state=ScheduleState(note="dbi: the files of deleted DBBackups leave the store"),
-    )
-    with contextlib.suppress(ScheduleAlreadyRunningError):
-        await client.create_schedule(schedule_id, schedule)
+async def ensure_minutely(client: Client, task_queue: str) -> list[str]:
+    """Create the install's Schedules (``MINUTELY``: the backup reaper, the WAL
+    archiver) that do not exist; return the ids of those that could not be made."""
+    failed = []
+    for schedule_id_of, workflow_type, note in MINUTELY:
+        schedule_id = schedule_id_of(task_queue)
+        schedule = Schedule(
+            action=ScheduleActionStartWorkflow(
+                workflow_type, id=schedule_id, task_queue=task_queue
+            ),
+            spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=EVERY_MINUTE)]),
+            policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
+            state=ScheduleState(note=_NOTE + note),
+        )
+        try:
+            await client.create_schedule(schedule_id, schedule)
+        except ScheduleAlreadyRunningError:
+            pass
+        except Exception as e:  # the rest of dbi runs without it
+            log.warning("could not create the Schedule %s: %s", schedule_id, e)
+            failed.append(schedule_id)
+    return failed
 
 
 class Schedules:

@@ -18,6 +18,7 @@ from activities.operations.basebackup import TakeBackup
 from activities.operations.pgupgrade import Upgrades
 from activities.operations.reaper import ReapBackups
 from activities.operations.rotation import RotateAdminCredentials, RotateCredentials
+from activities.operations.walarchive import ArchiveWal
 from activities.steps import (
     access,
     admin,
@@ -80,6 +81,7 @@ OTHERS = (
     FinishBackup,
     PruneBackups,
     ReapBackups,
+    ArchiveWal,
 )
 
 

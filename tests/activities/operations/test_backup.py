@@ -153,7 +153,8 @@ async def test_a_schedule_takes_backups_and_retention_keeps_the_newest(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
 ) -> None:
     """spec.backup makes a Temporal Schedule whose backups complete; retention deletes
-    the oldest (object and files) and keeps count; suspended pauses it; unset deletes it."""
+    the oldest (object and files) and keeps count; the minutely WAL archiver stores the
+    segments the backups complete; suspended pauses it; unset deletes it."""
     backup = {"schedule": "@every 5s", "retention": {"count": 2}}
     await create(orchestrator, namespace, {**SPEC, "backup": backup})
     assert orchestrator.condition(namespace, "db", "BackupScheduled") == ("True", "BackupScheduled")
@@ -173,6 +174,14 @@ async def test_a_schedule_takes_backups_and_retention_keeps_the_newest(
             assert files == [], f"{name} was pruned but its files stay"
         elif kept[name] == "Completed":
             assert any(f.endswith(backupstore.MANIFEST) for f in files)
+    # Each backup completes a WAL segment; once the archiver's first visit leased the
+    # guest's spool, its next visit stores them (workflows.walarchiver, once a minute).
+    wal = f"{namespace}/db/_wal/"
+    archived = await orchestrator.until(
+        lambda: store().keys(wal), timeout=200, what="WAL stored by the minutely archiver"
+    )
+    uid = orchestrator.get(namespace, "db")["metadata"]["uid"]
+    assert all(key.startswith(f"{wal}{uid}/") and key.endswith(".gz") for key in archived)
 
     orchestrator.patch(namespace, "db", {"backup": {**backup, "suspended": True}})
     await ready(orchestrator, namespace)

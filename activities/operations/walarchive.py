@@ -1,0 +1,162 @@
+"""archive_wal: every running instance with ``spec.backup`` hands its WAL to the store.
+
+The guest's archive_command (``guest.archive``) keeps each WAL file PostgreSQL
+completes in a spool on the data disk while dbi's lease is in force. Once a minute (a
+Temporal Schedule, ``workflows.walarchiver``) this activity visits each such instance,
+as the admin role over the same verified TLS as dbi's other connections:
+
+1. renews the lease (``COPY ... TO`` the spool's lease file) for LEASE_SECONDS;
+2. reads each whole file in the spool (``pg_ls_dir``, ``pg_read_binary_file``) and
+   writes it to the instance's store under
+   ``<namespace>/<instance>/_wal/<uid>/<system>/`` (``dbi.backups.wal_prefix``), a key
+   no DBBackup's name can take;
+3. writes the names it stored to the spool's ``uploaded`` file, whose files the guest's
+   next archive_command deletes.
+
+A file is stored before the guest may delete it, and storing it again writes the same
+bytes: a worker killed at any point loses nothing, and the next visit finishes.
+An instance whose guest booted before archiving existed (no ``dbi.wal_spool`` setting)
+is skipped until its next boot, and said so. An instance that stops being visited (its
+``spec.backup`` removed, dbi's workers down) lets its lease run out, and then the guest
+lets its WAL go rather than fill the disk (``guest.archive``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, cast
+
+import psycopg
+from psycopg import sql
+from temporalio import activity
+from temporalio.exceptions import CancelledError
+
+from activities.infra import addresses, admin_credential, backupstore, postgres, trust
+from activities.infra.context import Activity, Context
+from activities.infra.kube import Instance, instance_of
+from dbi import backups, environment, names, pipeline
+from dbi.spec import PowerState
+from guest import files as guest_files
+
+# The guest keeps WAL for the store this long after a visit; longer than any outage of
+# dbi's workers that should not cost the recovery window.
+LEASE_SECONDS = 3600
+_API = (names.GROUP, names.VERSION)
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+@dataclass(frozen=True)
+class Visit:
+    """What one visit of one instance did."""
+
+    stored: list[str]  # SYSTEM/NAME.gz
+    skipped: str | None = None  # why nothing was read, in words
+
+
+class ArchiveWal(Activity):
+    @activity.defn(name=pipeline.ARCHIVE_WAL)
+    def run(self) -> dict[str, str]:
+        """Visit every running instance with spec.backup; return what each visit did,
+        by ``namespace/name``."""
+        said = {}
+        for instance in _archived(self.ctx):
+            key = f"{instance.namespace}/{instance.name}"
+            activity.heartbeat(key)
+            try:
+                visit = visit_instance(self.ctx, instance)
+            except CancelledError:
+                raise
+            except Exception as e:  # one instance's trouble holds up no other's WAL
+                activity.logger.warning("WAL of %s not archived now: %r", key, e)
+                said[key] = f"failed: {type(e).__name__}"
+                continue
+            said[key] = visit.skipped or f"stored {len(visit.stored)}"
+        return said
+
+
+def _archived(ctx: Context) -> list[Instance]:
+    """The instances, in the namespaces the worker serves, whose spec asks for backups
+    and a running VM (and that this worker's models read, and are not being deleted)."""
+    served = environment.WATCH_NAMESPACES.items()
+    objects = ctx.kube.objects
+    lists: list[Any] = (
+        [objects.list_cluster_custom_object(*_API, names.PLURAL)]
+        if served is None
+        else [objects.list_namespaced_custom_object(*_API, ns, names.PLURAL) for ns in served]
+    )
+    listed = [instance_of(item) for found in lists for item in found.get("items", [])]
+    return [
+        instance
+        for instance in sorted(listed, key=lambda i: (i.namespace, i.name))
+        if instance.unreadable is None
+        and not instance.deleting
+        and instance.model.spec.backup is not None
+        and instance.model.spec.power_state is PowerState.RUNNING
+    ]
+
+
+def visit_instance(ctx: Context, instance: Instance) -> Visit:
+    """Renew the lease, store what the spool holds, tell the guest what was stored."""
+    address = addresses.address_of(addresses.vmi_of(ctx.kube, instance))
+    if address is None:
+        return Visit(stored=[], skipped="not running")
+    store = backupstore.for_instance(ctx.kube, ctx.config, instance)
+    server = trust.server(ctx.kube, ctx.config.namespace, instance, address)
+    password = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid).password
+    with postgres.connect(server, password=password) as conn:
+        prefix = backups.wal_prefix(instance.namespace, instance.name, instance.uid, "")
+        return visit(conn, store, prefix)
+
+
+def visit(conn: Connection, store: backupstore.Store, prefix: str) -> Visit:
+    """``visit_instance`` on an open admin session; files go under ``prefix`` +
+    ``SYSTEM/NAME.gz``."""
+    row = conn.execute("SELECT current_setting('dbi.wal_spool', true)").fetchone()
+    spool = str(row[0]) if row and row[0] else ""
+    if not spool:
+        return Visit(stored=[], skipped="its guest archives no WAL before its next boot")
+    until = int(time.time()) + LEASE_SECONDS
+    _write(conn, f"{spool}/{guest_files.SPOOL_LEASE}", [f"until {until}"])
+    uploaded = f"{spool}/{guest_files.SPOOL_UPLOADED}"
+    known = set(_read(conn, uploaded).decode().split())
+    spooled = _spooled(conn, spool)
+    stored = []
+    for relative in spooled:
+        if relative in known:
+            continue  # stored at an earlier visit; the guest has not deleted it yet
+        activity.heartbeat(relative)
+        store.write(prefix + relative, _read(conn, f"{spool}/{relative}"))
+        stored.append(relative)
+    if stored:
+        _write(conn, uploaded, spooled)
+    return Visit(stored=stored)
+
+
+def _spooled(conn: Connection, spool: str) -> list[str]:
+    """The whole files in the spool, ``SYSTEM/NAME.gz``, oldest name first."""
+    systems = conn.execute("SELECT pg_ls_dir(%s, true, false)", (spool,)).fetchall()
+    found = []
+    for (system,) in systems:
+        if not str(system).isdigit():
+            continue
+        folder = f"{spool}/{system}"
+        for (name,) in conn.execute("SELECT pg_ls_dir(%s, true, false)", (folder,)).fetchall():
+            if str(name).endswith(guest_files.SPOOLED_SUFFIX):
+                found.append(f"{system}/{name}")
+    return sorted(found)
+
+
+def _read(conn: Connection, path: str) -> bytes:
+    """A file on the server, whole; empty when it is not there."""
+    row = conn.execute("SELECT pg_read_binary_file(%s, true)", (path,), binary=True).fetchone()
+    return bytes(cast(bytes, row[0])) if row and row[0] is not None else b""
+
+
+def _write(conn: Connection, path: str, lines: list[str]) -> None:
+    """Write ``lines`` to a file on the server, replacing it (``COPY ... TO``, as the
+    server's user)."""
+    statement = sql.SQL("COPY (SELECT unnest({}::text[])) TO {}").format(
+        sql.Literal(lines), sql.Literal(path)
+    )
+    conn.execute(statement)

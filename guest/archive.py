@@ -1,0 +1,120 @@
+"""``python -m guest.archive SPOOL PATH NAME``: PostgreSQL's ``archive_command`` (the
+boot writes it, ``guest.boot.configure_archiving``; ``%p`` and ``%f`` are PATH and NAME).
+
+The VM holds no credential to any backup store. Its WAL goes to a spool on the data
+disk, outside the data directory, and the orchestrator takes it from there over SQL as
+the admin role (``activities.operations.walarchive``):
+
+- While the spool's LEASE says archiving is on until a time still to come (the
+  orchestrator renews it on each visit), each file PostgreSQL completes (a segment, a
+  timeline's history, a backup's label) is gzipped into the spool as
+  ``SYSTEM/NAME.gz``: written under a temporary name, synced, then renamed, so a file
+  in the spool is whole. SYSTEM is the database system identifier (pg_control's first
+  field): WAL of one initdb's lineage, which a restore or a major upgrade starts anew.
+- The orchestrator reads each ``*.gz`` (``pg_read_binary_file``), stores it, then
+  writes the names it stored to UPLOADED; the next run here deletes those.
+- PostgreSQL keeps a WAL file in ``pg_wal`` until this exits 0, and the spool keeps it
+  until it is stored: a guest that dies mid-copy copies again, a worker that dies
+  mid-upload leaves the file for the next visit. A file archived twice is the same file.
+- Without a lease in force (no backups, or no visit for LEASE_SECONDS: the
+  orchestrator's archiving is down), the file is not kept, and this says so on stderr
+  (PostgreSQL's log): a spool nobody empties would fill the disk the database needs.
+
+Exit codes: 0 the file is kept (or, archiving off, let go); 1 it could not be kept
+(PostgreSQL tries again).
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from guest.files import SPOOL_LEASE as LEASE
+from guest.files import SPOOL_UPLOADED as UPLOADED
+from guest.files import SPOOLED_SUFFIX as SUFFIX
+
+PARTIAL = ".partial"
+
+
+def leased(spool: Path, now: float) -> bool:
+    """Whether the orchestrator's lease on archiving is in force at ``now``."""
+    try:
+        word, until = (spool / LEASE).read_text().split()
+    except (OSError, ValueError):
+        return False
+    return word == "until" and until.isdigit() and now < int(until)
+
+
+def system_identifier(pgdata: Path) -> str:
+    """The database system identifier: pg_control's first field (a uint64, in the
+    machine's byte order)."""
+    with (pgdata / "global" / "pg_control").open("rb") as control:
+        return str(int.from_bytes(control.read(8), sys.byteorder))
+
+
+def prune(spool: Path) -> None:
+    """Delete the files the orchestrator says it stored (``SYSTEM/NAME.gz`` lines)."""
+    try:
+        stored = (spool / UPLOADED).read_text().split()
+    except OSError:
+        return
+    for line in stored:
+        system, _, name = line.partition("/")
+        if system.isdigit() and name.endswith(SUFFIX) and "/" not in name:
+            (spool / system / name).unlink(missing_ok=True)
+
+
+def keep(spool: Path, source: Path, name: str, system: str) -> None:
+    """Gzip ``source`` into the spool as ``system/name.gz``, whole or not at all (once:
+    a file archived again is the same file)."""
+    folder = spool / system
+    folder.mkdir(mode=0o700, exist_ok=True)
+    final = folder / (name + SUFFIX)
+    if final.exists():
+        return
+    partial = folder / (name + SUFFIX + PARTIAL)
+    with source.open("rb") as src, partial.open("wb") as raw:
+        with gzip.GzipFile(filename=name, mode="wb", fileobj=raw, compresslevel=6, mtime=0) as gz:
+            shutil.copyfileobj(src, gz, 1 << 20)
+        raw.flush()
+        os.fsync(raw.fileno())
+    partial.rename(final)
+    directory = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def archive(spool: Path, pgdata: Path, source: str, name: str, now: float) -> str | None:
+    """Archive one file PostgreSQL completed (``source``, relative to ``pgdata``); None,
+    or what PostgreSQL's log should say (the file was let go)."""
+    prune(spool)
+    if not leased(spool, now):
+        return f"{name} not kept: WAL archiving is off (no lease from dbi in force)"
+    keep(spool, pgdata / source, name, system_identifier(pgdata))
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 3 or "/" in args[2]:
+        print("usage: python -m guest.archive SPOOL %p %f", file=sys.stderr)
+        return 1
+    spool, source, name = Path(args[0]), args[1], args[2]
+    try:  # PostgreSQL runs archive_command in its data directory
+        said = archive(spool, Path.cwd(), source, name, time.time())
+    except OSError as e:
+        print(f"dbi-archive: {name}: {e}", file=sys.stderr)
+        return 1
+    if said is not None:
+        print(f"dbi-archive: {said}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

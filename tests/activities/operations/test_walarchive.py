@@ -1,0 +1,118 @@
+"""WAL archiving against a guest's real PostgreSQL (its archive_command is the guest
+program's, ``guest.archive``): nothing is kept before dbi's lease; once leased, each
+completed segment reaches the store whole, under the database system's identifier;
+the guest deletes what was stored, nothing is stored twice; and a visit that dies
+mid-way loses nothing (the next one stores it)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+from temporalio.testing import ActivityEnvironment
+
+from activities.infra import postgres
+from activities.infra.backupstore import DirectoryStore
+from activities.operations import walarchive
+from dbi.backups import StoreKind, StoreLocation
+from tests.guests import Booted
+from tests.polling import eventually
+
+pytestmark = pytest.mark.stack
+
+SEGMENT_BYTES = 16 * 2**20
+
+
+def switch(booted: Booted) -> str:
+    """Write a little WAL, then complete the segment (the admin role may); the name of
+    the segment completed."""
+    with postgres.connect(booted.server, password=booted.password) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS t (n int)")
+        conn.execute("INSERT INTO t SELECT generate_series(1, 1000)")
+        row = conn.execute("SELECT pg_walfile_name(pg_switch_wal())").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def archived(booted: Booted) -> str | None:
+    """The last WAL file PostgreSQL's archiver handed to archive_command with success."""
+    with postgres.connect(booted.server, password=booted.password) as conn:
+        row = conn.execute("SELECT last_archived_wal FROM pg_stat_archiver").fetchone()
+    return str(row[0]) if row and row[0] else None
+
+
+def visit(booted: Booted, store: DirectoryStore) -> walarchive.Visit:
+    """One visit, as the activity makes it (heartbeating each file)."""
+    with postgres.connect(booted.server, password=booted.password) as conn:
+        visited: walarchive.Visit = ActivityEnvironment().run(
+            walarchive.visit, conn, store, "team-a/db/_wal/uid/"
+        )
+        return visited
+
+
+def system(booted: Booted) -> str:
+    with postgres.connect(booted.server, password=booted.password) as conn:
+        row = conn.execute("SELECT system_identifier FROM pg_control_system()").fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def spool(booted: Booted) -> Path:
+    assert booted.guest is not None
+    return booted.guest.disk / "wal-spool"
+
+
+def test_completed_segments_reach_the_store_once_and_leave_the_guest(
+    booted: Booted, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = DirectoryStore(
+        StoreLocation(kind=StoreKind.FILE, bucket="", prefix=str(tmp_path / "store"))
+    )
+    prefix = tmp_path / "store" / f"team-a/db/_wal/uid/{system(booted)}"
+
+    # Before dbi's first visit there is no lease: the segment is let go, not spooled.
+    before = switch(booted)
+    eventually(lambda: archived(booted) == before, what=f"{before} handed to the guest")
+    assert not any(spool(booted).glob("*/*.gz"))
+    assert visit(booted, store).stored == []  # and this visit leases
+
+    # Leased: the next segments are spooled whole, then stored whole.
+    first, second = switch(booted), switch(booted)
+    eventually(lambda: archived(booted) == second, what=f"{second} handed to the guest")
+    stored = visit(booted, store)
+    assert [s.rsplit("/", 1)[1] for s in stored.stored] == [f"{first}.gz", f"{second}.gz"]
+    for name in (first, second):
+        assert len(gzip.decompress((prefix / f"{name}.gz").read_bytes())) == SEGMENT_BYTES
+    assert before + ".gz" not in {p.name for p in prefix.iterdir()}
+
+    # Stored once: the next visit stores nothing again, and the guest's next
+    # archive_command deletes what was stored.
+    assert visit(booted, store).stored == []
+    third = switch(booted)
+    eventually(lambda: archived(booted) == third, what=f"{third} handed to the guest")
+    assert sorted(p.name for p in spool(booted).glob("*/*.gz")) == [f"{third}.gz"]
+
+    # A visit that dies after storing one file: nothing is deleted from the guest, and
+    # the next visit stores the rest (the first again: the same bytes).
+    fourth = switch(booted)
+    eventually(lambda: archived(booted) == fourth, what=f"{fourth} handed to the guest")
+    writes: list[str] = []
+    real_write = store.write
+
+    def dies_after_one(key: str, data: bytes) -> None:
+        if writes:
+            raise OSError("the worker is gone")
+        writes.append(key)
+        real_write(key, data)
+
+    monkeypatch.setattr(store, "write", dies_after_one)
+    with pytest.raises(OSError, match="the worker is gone"):
+        visit(booted, store)
+    monkeypatch.setattr(store, "write", real_write)
+    assert sorted(p.name for p in spool(booted).glob("*/*.gz")) == [f"{third}.gz", f"{fourth}.gz"]
+    assert [s.rsplit("/", 1)[1] for s in visit(booted, store).stored] == [
+        f"{third}.gz",
+        f"{fourth}.gz",
+    ]
+    assert {f"{n}.gz" for n in (first, second, third, fourth)} <= {p.name for p in prefix.iterdir()}
