@@ -1,13 +1,14 @@
 """``spec.backup``: when an instance's backups are taken (a Temporal Schedule), which
-are kept, and where they go (the orchestrator's store, or a tenant's S3 bucket)."""
+are kept, and where they go (the orchestrator's store, or a tenant's S3 bucket); and
+``spec.restore``: the backup, and the moment, a new instance starts from."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated
 
 from cronsim import CronSim
-from pydantic import AfterValidator, Field
+from pydantic import AfterValidator, ConfigDict, Field, model_validator
 
 from dbi.fields import (
     CRON_FIELD,
@@ -140,4 +141,75 @@ class Backup(Section):
         default=False,
         description="Take a final backup when the instance is deleted under deletionPolicy "
         "Delete, before its disks go; the deletion waits for it, and stalls if it fails.",
+    )
+
+
+def _moment(value: str | None) -> str | None:
+    """An RFC 3339 time with its offset, as written."""
+    if value is None:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{value!r} is not an RFC 3339 time (2026-12-07T10:15:00Z)") from None
+    if parsed.tzinfo is None:
+        raise ValueError(f"{value!r} has no offset; write it in UTC (Z) or with one")
+    return value
+
+
+def moment_of(value: str) -> datetime:
+    """``Restore.point_in_time`` as a time, in UTC."""
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+
+
+class RestoreSource(Section):
+    """The backup a new instance starts from: one named, or the newest one of an
+    instance before spec.restore.pointInTime."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            (
+                "has(self.backup) != has(self.instance)",
+                "name either a backup or an instance, not both",
+            )
+        )
+    )
+
+    backup: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        pattern=DNS_SUBDOMAIN,
+        description="Name of a Completed DBBackup in this namespace, of spec.version's "
+        "major (dbi backups NAME lists them).",
+    )
+    instance: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=DNS_SUBDOMAIN,
+        description="Name of an instance of this namespace (it may be deleted since) whose "
+        "backups and archived WAL to restore: dbi picks its newest Completed backup that "
+        "ended before pointInTime (or its newest), and replays its WAL up to then.",
+    )
+
+    @model_validator(mode="after")
+    def _one(self) -> RestoreSource:
+        if (self.backup is None) == (self.instance is None):
+            raise ValueError("name either a backup or an instance, not both")
+        return self
+
+
+class Restore(Section):
+    """Create the instance's data from a backup instead of an empty database, and
+    replay archived WAL up to a moment."""
+
+    from_: RestoreSource = Field(alias="from", description="The backup to start from.")
+    point_in_time: Annotated[str | None, AfterValidator(_moment)] = Field(
+        default=None,
+        max_length=64,
+        json_schema_extra={"format": "date-time"},
+        description="Recover to this moment (RFC 3339): the backup's WAL, then the "
+        "archived WAL up to it, on a new timeline. Unset: the backup alone (from.backup), "
+        "or everything archived (from.instance).",
     )

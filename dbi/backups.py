@@ -257,6 +257,10 @@ class Taken(Section):
     location: str
     files: list[str]
     store: StoreRef | None = None  # None: the orchestrator's store
+    # Where its instance's archived WAL is (``wal_prefix``); None in backups taken
+    # before WAL archiving, which restore only whole.
+    instance_uid: str | None = None
+    system_identifier: str | None = None
 
     def key(self, name: str) -> str:
         """The key, under the backup's prefix, of its file ``name`` (``base.tar.gz``)."""

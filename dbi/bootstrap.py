@@ -64,6 +64,16 @@ class Restore(BaseModel):
     # Presigned URLs grant a read of the backup: never in a repr.
     base_url: str = Field(description="base.tar.gz: the data directory.", repr=False)
     wal_url: str = Field(description="pg_wal.tar.gz: the WAL that makes it consistent.", repr=False)
+    # Point-in-time recovery (version 6): the archived WAL to replay after the backup's.
+    archive_url: str | None = Field(
+        default=None,
+        description="A JSON object: each archived WAL file the restore replays (name, "
+        "without .gz) and the URL of its gzipped copy.",
+        repr=False,
+    )
+    target_time: str | None = Field(
+        default=None, description="recovery_target_time (RFC 3339); None: all the WAL given."
+    )
 
 
 class Upgrade(BaseModel):
@@ -141,6 +151,8 @@ class Bootstrap(BaseModel):
 def to_document(doc: Bootstrap) -> str:
     """Return ``doc`` as the guest reads it (JSON: ``guest.document``)."""
     payload = doc.model_dump(exclude_none=True)
+    if doc.restore is not None and doc.restore.archive_url is not None:
+        payload["version"] = max(doc.version, 6)  # a guest that cannot replay it refuses it
     if doc.admin_password is not None:
         payload["admin_password"] = doc.admin_password.get_secret_value()
     if doc.server_key is not None:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field
 
-from dbi.backup_spec import Backup
+from dbi.backup_spec import Backup, Restore
 from dbi.fields import (
     DNS_SUBDOMAIN,
     DURATION,
@@ -245,24 +245,6 @@ class Monitoring(Section):
         description="Expose the PostgreSQL exporter through a Service and a "
         "ServiceMonitor (Prometheus Operator).",
     )
-
-
-class RestoreSource(Section):
-    """The backup a new instance starts from."""
-
-    backup: str = Field(
-        min_length=1,
-        max_length=253,
-        pattern=DNS_SUBDOMAIN,
-        description="Name of a Completed DBBackup in this namespace, of spec.version's "
-        "major (dbi backups NAME lists them).",
-    )
-
-
-class Restore(Section):
-    """Create the instance's data from a backup instead of an empty database."""
-
-    from_: RestoreSource = Field(alias="from", description="The backup to start from.")
 
 
 class DBInstanceSpec(Section):

@@ -1,5 +1,7 @@
 """``python -m guest.archive SPOOL PATH NAME``: PostgreSQL's ``archive_command`` (the
 boot writes it, ``guest.boot.configure_archiving``; ``%p`` and ``%f`` are PATH and NAME).
+``python -m guest.archive --restore DIR NAME PATH``: a point-in-time restore's
+``restore_command``, on the WAL its boot fetched (``fetch``).
 
 The VM holds no credential to any backup store. Its WAL goes to a spool on the data
 disk, outside the data directory, and the orchestrator takes it from there over SQL as
@@ -21,16 +23,19 @@ the admin role (``activities.operations.walarchive``):
   (PostgreSQL's log): a spool nobody empties would fill the disk the database needs.
 
 Exit codes: 0 the file is kept (or, archiving off, let go); 1 it could not be kept
-(PostgreSQL tries again).
+(PostgreSQL tries again). For ``--restore``: 0 the file is in place, 1 the archive has
+no such file (the end of what there is to replay).
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import shutil
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 from guest.files import SPOOL_LEASE as LEASE
@@ -100,8 +105,45 @@ def archive(spool: Path, pgdata: Path, source: str, name: str, now: float) -> st
     return None
 
 
+def fetch(listing_url: str, directory: Path) -> None:
+    """Fetch each archived file a restore replays (the JSON object at ``listing_url``:
+    name to URL of its gzipped copy) into ``directory``, as stored; progress on stderr."""
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(mode=0o700, parents=True)
+    with urllib.request.urlopen(listing_url, timeout=60) as listed:  # noqa: S310 (file: or https)
+        listing = json.load(listed)
+    if not isinstance(listing, dict):
+        raise RuntimeError("the archive's listing is not a JSON object")
+    for i, (name, url) in enumerate(sorted(listing.items())):
+        if not isinstance(name, str) or "/" in name or name.startswith("."):
+            raise RuntimeError(f"the archive's listing names {name!r}")
+        print(f"dbi-bootstrap: fetching WAL {name} ({i + 1}/{len(listing)})", file=sys.stderr)
+        partial = directory / (name + SUFFIX + PARTIAL)
+        with urllib.request.urlopen(url, timeout=60) as got, partial.open("wb") as out:  # noqa: S310
+            shutil.copyfileobj(got, out, 1 << 20)
+        partial.rename(directory / (name + SUFFIX))
+
+
+def restore(directory: Path, name: str, target: Path) -> bool:
+    """Put the fetched file ``name`` at ``target`` (ungzipped); whether there was one."""
+    source = directory / (name + SUFFIX)
+    if "/" in name or not source.exists():
+        return False
+    partial = target.with_name(target.name + PARTIAL)
+    with gzip.open(source, "rb") as src, partial.open("wb") as out:
+        shutil.copyfileobj(src, out, 1 << 20)
+    partial.rename(target)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if len(args) == 4 and args[0] == "--restore":
+        try:  # PostgreSQL runs restore_command in its data directory
+            return 0 if restore(Path(args[1]), args[2], Path.cwd() / args[3]) else 1
+        except OSError as e:
+            print(f"dbi-restore: {args[2]}: {e}", file=sys.stderr)
+            return 1
     if len(args) != 3 or "/" in args[2]:
         print("usage: python -m guest.archive SPOOL %p %f", file=sys.stderr)
         return 1

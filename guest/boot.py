@@ -21,8 +21,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from guest import files, upgrade
-from guest.disk import Host, data_major, include, initialized, pgdata, tail
+from guest import archive, files, recovery, upgrade
+from guest.disk import Host, conf_quote, data_major, include, initialized, pgdata, tail
 from guest.document import Document
 
 # A quiet database switches to a new WAL file after this long, so that its last write
@@ -137,9 +137,19 @@ def _restore(doc: Document, disk: Path, host: Host, major: int) -> None:
                 extract(tar, target)
     restoring.chmod(0o700)
     include(restoring, files.VM_CONF)
-    for path in [restoring, *restoring.rglob("*")]:
+    fetched_wal = disk / files.RESTORE_WAL
+    if source.archive_url is not None:
+        archive.fetch(source.archive_url, fetched_wal)
+        command = guest_command("-m guest.archive --restore", fetched_wal, "%f %p")
+        recovery.recover_to(restoring, command, source.target_time)
+    for path in [restoring, *restoring.rglob("*"), *fetched_wal.rglob("*")]:
         host.own(path)
+    if source.archive_url is not None:
+        host.own(fetched_wal)
+        recovery.replay(restoring, disk, host, major)
+        (restoring / files.RECOVERY_CONF).write_text("")  # recovered: nothing to replay
     set_admin_verifier(restoring, host, major, doc.admin_user, doc.initial_password)
+    shutil.rmtree(fetched_wal, ignore_errors=True)
     shutil.rmtree(pgdata(disk), ignore_errors=True)
     restoring.rename(pgdata(disk))
 
@@ -241,6 +251,21 @@ def write_size(disk: Path, host: Host, size: Size) -> None:
     host.own(conf)
 
 
+def guest_command(module: str, directory: Path, placeholders: str) -> str:
+    """A shell command PostgreSQL runs (``archive_command``, ``restore_command``): the
+    guest program's ``module`` with the system's Python, on ``directory``."""
+    package = Path(__file__).resolve().parent.parent
+    return " ".join(
+        [
+            f"PYTHONPATH={shlex.quote(str(package))}",
+            shlex.quote(_system_python()),
+            module,
+            shlex.quote(str(directory)),
+            placeholders,
+        ]
+    )
+
+
 def _system_python() -> str:
     """The Python PostgreSQL's user runs the archive_command with: the system's (the
     image's), else this one (a Python of its own may not be readable by that user)."""
@@ -254,22 +279,13 @@ def configure_archiving(disk: Path, host: Host) -> None:
     spool = disk / files.WAL_SPOOL
     spool.mkdir(mode=0o700, exist_ok=True)
     host.own(spool)
-    package = Path(__file__).resolve().parent.parent
-    command = " ".join(
-        [
-            f"PYTHONPATH={shlex.quote(str(package))}",
-            shlex.quote(_system_python()),
-            "-m guest.archive",
-            shlex.quote(str(spool)),
-            "%p %f",
-        ]
-    )
+    command = guest_command("-m guest.archive", spool, "%p %f")
     conf = pgdata(disk) / files.ARCHIVE_CONF
     conf.write_text(
         "archive_mode = on\n"
-        f"archive_command = '{command.replace(chr(39), chr(39) * 2)}'\n"
+        f"archive_command = '{conf_quote(command)}'\n"
         f"archive_timeout = {ARCHIVE_TIMEOUT_SECONDS}\n"
-        f"dbi.wal_spool = '{str(spool).replace(chr(39), chr(39) * 2)}'\n"
+        f"dbi.wal_spool = '{conf_quote(str(spool))}'\n"
     )
     host.own(conf)
     include(pgdata(disk), files.ARCHIVE_CONF)

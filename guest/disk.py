@@ -64,6 +64,11 @@ def data_major(disk: Path) -> int:
     return int((pgdata(disk) / "PG_VERSION").read_text().strip())
 
 
+def conf_quote(value: str) -> str:
+    """``value`` inside a postgresql.conf string: its quotes doubled."""
+    return value.replace("'", "''")
+
+
 def include(data: Path, name: str) -> None:
     """Make postgresql.conf include ``name`` (once)."""
     conf = data / "postgresql.conf"

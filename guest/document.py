@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 # The newest version the guest reads; an older one is read as it was written.
-VERSION = 5
+VERSION = 6
 _USER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
@@ -29,6 +29,10 @@ class Restore:
     backup: str
     base_url: str  # base.tar.gz: the data directory
     wal_url: str  # pg_wal.tar.gz: the WAL that makes it consistent
+    # Version 6: the archived WAL to replay after it ({name: URL of name.gz}, a JSON
+    # object at this URL), up to target_time (RFC 3339; None: all of it).
+    archive_url: str | None = None
+    target_time: str | None = None
 
     def __repr__(self) -> str:  # presigned URLs grant a read of the backup
         return f"Restore(backup={self.backup!r})"
@@ -128,6 +132,8 @@ def _restore(raw: Any) -> Restore | None:
         backup=_field(raw, "backup", str, where="restore."),
         base_url=_field(raw, "base_url", str, where="restore."),
         wal_url=_field(raw, "wal_url", str, where="restore."),
+        archive_url=_field(raw, "archive_url", str, default=None, where="restore."),
+        target_time=_field(raw, "target_time", str, default=None, where="restore."),
     )
 
 

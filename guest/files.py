@@ -26,6 +26,8 @@ WAL_SPOOL = "wal-spool"
 SPOOL_LEASE = "lease"
 SPOOL_UPLOADED = "uploaded"
 SPOOLED_SUFFIX = ".gz"
+# On the data disk during a point-in-time restore: the archived WAL it replays.
+RESTORE_WAL = "restore-wal"
 
 # In the data directory.
 UPGRADE_REPORT = "dbi-upgrade.json"  # a boot's report of an upgrade (read over SQL)
@@ -33,6 +35,7 @@ RESET_APPLIED = "dbi-reset-applied"  # the reset token this data has applied
 VM_CONF = "dbi-vm.conf"  # the settings that follow the VM's size (included)
 TLS_CONF = "dbi-tls.conf"  # ssl on, and which slot's pair is served (included)
 ARCHIVE_CONF = "dbi-archive.conf"  # archive_mode and archive_command (included)
+RECOVERY_CONF = "dbi-recovery.conf"  # a point-in-time restore's settings (included)
 
 # What the guest's PostgreSQL is configured with, by the boot and by a live renewal
 # alike.

@@ -214,8 +214,12 @@ class DirectoryStore:
         return sorted(str(p.relative_to(root)) for p in base.rglob("*") if p.is_file())
 
     def delete(self, prefix: str) -> int:
+        path = self._path(prefix)
+        if path.is_file():  # one object's key, as S3's delete takes it
+            path.unlink()
+            return 1
         found = self.keys(prefix)
-        shutil.rmtree(self._path(prefix), ignore_errors=True)
+        shutil.rmtree(path, ignore_errors=True)
         return len(found)
 
     def url(self, key: str) -> str:

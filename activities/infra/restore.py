@@ -1,40 +1,61 @@
 """The backup a restored instance starts from (``spec.restore``), checked and located.
 
 The credentials step asks for it while the instance's boot data has none: the DBBackup
+(``from.backup``, or the newest of ``from.instance`` that ended before ``pointInTime``)
 must exist in the instance's namespace, have Completed, hold spec.version's major, and
 have its manifest in the store; then the boot data gets where to fetch its two tarballs
-(``dbi.bootstrap.Restore``). Once delivered, the boot data keeps it and this is not
-asked again: a restored instance does not depend on its backup staying (retention may
-delete it).
+(``dbi.bootstrap.Restore``). For a point in time, the archived WAL from the backup's
+start on must be in the store without a gap (``dbi.wal.needed``); a listing of where
+to fetch each file is written to the store, and the boot data names it. Once
+delivered, the boot data keeps it and this is not asked again: a restored instance
+does not depend on its backup staying (retention may delete it).
 """
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+from typing import Any
+
 from activities.infra import addresses, backupstore, postgres, trust, volumes
 from activities.infra.context import Context
 from activities.infra.kube import Instance
-from dbi import backups, bootstrap, names, tls
+from dbi import backups, bootstrap, names, tls, wal
+from dbi.backup_spec import moment_of
 from dbi.backups import BackupPhase, StoreRef, Taken
 
 FIELD = "spec.restore.from.backup"
+INSTANCE_FIELD = "spec.restore.from.instance"
+TARGET_FIELD = "spec.restore.pointInTime"
+
+
+class _Refused(Exception):
+    """Why spec.restore cannot be restored: a sentence naming the field."""
 
 
 def source(ctx: Context, instance: Instance) -> tuple[bootstrap.Restore | None, str | None]:
-    """The backup to deliver, or None and why it cannot be restored (a sentence naming
-    the field)."""
+    """The backup to deliver (and the archived WAL after it, for a point in time), or
+    None and why it cannot be restored (a sentence naming the field)."""
+    try:
+        return _source(ctx, instance), None
+    except _Refused as e:
+        return None, str(e)
+
+
+def _source(ctx: Context, instance: Instance) -> bootstrap.Restore:
     spec = instance.model.spec
     assert spec.restore is not None
-    name, ns = spec.restore.from_.backup, instance.namespace
-    found = ctx.kube.get_custom(names.GROUP, names.VERSION, ns, names.BACKUP_PLURAL, name)
-    if found is None:
-        return None, f"{FIELD}: there is no DBBackup {name} in {ns} (dbi backups lists them)."
-    status = found.get("status", {})
+    ns, asked, target = instance.namespace, spec.restore.from_, spec.restore.point_in_time
+    found, field = _chosen(ctx, instance)
+    name, status = found["metadata"]["name"], found.get("status", {})
     if status.get("phase") != BackupPhase.COMPLETED:
-        return None, f"{FIELD}: DBBackup {name} is {status.get('phase') or 'new'}, not Completed."
+        raise _Refused(
+            f"{field}: DBBackup {name} is {status.get('phase') or 'new'}, not Completed."
+        )
     held = postgres.major(status.get("postgresVersion"))
     if held != spec.version:
-        return None, (
-            f"{FIELD}: DBBackup {name} holds PostgreSQL {status.get('postgresVersion')}, "
+        raise _Refused(
+            f"{field}: DBBackup {name} holds PostgreSQL {status.get('postgresVersion')}, "
             f"but spec.version is {spec.version}."
         )
     ref = status.get("store")
@@ -42,20 +63,90 @@ def source(ctx: Context, instance: Instance) -> tuple[bootstrap.Restore | None, 
         store_ref = StoreRef.model_validate(ref) if ref else None
         store = backupstore.for_ref(ctx.kube, ctx.config, ns, store_ref)
     except ValueError as e:
-        return None, f"{FIELD}: DBBackup {name}'s store cannot be read ({e})."
-    prefix = backups.store_prefix(ns, found.get("spec", {}).get("instance", ""), name)
+        raise _Refused(f"{field}: DBBackup {name}'s store cannot be read ({e}).") from None
+    of = found.get("spec", {}).get("instance", "")
+    prefix = backups.store_prefix(ns, of, name)
     manifest = store.read(prefix + backupstore.MANIFEST)
     try:
         taken = Taken.model_validate_json(manifest or b"")
-        base, wal = taken.key("base.tar.gz"), taken.key("pg_wal.tar.gz")
+        base, wal_tar = taken.key("base.tar.gz"), taken.key("pg_wal.tar.gz")
     except (ValueError, KeyError):
-        return None, f"{FIELD}: DBBackup {name}'s files are not in the store."
-    return (
-        bootstrap.Restore(
-            backup=name, base_url=store.url(prefix + base), wal_url=store.url(prefix + wal)
-        ),
-        None,
+        raise _Refused(f"{field}: DBBackup {name}'s files are not in the store.") from None
+    restore = bootstrap.Restore(
+        backup=name, base_url=store.url(prefix + base), wal_url=store.url(prefix + wal_tar)
     )
+    if target is None and asked.backup is not None:
+        return restore  # the backup alone
+    archive_url = _archive(store, instance, of, taken, status, target)
+    return restore.model_copy(update={"archive_url": archive_url, "target_time": target})
+
+
+def _chosen(ctx: Context, instance: Instance) -> tuple[dict[str, Any], str]:
+    """The DBBackup spec.restore.from names, or the newest of its instance that ended
+    before pointInTime; and the field that chose it."""
+    assert instance.model.spec.restore is not None
+    ns, restore = instance.namespace, instance.model.spec.restore
+    named = restore.from_.backup
+    if named is not None:
+        found = ctx.kube.get_custom(names.GROUP, names.VERSION, ns, names.BACKUP_PLURAL, named)
+        if found is None:
+            raise _Refused(
+                f"{FIELD}: there is no DBBackup {named} in {ns} (dbi backups lists them)."
+            )
+        return found, FIELD
+    of, target = restore.from_.instance or "", restore.point_in_time
+    listed = ctx.kube.list_custom(
+        names.GROUP, names.VERSION, ns, names.BACKUP_PLURAL, f"{names.INSTANCE_LABEL}={of}"
+    )
+    until = moment_of(target) if target is not None else None
+    ended = [
+        (moment_of(item["status"]["finishedAt"]), item)
+        for item in listed
+        if (item.get("status") or {}).get("phase") == BackupPhase.COMPLETED
+        and item["status"].get("finishedAt")
+    ]
+    before = [(at, item) for at, item in ended if until is None or at <= until]
+    if not before:
+        when = f" that ended before {target}" if target is not None else ""
+        raise _Refused(
+            f"{INSTANCE_FIELD}: {of} has no Completed DBBackup{when} in {ns} "
+            f"(dbi backups {of} lists them)."
+        )
+    return max(before, key=lambda pair: pair[0])[1], INSTANCE_FIELD
+
+
+def _archive(
+    store: backupstore.Store,
+    instance: Instance,
+    of: str,
+    taken: Taken,
+    status: dict[str, Any],
+    target: str | None,
+) -> str:
+    """Where the guest reads the archived WAL to replay after ``taken``: a listing of
+    presigned (or file) URLs, written to the store."""
+    if taken.instance_uid is None or taken.system_identifier is None:
+        raise _Refused(
+            f"{TARGET_FIELD}: DBBackup {taken.backup} was taken before WAL archiving; "
+            f"restore it alone ({FIELD}, without pointInTime)."
+        )
+    if target is not None:
+        ended = status.get("finishedAt") or ""
+        if ended and moment_of(target) < moment_of(ended):
+            raise _Refused(
+                f"{TARGET_FIELD}: {target} is before DBBackup {taken.backup} ended ({ended})."
+            )
+        if moment_of(target) > datetime.now(UTC):
+            raise _Refused(f"{TARGET_FIELD}: {target} is in the future.")
+    prefix = backups.wal_prefix(instance.namespace, of, taken.instance_uid, taken.system_identifier)
+    archived = [key[len(prefix) :] for key in store.keys(prefix)]
+    need = wal.needed(archived, wal.holding(taken.wal.start, taken.wal.timeline))
+    if need.problem is not None:
+        raise _Refused(f"spec.restore: after DBBackup {taken.backup}, {need.problem}.")
+    listing = {name: store.url(prefix + name + wal.ARCHIVED_SUFFIX) for name in need.files}
+    key = f"{instance.namespace}/{instance.name}/_restore/{instance.uid}.json"
+    store.write(key, json.dumps(listing, sort_keys=True).encode())
+    return store.url(key)
 
 
 def wanted(
@@ -72,7 +163,7 @@ def wanted(
     asked = instance.model.spec.restore
     if asked is None:
         return None, None
-    if doc is not None and doc.restore is not None and doc.restore.backup == asked.from_.backup:
+    if doc is not None and doc.restore is not None:  # spec.restore never changes
         if restored(ctx, instance, ca, admin_password):
             return None, None  # its URLs (a presigned read of the backup) leave the boot data
         return doc.restore, None

@@ -93,7 +93,10 @@ def _take(ctx: Context, instance: Instance, store: backupstore.Store, backup: st
     server = trust.server(ctx.kube, ctx.config.namespace, instance, address)
     password = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid).password
     with postgres.connect(server, password=password) as conn:
-        row = conn.execute("SELECT current_setting('server_version')").fetchone()
+        row = conn.execute(
+            "SELECT current_setting('server_version'), system_identifier::text "
+            "FROM pg_control_system()"
+        ).fetchone()
     version = str(row[0]).split(" ")[0] if row else ""
     attempt = f"{activity.info().attempt}/"
     with _scratch(backup) as tmp:
@@ -113,6 +116,8 @@ def _take(ctx: Context, instance: Instance, store: backupstore.Store, backup: st
             location=store.location.url() + prefix,
             files=[attempt + name for name in files],
             store=backupstore.ref_of(backupstore.target_of(instance)),
+            instance_uid=instance.uid,
+            system_identifier=str(row[1]) if row else None,
         )
     complete(store, prefix, taken)
     return taken

@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from dbi import bootstrap, scram, tls
 from devstack import postgresql
 from devstack.vmstandin.guest import make_traversable
-from guest import boot, files, upgrade
+from guest import boot, files, recovery, upgrade
 from guest import disk as disk_
 from guest.document import parse
 
@@ -163,3 +163,23 @@ def test_dbi_bootstrap_prints_what_to_boot(disk: Path, host: disk_.Host, tmp_pat
     # What the image's PostgreSQL and exporter units start with.
     env = (tmp_path / "run" / "postgresql.env").read_text().splitlines()
     assert env == [f"PGBIN={said['bin']}", f"PGDATA={said['pgdata']}", "DBI_ADMIN_USER=dbi_admin"]
+
+
+@pytest.mark.parametrize(
+    ("written", "taken"),
+    [
+        ("2026-12-07T02:50:06Z", "2026-12-07 02:50:06.000000+00"),
+        ("2026-12-07T03:50:06.25+01:00", "2026-12-07 02:50:06.250000+00"),
+    ],
+)
+def test_a_restore_target_is_written_as_recovery_target_time_takes_it(
+    written: str, taken: str
+) -> None:
+    """PostgreSQL refuses a zone abbreviation (``Z``) in recovery_target_time."""
+    assert recovery.target_time(written) == taken
+
+
+@pytest.mark.parametrize("written", ["yesterday", "2026-12-07T02:50:06"])
+def test_a_restore_target_without_a_time_or_an_offset_stops_the_boot(written: str) -> None:
+    with pytest.raises(RuntimeError, match=r"restore\.target_time"):
+        recovery.target_time(written)

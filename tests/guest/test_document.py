@@ -29,11 +29,22 @@ def test_the_document_the_orchestrator_writes_today_reads_back_whole() -> None:
         memory_bytes=1 << 30,
         server_cert=pair.cert_pem,
         server_key=SecretStr(pair.key_pem),
-        restore=bootstrap.Restore(backup="db-1", base_url="file:///b", wal_url="file:///w"),
+        restore=bootstrap.Restore(
+            backup="db-1",
+            base_url="file:///b",
+            wal_url="file:///w",
+            archive_url="file:///a.json",
+            target_time="2026-12-07T10:00:00Z",
+        ),
         upgrade=bootstrap.Upgrade(from_major=17, to_major=18, token="up-1"),  # noqa: S106
     )
     doc = parse(raw)
-    assert raw["version"] == VERSION == doc.version
+    assert raw["version"] == VERSION == doc.version == 6
+    assert doc.restore is not None
+    assert (doc.restore.archive_url, doc.restore.target_time) == (
+        "file:///a.json",
+        "2026-12-07T10:00:00Z",
+    )
     assert (doc.admin_verifier, doc.reset, doc.memory_bytes) == (VERIFIER, "token-1", 1 << 30)
     assert (doc.server_cert, doc.server_key) == (pair.cert_pem, pair.key_pem)
     assert doc.restore is not None and doc.restore.base_url == "file:///b"
@@ -41,6 +52,16 @@ def test_the_document_the_orchestrator_writes_today_reads_back_whole() -> None:
     shown = repr(doc)
     assert pair.key_pem.splitlines()[1] not in shown and VERIFIER not in shown
     assert "file:///b" not in shown  # a presigned URL grants a read of the backup
+
+
+def test_only_a_point_in_time_restore_needs_a_guest_that_reads_version_6() -> None:
+    """A guest of an older image refuses a version it does not read: a point-in-time
+    restore is never carried out as a restore of the backup alone; every other document
+    stays at version 5, which those guests boot."""
+    whole = bootstrap.Restore(backup="db-1", base_url="file:///b", wal_url="file:///w")
+    assert written()["version"] == 5
+    assert written(restore=whole)["version"] == 5
+    assert written(restore=whole.model_copy(update={"archive_url": "file:///a"}))["version"] == 6
 
 
 @pytest.mark.parametrize(

@@ -49,6 +49,9 @@ def test_keys_list_and_delete_by_prefix_only(store: Store) -> None:
     assert store.keys("ns/") == ["ns/db/b10/a", "ns/other/b1/a"]
     assert store.read("ns/db/b1/dbi-backup.json") is None
     assert store.read("ns/db/b10/a") == b"x"
+    # One object's key deletes that object (an archived WAL file, say).
+    assert store.delete("ns/db/b10/a") == 1
+    assert store.keys("ns/") == ["ns/other/b1/a"]
 
 
 def test_an_absent_object_is_none_or_file_not_found(store: Store, tmp_path: Path) -> None:

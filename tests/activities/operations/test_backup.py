@@ -24,6 +24,7 @@ from dbi import backups, bootstrap, names, pipeline
 from dbi.backups import BackupPhase, BackupRequest, BackupResult, StoreLocation, Trigger
 from dbi.config import Config
 from devstack.stack import StackInfo
+from tests.activities.backups import backed_up, store
 from tests.activities.crashing import heartbeating, worker
 from tests.activities.lifecycle import SPEC, create, custom, events_of, ready, sql, uri
 from tests.activities.logins import admin_credential, secret
@@ -41,29 +42,6 @@ def dbbackups(kube_api: Any, namespace: str) -> list[dict[str, Any]]:
         names.GROUP, names.VERSION, namespace, names.BACKUP_PLURAL
     )
     return sorted(cast(dict[str, Any], found)["items"], key=lambda i: i["metadata"]["name"])
-
-
-def store() -> backupstore.Store:
-    return backupstore.open_store(Config.from_env())
-
-
-async def backed_up(
-    orchestrator: Orchestrator, local_stack: StackInfo, namespace: str
-) -> dict[str, Any]:
-    """Run `dbi backup db -o json` as an operator would; return its answer."""
-    took = await asyncio.to_thread(
-        dbi,
-        local_stack,
-        "backup",
-        "db",
-        "-n",
-        namespace,
-        "-o",
-        "json",
-        DBI_TASK_QUEUE=orchestrator.task_queue,
-    )
-    assert took.returncode == 0, took.stderr
-    return cast(dict[str, Any], json.loads(took.stdout))
 
 
 async def test_dbi_backup_takes_a_backup_that_restores_the_rows_it_held(

@@ -1,0 +1,91 @@
+"""WAL files by name, and the archived ones a restore needs (pure).
+
+A segment's name is its timeline and number, 8 hex digits each for the timeline, the
+high and the low part (``000000010000000000000003``); dbi's servers use 16 MiB
+segments (initdb's default), 256 to each high part. A restore from a base backup needs
+every segment from the one holding the backup's start to the last one archived, with
+no gap: recovery stops at the first segment it cannot fetch.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SEGMENT_BYTES = 16 * 2**20
+_PER_HIGH = 2**32 // SEGMENT_BYTES
+_SEGMENT = re.compile(r"^([0-9A-F]{8})([0-9A-F]{8})([0-9A-F]{8})$")
+_HISTORY = re.compile(r"^[0-9A-F]{8}\.history$")
+ARCHIVED_SUFFIX = ".gz"
+
+
+@dataclass(frozen=True, order=True)
+class Segment:
+    timeline: int
+    number: int
+
+    @property
+    def name(self) -> str:
+        high, low = divmod(self.number, _PER_HIGH)
+        return f"{self.timeline:08X}{high:08X}{low:08X}"
+
+
+def segment(name: str) -> Segment | None:
+    """The segment a file name is, or None (a history file, a backup label, other)."""
+    found = _SEGMENT.match(name)
+    if found is None:
+        return None
+    timeline, high, low = (int(part, 16) for part in found.groups())
+    return Segment(timeline, high * _PER_HIGH + low)
+
+
+def lsn_value(lsn: str) -> int:
+    """``0/2000028`` as a number."""
+    high, _, low = lsn.partition("/")
+    return (int(high, 16) << 32) | int(low, 16)
+
+
+def holding(lsn: str, timeline: int) -> Segment:
+    """The segment that holds ``lsn`` on ``timeline``."""
+    return Segment(timeline, lsn_value(lsn) // SEGMENT_BYTES)
+
+
+@dataclass(frozen=True)
+class Needed:
+    """The archived files a restore fetches (names without ARCHIVED_SUFFIX), and the
+    last segment it reaches; or why the archive cannot serve it."""
+
+    files: list[str]
+    last: Segment | None = None
+    problem: str | None = None
+
+
+def needed(archived: list[str], start: Segment) -> Needed:
+    """The files of ``archived`` (names as stored, with ARCHIVED_SUFFIX) that a restore
+    from a base backup starting in ``start`` replays: its timeline's segments from
+    ``start`` on, which must follow each other without a gap, and every timeline's
+    history file."""
+    names = [n[: -len(ARCHIVED_SUFFIX)] for n in archived if n.endswith(ARCHIVED_SUFFIX)]
+    on_timeline = sorted(
+        s for s in map(segment, names) if s is not None and s.timeline == start.timeline
+    )
+    after = [s for s in on_timeline if s >= start]
+    if not after or after[0] != start:
+        return Needed(
+            files=[],
+            problem=f"WAL segment {start.name}, where the backup begins, is not archived "
+            "(WAL archiving began after this backup, or it was deleted)",
+        )
+    last = after[0]
+    for s in after[1:]:
+        if s.number != last.number + 1:
+            missing = Segment(start.timeline, last.number + 1).name
+            return Needed(
+                files=[],
+                last=last,
+                problem=f"WAL segment {missing} is missing from the archive: it reaches "
+                f"{last.name} without a gap, then resumes at {s.name}",
+            )
+        last = s
+    histories = sorted(n for n in names if _HISTORY.match(n))
+    return Needed(files=histories + [s.name for s in after], last=last)

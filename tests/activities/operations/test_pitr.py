@@ -1,0 +1,142 @@
+"""Point-in-time recovery on the real stack: rows written at t1, more at t2, the table
+dropped at t3; a restore to just after t2 has the table with both, one to just after t1
+has the first rows only; a point before any backup, or one whose WAL has a gap, is
+refused naming the field."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from activities.infra.admin_credential import name_for
+from dbi.config import ADMIN_USER, Config
+from devstack.stack import StackInfo
+from tests.activities.backups import backed_up, store
+from tests.activities.lifecycle import SPEC, create, ready, sql, uri
+from tests.activities.logins import secret
+from tests.orchestrator import Orchestrator
+from watcher.watcher import Watcher
+
+pytestmark = pytest.mark.stack
+
+BACKUP = {"schedule": "0 3 1 1 *"}  # archiving on; backups by `dbi backup` only
+
+
+def admin(
+    kube_api: Any, orchestrator: Orchestrator, namespace: str, statement: str, name: str = "db"
+) -> Any:
+    """Run ``statement`` on instance ``name`` as dbi's admin role (what a test may, to
+    complete a WAL segment)."""
+    params = conninfo_to_dict(uri(kube_api, namespace, name))
+    uid = orchestrator.get(namespace, name)["metadata"]["uid"]
+    params.update(
+        user=ADMIN_USER,
+        password=secret(kube_api, Config().namespace, name_for(uid))["password"],
+        dbname="postgres",
+    )
+    with psycopg.connect(make_conninfo("", **params), connect_timeout=3, autocommit=True) as conn:
+        return conn.execute(statement.encode()).fetchone()
+
+
+def now_on(kube_api: Any, namespace: str) -> datetime:
+    """The server's clock, after the statement before committed."""
+    (at,) = sql(kube_api, namespace, "SELECT clock_timestamp()")
+    return at.astimezone(UTC)  # type: ignore[no-any-return]
+
+
+def stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def archived(orchestrator: Orchestrator, namespace: str) -> list[str]:
+    uid = orchestrator.get(namespace, "db")["metadata"]["uid"]
+    return [k.rsplit("/", 1)[1] for k in store().keys(f"{namespace}/db/_wal/{uid}/")]
+
+
+async def archive_now(orchestrator: Orchestrator, namespace: str, kube_api: Any) -> None:
+    """Write a commit, complete its WAL segment, until the archiver has stored it (it
+    leases the guest's spool at its first visit, then stores at each)."""
+    deadline = time.monotonic() + 200
+    while time.monotonic() < deadline:
+        await asyncio.to_thread(admin, kube_api, orchestrator, namespace, "SELECT txid_current()")
+        (name,) = await asyncio.to_thread(
+            admin, kube_api, orchestrator, namespace, "SELECT pg_walfile_name(pg_switch_wal())"
+        )
+        for _ in range(15):
+            if f"{name}.gz" in archived(orchestrator, namespace):
+                return
+            await asyncio.sleep(2)
+    raise AssertionError("the archiver stored no WAL within 200 s")
+
+
+def stalled(orchestrator: Orchestrator, namespace: str, name: str) -> str:
+    """The message of instance ``name``'s Stalled RestoreSourceInvalid, or ''."""
+    if orchestrator.condition(namespace, name, "Stalled") != ("True", "RestoreSourceInvalid"):
+        return ""
+    conditions = orchestrator.get(namespace, name)["status"]["conditions"]
+    return str(next(c for c in conditions if c["type"] == "Stalled")["message"])
+
+
+async def test_a_restore_to_a_point_in_time_has_what_was_committed_before_it(
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
+) -> None:
+    await create(orchestrator, namespace, {**SPEC, "backup": BACKUP})
+    before_any = stamp(datetime.now(UTC) - timedelta(hours=1))
+    early = {"from": {"instance": "db"}, "pointInTime": before_any}
+    orchestrator.apply(namespace, "early", {**SPEC, "restore": early})
+    await archive_now(orchestrator, namespace, kube_api)  # archiving has begun
+    taken = await backed_up(orchestrator, local_stack, namespace)
+
+    sql(kube_api, namespace, "CREATE TABLE orders (id int)")
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 100)")
+    t1 = now_on(kube_api, namespace)
+    await asyncio.sleep(2.5)
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(101, 200)")
+    t2 = now_on(kube_api, namespace)
+    await asyncio.sleep(2.5)
+    sql(kube_api, namespace, "DROP TABLE orders")
+    await archive_now(orchestrator, namespace, kube_api)
+
+    after_t2 = stamp(t2.replace(microsecond=0) + timedelta(seconds=1))
+    after_t1 = stamp(t1.replace(microsecond=0) + timedelta(seconds=1))
+    for name, moment in (("to-t2", after_t2), ("to-t1", after_t1)):
+        restore = {"from": {"instance": "db"}, "pointInTime": moment}
+        orchestrator.apply(namespace, name, {**SPEC, "restore": restore})
+    for name, rows in (("to-t2", 200), ("to-t1", 100)):
+        restored = await ready(orchestrator, namespace, name)
+        assert restored["status"]["observed"]["postgresVersion"].startswith("18.")
+        with psycopg.connect(uri(kube_api, namespace, name), connect_timeout=3) as conn:
+            assert conn.execute("SELECT count(*), max(id) FROM orders").fetchone() == (rows, rows)
+        # Recovered, then promoted onto a timeline of its own.
+        statement = "SELECT timeline_id FROM pg_control_checkpoint()"
+        (timeline,) = await asyncio.to_thread(
+            admin, kube_api, orchestrator, namespace, statement, name
+        )
+        assert timeline >= 2
+
+    # A point before any backup is refused naming the field, before anything is made.
+    said = await orchestrator.until(lambda: stalled(orchestrator, namespace, "early"), what="early")
+    refused = "spec.restore.from.instance: db has no Completed DBBackup that ended before"
+    assert f"{refused} {before_any}" in said
+
+    # A segment the restore needs, gone from the store (one between the backup's and the
+    # last): the gap is named, nothing starts.
+    await archive_now(orchestrator, namespace, kube_api)
+    uid = orchestrator.get(namespace, "db")["metadata"]["uid"]
+    keys = store().keys(f"{namespace}/db/_wal/{uid}/")
+    segments = sorted(k for k in keys if k.endswith(".gz") and len(k.rsplit("/", 1)[1]) == 27)
+    assert store().delete(segments[-2]) == 1
+    orchestrator.apply(namespace, "gap", {**SPEC, "restore": {"from": {"instance": "db"}}})
+    said = await orchestrator.until(lambda: stalled(orchestrator, namespace, "gap"), what="gap")
+    missing = segments[-2].rsplit("/", 1)[1].removesuffix(".gz")
+    assert f"after DBBackup {taken['backup']}, WAL segment {missing} is missing" in said, said

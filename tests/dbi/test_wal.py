@@ -1,0 +1,49 @@
+"""WAL file names and what a restore needs from the archive (plain data)."""
+
+from __future__ import annotations
+
+from dbi import wal
+from dbi.wal import Segment
+
+
+def names(*segments: str) -> list[str]:
+    return [f"{s}.gz" for s in segments]
+
+
+def test_names_and_lsns_map_to_segments() -> None:
+    assert wal.segment("000000010000000000000003") == Segment(1, 3)
+    assert wal.segment("0000000200000001000000FF") == Segment(2, 511)
+    assert Segment(2, 511).name == "0000000200000001000000FF"
+    assert Segment(1, 256).name == "000000010000000100000000"
+    for other in ("00000002.history", "000000010000000000000002.00000028.backup", "x"):
+        assert wal.segment(other) is None
+    assert wal.holding("0/2000028", 1) == Segment(1, 2)
+    assert wal.holding("1/FF000000", 1) == Segment(1, 511)
+
+
+def test_a_restore_needs_every_segment_from_the_backups_start_and_the_histories() -> None:
+    archived = names(
+        "000000010000000000000001",  # before the backup: not fetched
+        "000000010000000000000002",
+        "000000010000000000000002.00000028.backup",
+        "000000010000000000000003",
+        "0000000100000000000000FF",
+    )
+    archived = [a for a in archived if "FF" not in a] + names(
+        "00000002.history", "000000020000000000000004"
+    )
+    got = wal.needed(archived, Segment(1, 2))
+    assert got.problem is None
+    assert got.files == ["00000002.history", "000000010000000000000002", "000000010000000000000003"]
+    assert got.last == Segment(1, 3)
+
+
+def test_a_gap_or_a_missing_start_is_named() -> None:
+    gap = wal.needed(names("000000010000000000000002", "000000010000000000000004"), Segment(1, 2))
+    assert gap.files == [] and gap.problem is not None
+    assert "000000010000000000000003 is missing" in gap.problem
+    assert "resumes at 000000010000000000000004" in gap.problem
+    late = wal.needed(names("000000010000000000000005"), Segment(1, 2))
+    assert late.problem is not None and "000000010000000000000002" in late.problem
+    assert "began after this backup" in late.problem
+    assert wal.needed([], Segment(1, 2)).problem is not None
