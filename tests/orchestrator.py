@@ -20,7 +20,7 @@ import pytest_asyncio
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowHandle
 
-from activities.infra.schedules import Schedules, ensure_minutely
+from activities.infra.schedules import MINUTELY, Schedules, ensure_minutely
 from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput
@@ -153,7 +153,8 @@ async def orchestrator(
         )
         async with worker:
             yield Orchestrator(temporal_client, queue, kubectl)
-    await temporal_client.get_schedule_handle(names.reaper_schedule_id(queue)).delete()
+    for schedule_id_of, _, _ in MINUTELY:  # none fires on for a queue nobody polls
+        await temporal_client.get_schedule_handle(schedule_id_of(queue)).delete()
 
 
 async def _listed(w: Watcher) -> bool:

@@ -231,6 +231,25 @@ class Schedules:
 
         self._call(delete())
 
+    def instances_here(self) -> set[tuple[str, str]]:
+        """The (namespace, name) of each DBInstance whose workflow runs on this worker's
+        task queue: the instances this install drives. Another install whose namespaces
+        overlap this one's sees the same DBInstances, but each workflow runs on the queue
+        of the watcher that started it."""
+        return self._call(self._instances_here())
+
+    async def _instances_here(self) -> set[tuple[str, str]]:
+        query = (
+            f"WorkflowType='{names.WORKFLOW_TYPE}' AND TaskQueue='{self.task_queue}'"
+            " AND ExecutionStatus='Running'"
+        )
+        here = set()
+        async for run in self.client.list_workflows(query):
+            instance = names.instance_of(run.id)
+            if instance is not None:
+                here.add(instance)
+        return here
+
     def run(self, workflow_id: str) -> Run | None:
         """The backup workflow of that id; None when none was started."""
         return self._call(self._run(workflow_id))

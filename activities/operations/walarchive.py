@@ -2,8 +2,9 @@
 
 The guest's archive_command (``guest.archive``) keeps each WAL file PostgreSQL
 completes in a spool on the data disk while dbi's lease is in force. Once a minute (a
-Temporal Schedule, ``workflows.walarchiver``) this activity visits each such instance,
-as the admin role over the same verified TLS as dbi's other connections:
+Temporal Schedule, ``workflows.walarchiver``) this activity visits each such instance
+that this install drives (its workflow runs on this worker's task queue), as the admin
+role over the same verified TLS as dbi's other connections:
 
 1. renews the lease (``COPY ... TO`` the spool's lease file) for LEASE_SECONDS;
 2. reads each whole file in the spool (``pg_ls_dir``, ``pg_read_binary_file``) and
@@ -76,8 +77,14 @@ class ArchiveWal(Activity):
 
 
 def _archived(ctx: Context) -> list[Instance]:
-    """The instances, in the namespaces the worker serves, whose spec asks for backups
-    and a running VM (and that this worker's models read, and are not being deleted)."""
+    """The instances, in the namespaces the worker serves and whose workflows run on its
+    task queue, whose spec asks for backups and a running VM (and that this worker's
+    models read, and are not being deleted). Only the install that drives an instance
+    archives its WAL: two would split it between their stores, and each would tell the
+    guest to delete what only the other stored."""
+    if ctx.schedules is None:
+        raise RuntimeError("archive_wal needs the worker's Temporal client (Context.schedules)")
+    here = ctx.schedules.instances_here()
     served = environment.WATCH_NAMESPACES.items()
     objects = ctx.kube.objects
     lists: list[Any] = (
@@ -89,7 +96,8 @@ def _archived(ctx: Context) -> list[Instance]:
     return [
         instance
         for instance in sorted(listed, key=lambda i: (i.namespace, i.name))
-        if instance.unreadable is None
+        if (instance.namespace, instance.name) in here
+        and instance.unreadable is None
         and not instance.deleting
         and instance.model.spec.backup is not None
         and instance.model.spec.power_state is PowerState.RUNNING

@@ -13,8 +13,11 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from temporalio.testing import ActivityEnvironment
 
 from activities.infra.admin_credential import name_for
+from activities.infra.schedules import Schedules
+from activities.operations.walarchive import ArchiveWal
 from dbi.config import ADMIN_USER, Config
 from devstack.stack import StackInfo
 from tests.activities.backups import backed_up, store
@@ -22,6 +25,7 @@ from tests.activities.lifecycle import SPEC, create, ready, sql, uri
 from tests.activities.logins import secret
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
+from workflows.worker import step_activities
 
 pytestmark = pytest.mark.stack
 
@@ -75,6 +79,16 @@ async def archive_now(orchestrator: Orchestrator, namespace: str, kube_api: Any)
     raise AssertionError("the archiver stored no WAL within 200 s")
 
 
+def archived_by_another_install(kubeconfig: str, orchestrator: Orchestrator, loop: Any) -> Any:
+    """What the WAL archiver of another install (its own task queue, the same namespaces)
+    visits now."""
+    schedules = Schedules(orchestrator.client, loop, f"{orchestrator.task_queue}-another")
+    hosted = step_activities(
+        kubeconfig, schedules=schedules, hosted=lambda ctx: [ArchiveWal(ctx).run]
+    )
+    return ActivityEnvironment().run(hosted[0])
+
+
 def stalled(orchestrator: Orchestrator, namespace: str, name: str) -> str:
     """The message of instance ``name``'s Stalled RestoreSourceInvalid, or ''."""
     if orchestrator.condition(namespace, name, "Stalled") != ("True", "RestoreSourceInvalid"):
@@ -95,6 +109,12 @@ async def test_a_restore_to_a_point_in_time_has_what_was_committed_before_it(
     early = {"from": {"instance": "db"}, "pointInTime": before_any}
     orchestrator.apply(namespace, "early", {**SPEC, "restore": early})
     await archive_now(orchestrator, namespace, kube_api)  # archiving has begun
+    # Another install that serves this namespace too leaves the WAL to the install whose
+    # queue runs the instance's workflow: two would split it between their stores.
+    loop = asyncio.get_running_loop()
+    kubeconfig = local_stack.kubeconfig
+    other = await asyncio.to_thread(archived_by_another_install, kubeconfig, orchestrator, loop)
+    assert f"{namespace}/db" not in other, other
     taken = await backed_up(orchestrator, local_stack, namespace)
 
     sql(kube_api, namespace, "CREATE TABLE orders (id int)")
