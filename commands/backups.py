@@ -121,21 +121,44 @@ async def listing(kube: Kube, namespace: str | None, name: str | None) -> Answer
     lead += ["INSTANCE"] if name is None else []
     rows = [(*lead, *COLUMNS), *(_row(item, namespace is None, name is None) for item in items)]
     text = operate.table(rows)
-    if name is not None:
-        text += "\n" + recoverable(items)
-    return Answer(OK, text, {"items": items})
+    if name is None:
+        return Answer(OK, text, {"items": items})
+    instance = read_instance(kube, namespace, name) if namespace is not None else None
+    archive = ((instance or {}).get("status") or {}).get("archive")
+    text += "\n" + recoverable(items, archive)
+    if archive:
+        text += (
+            f"\nWAL archiving: the archiver last emptied its spool at {archive.get('checkedAt')}"
+        )
+    return Answer(OK, text, {"items": items, "archive": archive})
 
 
-def recoverable(items: list[dict[str, Any]]) -> str:
-    """What a restore of the instance whose DBBackups are ``items`` can return to: the
-    end of one of its completed backups (base backups only, no WAL archived between)."""
-    ends = sorted(
-        str(i["status"]["finishedAt"])
+def recoverable(items: list[dict[str, Any]], archive: dict[str, Any] | None = None) -> str:
+    """What a restore of the instance whose DBBackups are ``items`` can return to: any
+    moment from the end of the oldest completed backup begun since its WAL is archived
+    (``archive``: its status.archive) to the newest archived WAL, else the end of one of
+    its completed backups."""
+    done = [
+        i["status"]
         for i in items
         if i.get("status", {}).get("phase") == "Completed" and i["status"].get("finishedAt")
-    )
+    ]
+    ends = sorted(str(s["finishedAt"]) for s in done)
     if not ends:
         return "recoverable: nothing yet (no completed backup)"
+    since, latest = (archive or {}).get("since"), (archive or {}).get("lastArchivedAt")
+    replayable = sorted(
+        str(s["finishedAt"])
+        for s in done
+        if since and latest and str(s.get("startedAt") or "") >= since
+    )
+    if replayable:
+        earlier = len([end for end in ends if end < replayable[0]])
+        before = f"; before it, the end of {earlier} earlier backup(s)" if earlier else ""
+        return (
+            f"recoverable: any moment from {replayable[0]} to about {latest} (archived WAL "
+            f"to {(archive or {}).get('lastArchivedWAL')}: spec.restore.pointInTime){before}"
+        )
     if len(ends) == 1:
         return f"recoverable: the end of its one completed backup, {ends[0]}"
     return (

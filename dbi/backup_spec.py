@@ -46,6 +46,21 @@ def interval_seconds(schedule: str, now: datetime) -> float:
     return (next(fired) - first).total_seconds()
 
 
+# spec.backup.archiveTimeout: PostgreSQL's archive_timeout, within these bounds; unset,
+# the guest's (dbi-archive.conf) is in force.
+ARCHIVE_TIMEOUT_MIN = 30
+ARCHIVE_TIMEOUT_MAX = 24 * 3600
+ARCHIVE_TIMEOUT_DEFAULT = 300
+
+
+def _archive_timeout(value: str | None) -> str | None:
+    if value is not None and not (
+        ARCHIVE_TIMEOUT_MIN <= duration_seconds(value) <= ARCHIVE_TIMEOUT_MAX
+    ):
+        raise ValueError(f"archiveTimeout must be from {ARCHIVE_TIMEOUT_MIN}s to 24h")
+    return value
+
+
 def _schedule(value: str) -> str:
     if value.startswith("@every ") and duration_seconds(value[7:]) < EVERY_MIN_SECONDS:
         raise ValueError(f"@every must be at least {EVERY_MIN_SECONDS}s")
@@ -142,6 +157,32 @@ class Backup(Section):
         description="Take a final backup when the instance is deleted under deletionPolicy "
         "Delete, before its disks go; the deletion waits for it, and stalls if it fails.",
     )
+    archive_timeout: Annotated[str | None, AfterValidator(_archive_timeout)] = Field(
+        default=None,
+        max_length=QUANTITY_MAX,
+        pattern=DURATION.pattern,
+        description="The longest a committed write waits before its WAL segment is "
+        "completed and archived, however quiet the database (PostgreSQL's "
+        "archive_timeout, applied with a reload): the recovery point's bound, plus up to "
+        f"a minute. From {ARCHIVE_TIMEOUT_MIN}s to 24h; unset: "
+        f"{ARCHIVE_TIMEOUT_DEFAULT // 60}m. Each timeout on a database that wrote "
+        "anything archives one more segment.",
+        json_schema_extra=rules(
+            (
+                f"duration(self) >= duration('{ARCHIVE_TIMEOUT_MIN}s') && "
+                f"duration(self) <= duration('{ARCHIVE_TIMEOUT_MAX // 3600}h')",
+                f"archiveTimeout must be from {ARCHIVE_TIMEOUT_MIN}s to 24h",
+            )
+        ),
+    )
+
+    @staticmethod
+    def parameters(backup: Backup | None) -> dict[str, str]:
+        """The PostgreSQL settings ``spec.backup`` (None: unset) asks for, as the settings
+        step writes them beside spec.postgresql.parameters."""
+        if backup is None or backup.archive_timeout is None:
+            return {}
+        return {"archive_timeout": f"{int(duration_seconds(backup.archive_timeout))}s"}
 
 
 def _moment(value: str | None) -> str | None:
@@ -200,9 +241,21 @@ class RestoreSource(Section):
         return self
 
 
+LSN = r"^[0-9A-Fa-f]{1,8}/[0-9A-Fa-f]{1,8}$"
+
+
 class Restore(Section):
     """Create the instance's data from a backup instead of an empty database, and
-    replay archived WAL up to a moment."""
+    replay archived WAL up to a moment or a WAL location."""
+
+    model_config = ConfigDict(
+        json_schema_extra=rules(
+            (
+                "!(has(self.pointInTime) && has(self.lsn))",
+                "set pointInTime or lsn, not both",
+            )
+        )
+    )
 
     from_: RestoreSource = Field(alias="from", description="The backup to start from.")
     point_in_time: Annotated[str | None, AfterValidator(_moment)] = Field(
@@ -213,3 +266,18 @@ class Restore(Section):
         "archived WAL up to it, on a new timeline. Unset: the backup alone (from.backup), "
         "or everything archived (from.instance).",
     )
+    lsn: str | None = Field(
+        default=None,
+        max_length=17,
+        pattern=LSN,
+        description="Instead of pointInTime: recover up to and including this WAL location "
+        "(pg_current_wal_lsn's form, such as 0/3000060), on a new timeline. "
+        "dbi picks the newest Completed backup that ended before it, and refuses one past "
+        "the archived WAL.",
+    )
+
+    @model_validator(mode="after")
+    def _one_target(self) -> Restore:
+        if self.point_in_time is not None and self.lsn is not None:
+            raise ValueError("set pointInTime or lsn, not both")
+        return self

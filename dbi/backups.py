@@ -118,6 +118,14 @@ class DBBackupStatus(Section):
         description="The UID of the instance it is of: retention keeps and deletes the "
         "backups of that instance alone, never of another of the same name.",
     )
+    system_identifier: str | None = Field(
+        default=None,
+        max_length=32,
+        description="The database system it is of (pg_control_system). With instanceUID "
+        "and wal.start it names the archived WAL a restore to a point after it replays: "
+        "<namespace>/<instance>/_wal/<instanceUID>/<systemIdentifier>/ from the segment "
+        "holding wal.start on. Unset: taken before WAL archiving, it restores only whole.",
+    )
     conditions: list[Condition] = Field(
         default_factory=list,
         description="Ready (Completed), Reconciling (Running) and Stalled (Failed), for kstatus.",

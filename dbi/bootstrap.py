@@ -74,6 +74,10 @@ class Restore(BaseModel):
     target_time: str | None = Field(
         default=None, description="recovery_target_time (RFC 3339); None: all the WAL given."
     )
+    # Version 7: a WAL location instead of a time.
+    target_lsn: str | None = Field(
+        default=None, description="recovery_target_lsn, such as 0/3000060 (instead of a time)."
+    )
 
 
 class Upgrade(BaseModel):
@@ -152,7 +156,8 @@ def to_document(doc: Bootstrap) -> str:
     """Return ``doc`` as the guest reads it (JSON: ``guest.document``)."""
     payload = doc.model_dump(exclude_none=True)
     if doc.restore is not None and doc.restore.archive_url is not None:
-        payload["version"] = max(doc.version, 6)  # a guest that cannot replay it refuses it
+        # A guest that cannot replay it (or stop at an LSN) refuses it.
+        payload["version"] = max(doc.version, 7 if doc.restore.target_lsn else 6)
     if doc.admin_password is not None:
         payload["admin_password"] = doc.admin_password.get_secret_value()
     if doc.server_key is not None:

@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from dbi import names
 from dbi.backup_spec import interval_seconds
-from dbi.spec import DBInstanceSpec
+from dbi.spec import DBInstanceSpec, PowerState
 
 PASSES = Counter(
     "dbi_passes",
@@ -64,6 +64,9 @@ class Shown(NamedTuple):
     ready: bool
     backup_interval: float | None = None
     created: float | None = None
+    # While WAL is archived (spec.backup, powerState Running): status.archive's times.
+    archived: float | None = None
+    checked: float | None = None
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> Shown:
@@ -75,10 +78,17 @@ class Shown(NamedTuple):
     def of_instance(cls, obj: Mapping[str, Any], now: datetime) -> Shown:
         shown = cls.of(obj.get("status") or {})
         try:
-            scheduled = DBInstanceSpec.model_validate(obj.get("spec") or {}).backup
+            spec = DBInstanceSpec.model_validate(obj.get("spec") or {})
         except ValidationError:  # a spec this watcher's models cannot read
             return shown
-        if scheduled is None or scheduled.suspended:
+        scheduled = spec.backup
+        if scheduled is None:
+            return shown
+        if spec.power_state is PowerState.RUNNING:
+            archive = (obj.get("status") or {}).get("archive") or {}
+            archived, checked = archive.get("lastArchivedAt"), archive.get("checkedAt")
+            shown = shown._replace(archived=_timestamp(archived), checked=_timestamp(checked))
+        if scheduled.suspended:
             return shown
         interval = interval_seconds(scheduled.schedule, now)
         created = _timestamp((obj.get("metadata") or {}).get("creationTimestamp"))
@@ -238,12 +248,27 @@ def _backup_families(
             "When the DBInstance's newest failed backup failed.",
             labels=labels,
         ),
+        "archived": GaugeMetricFamily(
+            "dbi_wal_last_archived_timestamp_seconds",
+            "When the WAL archiver last stored a WAL segment of the running DBInstance "
+            "(status.archive.lastArchivedAt).",
+            labels=labels,
+        ),
+        "checked": GaugeMetricFamily(
+            "dbi_wal_archive_checked_timestamp_seconds",
+            "When the WAL archiver last emptied the running DBInstance's spool "
+            "(status.archive.checkedAt; at most 10 minutes old while archiving works).",
+            labels=labels,
+        ),
     }
     for key, shown in sorted(statuses.items()):
         if shown.backup_interval is not None:
             families["interval"].add_metric(list(key), shown.backup_interval)
         if shown.backup_interval is not None and shown.created is not None:
             families["created"].add_metric(list(key), shown.created)
+        for name, value in (("archived", shown.archived), ("checked", shown.checked)):
+            if value is not None:
+                families[name].add_metric(list(key), value)
         found = last.get(key)
         if found is None:
             continue

@@ -136,6 +136,31 @@ class Served(Section):
         return Served.model_validate({**older.model_dump(exclude_none=True), **newer})
 
 
+class WalArchive(Section):
+    """What the WAL archiver (``activities.operations.walarchive``) last did for the
+    instance; it alone writes this (a pass's status write leaves it)."""
+
+    last_archived_wal: str | None = Field(
+        default=None,
+        alias="lastArchivedWAL",
+        max_length=64,
+        description="The newest WAL file stored, such as 000000010000000000000007.",
+    )
+    last_archived_at: datetime | None = Field(
+        default=None, description="When it was stored: the recoverable window's end is before."
+    )
+    since: datetime | None = Field(
+        default=None,
+        description="When the archiver first stored WAL of this instance: a restore to a "
+        "point can start from the backups begun since.",
+    )
+    checked_at: datetime | None = Field(
+        default=None,
+        description="When the archiver last emptied the guest's spool: at most ten minutes "
+        "old while archiving works (DbiWalArchivingStuck fires after 15).",
+    )
+
+
 class DBInstanceStatus(Section):
     """The observed state of the instance, written by the orchestrator only."""
 
@@ -176,6 +201,9 @@ class DBInstanceStatus(Section):
     )
     served: Served | None = Field(
         default=None, description="The dbi.dev/*-requested-at annotation values served."
+    )
+    archive: WalArchive | None = Field(
+        default=None, description="WAL archiving (spec.backup), as the archiver last saw it."
     )
 
 

@@ -4,7 +4,8 @@ A segment's name is its timeline and number, 8 hex digits each for the timeline,
 high and the low part (``000000010000000000000003``); dbi's servers use 16 MiB
 segments (initdb's default), 256 to each high part. A restore from a base backup needs
 every segment from the one holding the backup's start to the last one archived, with
-no gap: recovery stops at the first segment it cannot fetch.
+no gap: recovery stops at the first segment it cannot fetch. So retention keeps every
+segment from the oldest kept backup's start on, and no earlier one.
 """
 
 from __future__ import annotations
@@ -89,3 +90,21 @@ def needed(archived: list[str], start: Segment) -> Needed:
         last = s
     histories = sorted(n for n in names if _HISTORY.match(n))
     return Needed(files=histories + [s.name for s in after], last=last)
+
+
+def prunable(archived: list[str], starts: list[Segment]) -> list[str]:
+    """The files of ``archived`` (names as stored) that no restore from a kept base backup
+    replays, given the segments the kept backups begin in (``starts``): the segments
+    before the earliest start, on any timeline, and the backup labels and partial
+    segments named after them. History files stay (a restore reads every one); with no
+    start (no kept backup) nothing goes."""
+    if not starts:
+        return []
+    first = min(start.number for start in starts)
+    doomed = []
+    for name in archived:
+        stem = name.removesuffix(ARCHIVED_SUFFIX)
+        found = segment(stem[:24]) if stem[24:25] in ("", ".") else None
+        if name.endswith(ARCHIVED_SUFFIX) and found is not None and found.number < first:
+            doomed.append(name)
+    return sorted(doomed)

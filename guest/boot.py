@@ -141,7 +141,7 @@ def _restore(doc: Document, disk: Path, host: Host, major: int) -> None:
     if source.archive_url is not None:
         archive.fetch(source.archive_url, fetched_wal)
         command = guest_command("-m guest.archive --restore", fetched_wal, "%f %p")
-        recovery.recover_to(restoring, command, source.target_time)
+        recovery.recover_to(restoring, command, source.target_time, source.target_lsn)
     for path in [restoring, *restoring.rglob("*"), *fetched_wal.rglob("*")]:
         host.own(path)
     if source.archive_url is not None:

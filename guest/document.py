@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 # The newest version the guest reads; an older one is read as it was written.
-VERSION = 6
+VERSION = 7
+_LSN = re.compile(r"^[0-9A-F]{1,8}/[0-9A-F]{1,8}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
 
@@ -33,6 +34,7 @@ class Restore:
     # object at this URL), up to target_time (RFC 3339; None: all of it).
     archive_url: str | None = None
     target_time: str | None = None
+    target_lsn: str | None = None  # version 7: up to this WAL location instead
 
     def __repr__(self) -> str:  # presigned URLs grant a read of the backup
         return f"Restore(backup={self.backup!r})"
@@ -134,7 +136,14 @@ def _restore(raw: Any) -> Restore | None:
         wal_url=_field(raw, "wal_url", str, where="restore."),
         archive_url=_field(raw, "archive_url", str, default=None, where="restore."),
         target_time=_field(raw, "target_time", str, default=None, where="restore."),
+        target_lsn=_lsn(_field(raw, "target_lsn", str, default=None, where="restore.")),
     )
+
+
+def _lsn(value: str | None) -> str | None:
+    if value is not None and not _LSN.match(value):
+        raise Invalid(f"restore.target_lsn: {value!r} is not a WAL location such as 0/3000060")
+    return value
 
 
 def _upgrade(raw: Any) -> Upgrade | None:

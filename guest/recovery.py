@@ -18,15 +18,18 @@ from guest.disk import Host, conf_quote, include, tail
 RESTORE_LOG = "restore.log"  # the recovery's server log, on the data disk
 
 
-def recover_to(data: Path, command: str, target: str | None) -> None:
+def recover_to(data: Path, command: str, target: str | None, lsn: str | None = None) -> None:
     """Have the next start of ``data`` replay WAL with ``command`` (its
-    restore_command), up to ``target``, then end recovery on a new timeline."""
+    restore_command), up to the time ``target`` or the WAL location ``lsn`` (that
+    record included), then end recovery on a new timeline."""
     lines = [
         f"restore_command = '{conf_quote(command)}'",
         "recovery_target_action = 'promote'",
     ]
     if target is not None:
         lines.append(f"recovery_target_time = '{target_time(target)}'")
+    if lsn is not None:
+        lines.append(f"recovery_target_lsn = '{conf_quote(lsn)}'")
     (data / files.RECOVERY_CONF).write_text("\n".join(lines) + "\n")
     include(data, files.RECOVERY_CONF)
     (data / "recovery.signal").write_text("")

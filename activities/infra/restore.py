@@ -27,6 +27,7 @@ from dbi.backups import BackupPhase, StoreRef, Taken
 FIELD = "spec.restore.from.backup"
 INSTANCE_FIELD = "spec.restore.from.instance"
 TARGET_FIELD = "spec.restore.pointInTime"
+LSN_FIELD = "spec.restore.lsn"
 
 
 class _Refused(Exception):
@@ -46,6 +47,7 @@ def _source(ctx: Context, instance: Instance) -> bootstrap.Restore:
     spec = instance.model.spec
     assert spec.restore is not None
     ns, asked, target = instance.namespace, spec.restore.from_, spec.restore.point_in_time
+    lsn = spec.restore.lsn.upper() if spec.restore.lsn is not None else None
     found, field = _chosen(ctx, instance)
     name, status = found["metadata"]["name"], found.get("status", {})
     if status.get("phase") != BackupPhase.COMPLETED:
@@ -75,15 +77,17 @@ def _source(ctx: Context, instance: Instance) -> bootstrap.Restore:
     restore = bootstrap.Restore(
         backup=name, base_url=store.url(prefix + base), wal_url=store.url(prefix + wal_tar)
     )
-    if target is None and asked.backup is not None:
+    if target is None and lsn is None and asked.backup is not None:
         return restore  # the backup alone
-    archive_url = _archive(store, instance, of, taken, status, target)
-    return restore.model_copy(update={"archive_url": archive_url, "target_time": target})
+    archive_url = _archive(store, instance, of, taken, status, (target, lsn))
+    return restore.model_copy(
+        update={"archive_url": archive_url, "target_time": target, "target_lsn": lsn}
+    )
 
 
 def _chosen(ctx: Context, instance: Instance) -> tuple[dict[str, Any], str]:
     """The DBBackup spec.restore.from names, or the newest of its instance that ended
-    before pointInTime; and the field that chose it."""
+    before pointInTime (or lsn); and the field that chose it."""
     assert instance.model.spec.restore is not None
     ns, restore = instance.namespace, instance.model.spec.restore
     named = restore.from_.backup
@@ -106,13 +110,22 @@ def _chosen(ctx: Context, instance: Instance) -> tuple[dict[str, Any], str]:
         and item["status"].get("finishedAt")
     ]
     before = [(at, item) for at, item in ended if until is None or at <= until]
+    if restore.lsn is not None:
+        before = [(at, item) for at, item in before if _ended_by(item, restore.lsn)]
     if not before:
         when = f" that ended before {target}" if target is not None else ""
+        when = f" that ended before LSN {restore.lsn}" if restore.lsn is not None else when
         raise _Refused(
             f"{INSTANCE_FIELD}: {of} has no Completed DBBackup{when} in {ns} "
             f"(dbi backups {of} lists them)."
         )
     return max(before, key=lambda pair: pair[0])[1], INSTANCE_FIELD
+
+
+def _ended_by(item: dict[str, Any], lsn: str) -> bool:
+    """Whether the DBBackup ``item`` ended at or before WAL location ``lsn``."""
+    end = ((item.get("status") or {}).get("wal") or {}).get("end")
+    return isinstance(end, str) and wal.lsn_value(end) <= wal.lsn_value(lsn)
 
 
 def _archive(
@@ -121,10 +134,12 @@ def _archive(
     of: str,
     taken: Taken,
     status: dict[str, Any],
-    target: str | None,
+    targets: tuple[str | None, str | None],
 ) -> str:
-    """Where the guest reads the archived WAL to replay after ``taken``: a listing of
-    presigned (or file) URLs, written to the store."""
+    """Where the guest reads the archived WAL to replay after ``taken`` (up to
+    ``targets``: a time, or an LSN): a listing of presigned (or file) URLs, written to
+    the store."""
+    target, lsn = targets
     if taken.instance_uid is None or taken.system_identifier is None:
         raise _Refused(
             f"{TARGET_FIELD}: DBBackup {taken.backup} was taken before WAL archiving; "
@@ -138,11 +153,21 @@ def _archive(
             )
         if moment_of(target) > datetime.now(UTC):
             raise _Refused(f"{TARGET_FIELD}: {target} is in the future.")
+    if lsn is not None and wal.lsn_value(lsn) < wal.lsn_value(taken.wal.end):
+        raise _Refused(
+            f"{LSN_FIELD}: {lsn} is before DBBackup {taken.backup} ended (LSN {taken.wal.end})."
+        )
     prefix = backups.wal_prefix(instance.namespace, of, taken.instance_uid, taken.system_identifier)
     archived = [key[len(prefix) :] for key in store.keys(prefix)]
     need = wal.needed(archived, wal.holding(taken.wal.start, taken.wal.timeline))
     if need.problem is not None:
         raise _Refused(f"spec.restore: after DBBackup {taken.backup}, {need.problem}.")
+    reached = need.last
+    if lsn is not None and reached is not None and wal.holding(lsn, reached.timeline) > reached:
+        raise _Refused(
+            f"{LSN_FIELD}: {lsn} is past the archived WAL, which reaches {reached.name} "
+            f"(dbi backups {of} shows the window)."
+        )
     listing = {name: store.url(prefix + name + wal.ARCHIVED_SUFFIX) for name in need.files}
     key = f"{instance.namespace}/{instance.name}/_restore/{instance.uid}.json"
     store.write(key, json.dumps(listing, sort_keys=True).encode())

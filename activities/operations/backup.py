@@ -1,4 +1,4 @@
-"""The backup workflow's bookkeeping: the DBBackup object, its end, and retention.
+"""The backup workflow's bookkeeping: the DBBackup object and its end.
 
 - ``begin_backup`` records the backup as a DBBackup (Running) and says whether it can
   be taken now (an instance stopped as asked, or being deleted, is skipped, with nothing
@@ -13,13 +13,8 @@
   (a backup is there whole or not at all), as far as the store lets it: a store that
   cannot be reached leaves the files to retention, which deletes a failed backup's
   files before its object. An Event on the instance says how it ended.
-- ``prune_backups`` deletes what ``spec.backup.retention`` no longer keeps: the store's
-  files first, then the object, so a crash between the two leaves an object whose next
-  prune finishes the job, never files nothing points at. A backup whose store cannot
-  be opened or reached stays for a later prune; the others go. Retention counts the backups
-  whose status (written by dbi alone) names the instance's UID: a new instance of a
-  deleted one's name never prunes the old one's backups, its final backup and the one it
-  was restored from included.
+
+Retention (``prune_backups``) is ``activities.operations.retention``.
 """
 
 from __future__ import annotations
@@ -36,7 +31,7 @@ from activities.infra.events import emit
 from activities.infra.kube import JSON_PATCH, Instance, Kube, namespace_terminating
 from activities.steps.loop import NAMESPACE_TERMINATING
 from dbi import backups, names, pipeline
-from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Held, Reason, StoreRef, Trigger
+from dbi.backups import BackupPhase, BackupRequest, Begun, Finish, Reason, Trigger
 from dbi.spec import PowerState
 from dbi.status import Event
 
@@ -228,6 +223,7 @@ class FinishBackup(Activity):
                 "sizeBytes": taken.size_bytes,
                 "postgresVersion": taken.postgres_version,
                 "wal": taken.wal.model_dump(by_alias=True),
+                "systemIdentifier": taken.system_identifier,
                 "location": taken.location,
                 "store": taken.store.model_dump(by_alias=True) if taken.store else None,
                 "conditions": _conditions(BackupPhase.COMPLETED, "Completed", message),
@@ -262,61 +258,6 @@ def _discard(ctx: Context, finish: Finish, instance: Instance | None) -> None:
         return
     if removed:
         activity.logger.info("removed %d files of failed backup %s", removed, finish.backup)
-
-
-def held(kube: Kube, instance: Instance) -> list[Held]:
-    """The instance's DBBackups, as retention sees them: those whose status names its
-    UID (a label or a name is anyone's to write)."""
-    items = kube.list_custom(
-        *API, instance.namespace, names.BACKUP_PLURAL, f"{names.INSTANCE_LABEL}={instance.name}"
-    )
-    return [
-        _held(item)
-        for item in items
-        if (item.get("status") or {}).get("instanceUID") == instance.uid
-    ]
-
-
-def _held(item: dict[str, Any]) -> Held:
-    status = item.get("status", {})
-    phase = status.get("phase")
-    started = status.get("startedAt")
-    store = status.get("store")
-    return Held(
-        name=item["metadata"]["name"],
-        phase=BackupPhase(phase) if phase in BackupPhase.__members__.values() else None,
-        started=datetime.fromisoformat(started) if started else None,
-        store=StoreRef.model_validate(store) if store else None,
-    )
-
-
-class PruneBackups(Activity):
-    @activity.defn(name=pipeline.PRUNE_BACKUPS)
-    def run(self, request: BackupRequest) -> list[str]:
-        """Delete the backups spec.backup.retention no longer keeps; return their names."""
-        kube = self.ctx.kube
-        instance = kube.instance(request.namespace, request.name)
-        if instance is None or instance.model.spec.backup is None:
-            return []  # no retention asked: every backup stays
-        retention = instance.model.spec.backup.retention
-        found = {h.name: h for h in held(kube, instance)}
-        doomed = backups.expired(list(found.values()), retention, datetime.now(UTC))
-        pruned = []
-        for name in doomed:
-            activity.heartbeat(name)
-            ref = found[name].store
-            try:
-                store = backupstore.for_ref(kube, self.ctx.config, instance.namespace, ref)
-                store.delete(backups.store_prefix(instance.namespace, instance.name, name))
-            except (ValueError, OSError, backupstore.StoreFailed) as e:
-                # Its store cannot be opened or reached now (its keys' Secret deleted, say):
-                # the backup stays, whole, for a later prune; the others still go.
-                activity.logger.warning("backup %s kept: its store failed: %s", name, e)
-                continue
-            let_go(kube, instance.namespace, name)
-            kube.delete_custom(*API, instance.namespace, names.BACKUP_PLURAL, name)
-            pruned.append(name)
-        return pruned
 
 
 def let_go(kube: Kube, namespace: str, backup: str) -> None:

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 import psycopg
+from kubernetes import client as k8s
 from psycopg import sql
 from temporalio import activity
 from temporalio.exceptions import CancelledError
@@ -36,13 +38,15 @@ from temporalio.exceptions import CancelledError
 from activities.infra import addresses, admin_credential, backupstore, postgres, trust
 from activities.infra.context import Activity, Context
 from activities.infra.kube import Instance, instance_of
-from dbi import backups, environment, names, pipeline
+from dbi import backups, environment, names, pipeline, wal
 from dbi.spec import PowerState
 from guest import files as guest_files
 
 # The guest keeps WAL for the store this long after a visit; longer than any outage of
 # dbi's workers that should not cost the recovery window.
 LEASE_SECONDS = 3600
+# status.archive.checkedAt is written at least this often while visits succeed.
+CHECKED_EVERY = timedelta(minutes=10)
 _API = (names.GROUP, names.VERSION)
 Connection = psycopg.Connection[tuple[Any, ...]]
 
@@ -73,7 +77,42 @@ class ArchiveWal(Activity):
                 said[key] = f"failed: {type(e).__name__}"
                 continue
             said[key] = visit.skipped or f"stored {len(visit.stored)}"
+            if visit.skipped is None:
+                try:
+                    _note(self.ctx, instance, visit)
+                except k8s.ApiException as e:  # stored all the same; the next visit notes it
+                    activity.logger.warning("status.archive of %s not written: %s", key, e)
         return said
+
+
+def _note(ctx: Context, instance: Instance, visit: Visit) -> None:
+    """Write ``status.archive`` after a visit that emptied the spool: when it stored a
+    file, and at least every CHECKED_EVERY otherwise (an idle database's checks write
+    little)."""
+    seen = instance.model.status.archive
+    now = datetime.now(UTC).replace(microsecond=0)
+    checked = seen.checked_at if seen is not None else None
+    if not visit.stored and checked is not None and now - checked < CHECKED_EVERY:
+        return
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    archive: dict[str, str] = {"checkedAt": stamp}
+    segments = [stem for stem in map(_stem, visit.stored) if wal.segment(stem)]
+    if segments:
+        archive.update(lastArchivedWAL=max(segments), lastArchivedAt=stamp)
+        if seen is None or seen.since is None:
+            archive.update(since=stamp)
+    try:
+        ctx.kube.patch_custom_status(
+            *_API, names.PLURAL, instance.namespace, instance.name, {"archive": archive}
+        )
+    except k8s.ApiException as e:
+        if e.status != 404:  # 404: deleted since it was listed
+            raise
+
+
+def _stem(stored: str) -> str:
+    """``SYSTEM/NAME.gz`` as the WAL file's name."""
+    return stored.rsplit("/", 1)[-1].removesuffix(wal.ARCHIVED_SUFFIX)
 
 
 def _archived(ctx: Context) -> list[Instance]:

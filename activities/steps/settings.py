@@ -1,4 +1,5 @@
-"""settings (SettingsApplied): PostgreSQL runs with ``spec.postgresql.parameters``.
+"""settings (SettingsApplied): PostgreSQL runs with ``spec.postgresql.parameters`` (and
+the ``archive_timeout`` of ``spec.backup.archiveTimeout``).
 
 dbi owns ``postgresql.auto.conf``: it holds the declared parameters and nothing else.
 The step logs in as the admin and reads ``pg_settings`` for each declared name (its
@@ -33,6 +34,7 @@ from activities.infra.context import Context
 from activities.infra.kube import KUBEVIRT, Instance
 from activities.steps.loop import Anatomy, Refused
 from dbi import maintenance
+from dbi.backup_spec import Backup
 from dbi.maintenance import Restart
 from dbi.parameters import PostgreSQL, Setting, problem
 from dbi.pipeline import SETTINGS as SPEC
@@ -211,7 +213,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     spec = instance.model.spec
     if spec.power_state is PowerState.STOPPED:
         return Observation(stopped=True)
-    declared = PostgreSQL.declared(spec.postgresql)
+    declared = PostgreSQL.declared(spec.postgresql) | Backup.parameters(spec.backup)
     seen = instance.model.status.observed
     if not declared and seen is not None and seen.parameters == []:
         return Observation(looked=False)

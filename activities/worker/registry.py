@@ -13,10 +13,11 @@ from typing import Any
 from temporalio import activity
 
 from activities.infra.context import Context
-from activities.operations.backup import BeginBackup, FinishBackup, PruneBackups
+from activities.operations.backup import BeginBackup, FinishBackup
 from activities.operations.basebackup import TakeBackup
 from activities.operations.pgupgrade import Upgrades
 from activities.operations.reaper import ReapBackups
+from activities.operations.retention import PruneBackups
 from activities.operations.rotation import RotateAdminCredentials, RotateCredentials
 from activities.operations.walarchive import ArchiveWal
 from activities.steps import (

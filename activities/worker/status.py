@@ -105,7 +105,9 @@ class WriteStatus(Activity):
 
 
 def _dumped(instance: Instance) -> dict[str, object]:
-    return instance.model.status.model_dump(mode="json", exclude_none=True)
+    """The status on the object, but for what the WAL archiver writes (``archive``): a
+    pass neither derives nor writes it."""
+    return instance.model.status.model_dump(mode="json", exclude_none=True, exclude={"archive"})
 
 
 def retried() -> bool:

@@ -7,11 +7,22 @@ import asyncio
 import json
 from typing import Any, cast
 
+from kubernetes import client as k8s
+
 from activities.infra import backupstore
+from dbi import names
 from dbi.config import Config
 from devstack.stack import StackInfo
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
+
+
+def dbbackups(kube_api: Any, namespace: str) -> list[dict[str, Any]]:
+    """The namespace's DBBackups, by name."""
+    found = k8s.CustomObjectsApi(kube_api).list_namespaced_custom_object(
+        names.GROUP, names.VERSION, namespace, names.BACKUP_PLURAL
+    )
+    return sorted(cast(dict[str, Any], found)["items"], key=lambda i: i["metadata"]["name"])
 
 
 def store() -> backupstore.Store:

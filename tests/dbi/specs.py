@@ -59,6 +59,27 @@ INVALID_SPECS = [
     pytest.param("backup.retention", {"count": 0}, "spec.backup.retention", id="keep-none"),
     pytest.param("backup.retention", {"maxAge": "7d"}, "spec.backup.retention", id="max-age-days"),
     *[
+        pytest.param("restore", {"from": {"instance": "db"}, **given}, field, id=f"restore-{why}")
+        for why, given, field in [
+            ("lsn-junk", {"lsn": "0/3000060'"}, "spec.restore.lsn"),
+            ("lsn-no-slash", {"lsn": "3000060"}, "spec.restore.lsn"),
+            (
+                "two-targets",
+                {"lsn": "0/3000060", "pointInTime": "2026-12-07T10:00:00Z"},
+                "spec.restore",
+            ),
+        ]
+    ],
+    *[
+        pytest.param(
+            "backup",
+            {"schedule": "@daily", "archiveTimeout": given},
+            "spec.backup.archiveTimeout",
+            id=f"archive-timeout-{why}",
+        )
+        for why, given in [("too-short", "10s"), ("too-long", "25h"), ("words", "5 minutes")]
+    ],
+    *[
         pytest.param("postgresql.parameters", given, field, id=f"parameters-{why}")
         for why, given, field in [
             ("ssl", {"ssl": "off"}, "spec.postgresql.parameters"),

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from dbi import crd
-from dbi.backup_spec import BackupRetention
+from dbi.backup_spec import ARCHIVE_TIMEOUT_DEFAULT, Backup, BackupRetention
 from dbi.backups import BackupPhase, Held, StoreKind, StoreLocation, backup_name, expired
+from guest import boot
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 C, F, R = BackupPhase.COMPLETED, BackupPhase.FAILED, BackupPhase.RUNNING
@@ -127,3 +128,19 @@ def test_the_committed_dbbackup_crd_is_rendered_from_the_models(repo_root: Path)
     """crds/dbbackup.yaml is exactly what `python -m dbi.crd --backup` renders."""
     committed = (repo_root / "crds" / "dbbackup.yaml").read_text()
     assert committed == crd.backup_yaml(), "run: python -m dbi.crd --backup > crds/dbbackup.yaml"
+
+
+@pytest.mark.parametrize(
+    ("written", "setting"),
+    [("30s", "30s"), ("5m", "300s"), ("1h30m", "5400s"), ("24h", "86400s")],
+)
+def test_archive_timeout_is_written_as_postgresql_reads_it(written: str, setting: str) -> None:
+    """Go durations ('5m') are not PostgreSQL's ('5min'): the setting goes in seconds."""
+    backup = Backup.model_validate({"schedule": "@daily", "archiveTimeout": written})
+    assert Backup.parameters(backup) == {"archive_timeout": setting}
+    assert Backup.parameters(Backup(schedule="@daily")) == {}  # the guest's default stays
+    assert Backup.parameters(None) == {}
+
+
+def test_the_default_archive_timeout_the_spec_describes_is_the_guests() -> None:
+    assert ARCHIVE_TIMEOUT_DEFAULT == boot.ARCHIVE_TIMEOUT_SECONDS

@@ -106,3 +106,28 @@ def test_the_backup_families_have_one_series_per_instance_seen() -> None:
     # An instance without a schedule has no interval; backups of one not seen, no series.
     assert not [line for line in lines if 'name="carts"' in line and "backup" in line]
     assert not [line for line in lines if 'name="gone"' in line]
+
+
+def test_a_running_archived_instance_shows_when_its_wal_was_last_stored_and_checked() -> None:
+    now = datetime(2026, 12, 6, 12, tzinfo=UTC)
+    archive = {"lastArchivedAt": "2026-12-06T11:58:00Z", "checkedAt": "2026-12-06T11:59:00Z"}
+    backup = {"schedule": "@daily", "suspended": True}  # archiving goes on while suspended
+    obj = {"spec": {**SPEC, "backup": backup}, "status": {"archive": archive}}
+    registry = CollectorRegistry()
+    statuses = {("team-a", "orders"): Shown.of_instance(obj, now)}
+    # Stopped as asked, or without spec.backup, nothing is archived: no series to go stale.
+    for name, spec in (
+        ("stopped", {**SPEC, "backup": backup, "powerState": "Stopped"}),
+        ("unarchived", SPEC),
+    ):
+        statuses[("team-a", name)] = Shown.of_instance({**obj, "spec": spec}, now)
+    registry.register(WatcherCollector(Counters, lambda: statuses, Backups))
+    lines = set(generate_latest(registry).decode().splitlines())
+    key = '{name="orders",namespace="team-a"}'
+    checked = datetime(2026, 12, 6, 11, 59, tzinfo=UTC).timestamp()
+    assert checked == 1.79655834e09  # as the exposition writes it: 1.79655834e+09
+    assert f"dbi_wal_archive_checked_timestamp_seconds{key} 1.79655834e+09" in lines
+    assert f"dbi_wal_last_archived_timestamp_seconds{key} 1.79655828e+09" in lines
+    assert not [
+        line for line in lines if "dbi_wal" in line and "orders" not in line and "{" in line
+    ]

@@ -47,3 +47,36 @@ def test_a_gap_or_a_missing_start_is_named() -> None:
     assert late.problem is not None and "000000010000000000000002" in late.problem
     assert "began after this backup" in late.problem
     assert wal.needed([], Segment(1, 2)).problem is not None
+
+
+def test_retention_drops_the_wal_before_the_oldest_kept_backup_and_nothing_after() -> None:
+    archived = [
+        *names(
+            "00000002.history",
+            "000000010000000000000001",
+            "000000010000000000000002",
+            "000000010000000000000002.00000028.backup",
+            "000000010000000000000003",
+            "000000010000000000000003.00000028.backup",
+            "000000010000000000000004.partial",
+            "000000020000000000000004",
+            "000000020000000000000005",
+        ),
+        "000000010000000000000001.gz.partial",  # a file still being written: not ours
+    ]
+    starts = [Segment(2, 5), Segment(1, 3)]  # the kept backups begin in these
+    assert wal.prunable(archived, starts) == sorted(
+        names(
+            "000000010000000000000001",
+            "000000010000000000000002",
+            "000000010000000000000002.00000028.backup",
+        )
+    )
+    # Whatever the archive holds from the oldest start on stays; without a kept backup
+    # (one may be starting) nothing goes.
+    assert wal.prunable(archived, [Segment(1, 1)]) == []
+    assert wal.prunable(archived, []) == []
+    assert wal.prunable(names("0000000100000001000000FF"), [Segment(1, 256)]) == []
+    assert wal.prunable(names("0000000100000000000000FF"), [Segment(1, 256)]) == names(
+        "0000000100000000000000FF"
+    )

@@ -34,17 +34,14 @@ def test_the_document_the_orchestrator_writes_today_reads_back_whole() -> None:
             base_url="file:///b",
             wal_url="file:///w",
             archive_url="file:///a.json",
-            target_time="2026-12-07T10:00:00Z",
+            target_lsn="0/3000060",
         ),
         upgrade=bootstrap.Upgrade(from_major=17, to_major=18, token="up-1"),  # noqa: S106
     )
     doc = parse(raw)
-    assert raw["version"] == VERSION == doc.version == 6
+    assert raw["version"] == VERSION == doc.version == 7
     assert doc.restore is not None
-    assert (doc.restore.archive_url, doc.restore.target_time) == (
-        "file:///a.json",
-        "2026-12-07T10:00:00Z",
-    )
+    assert (doc.restore.archive_url, doc.restore.target_lsn) == ("file:///a.json", "0/3000060")
     assert (doc.admin_verifier, doc.reset, doc.memory_bytes) == (VERIFIER, "token-1", 1 << 30)
     assert (doc.server_cert, doc.server_key) == (pair.cert_pem, pair.key_pem)
     assert doc.restore is not None and doc.restore.base_url == "file:///b"
@@ -54,14 +51,19 @@ def test_the_document_the_orchestrator_writes_today_reads_back_whole() -> None:
     assert "file:///b" not in shown  # a presigned URL grants a read of the backup
 
 
-def test_only_a_point_in_time_restore_needs_a_guest_that_reads_version_6() -> None:
+def test_only_a_point_in_time_restore_needs_a_guest_that_reads_version_6_or_7() -> None:
     """A guest of an older image refuses a version it does not read: a point-in-time
-    restore is never carried out as a restore of the backup alone; every other document
-    stays at version 5, which those guests boot."""
+    restore is never carried out as a restore of the backup alone (nor one to an LSN as
+    a replay of all the WAL); every other document stays at version 5, which those
+    guests boot."""
     whole = bootstrap.Restore(backup="db-1", base_url="file:///b", wal_url="file:///w")
     assert written()["version"] == 5
     assert written(restore=whole)["version"] == 5
-    assert written(restore=whole.model_copy(update={"archive_url": "file:///a"}))["version"] == 6
+    replay = whole.model_copy(update={"archive_url": "file:///a"})
+    assert written(restore=replay)["version"] == 6
+    at_time = replay.model_copy(update={"target_time": "2026-12-07T10:00:00Z"})
+    assert written(restore=at_time)["version"] == 6
+    assert written(restore=replay.model_copy(update={"target_lsn": "0/3000060"}))["version"] == 7
 
 
 @pytest.mark.parametrize(
@@ -112,6 +114,14 @@ def test_an_older_version_reads_as_it_was_written(raw: dict[str, Any]) -> None:
             id="restore-half",
         ),
         pytest.param({"admin_verifier": VERIFIER, "port": True}, "port: bool", id="bool"),
+        pytest.param(
+            {
+                "admin_verifier": VERIFIER,
+                "restore": {"backup": "b", "base_url": "u", "wal_url": "w", "target_lsn": "0/3'"},
+            },
+            'restore.target_lsn: "0/3\'" is not a WAL location',
+            id="restore-lsn",
+        ),
     ],
 )
 def test_a_document_the_guest_cannot_act_on_names_the_field(raw: Any, named: str) -> None:

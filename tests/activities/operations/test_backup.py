@@ -24,7 +24,7 @@ from dbi import backups, bootstrap, names, pipeline
 from dbi.backups import BackupPhase, BackupRequest, BackupResult, StoreLocation, Trigger
 from dbi.config import Config
 from devstack.stack import StackInfo
-from tests.activities.backups import backed_up, store
+from tests.activities.backups import backed_up, dbbackups, store
 from tests.activities.crashing import heartbeating, worker
 from tests.activities.lifecycle import SPEC, create, custom, events_of, ready, sql, uri
 from tests.activities.logins import admin_credential, secret
@@ -35,13 +35,6 @@ from tests.stack import S3_BUCKET
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
-
-
-def dbbackups(kube_api: Any, namespace: str) -> list[dict[str, Any]]:
-    found = k8s.CustomObjectsApi(kube_api).list_namespaced_custom_object(
-        names.GROUP, names.VERSION, namespace, names.BACKUP_PLURAL
-    )
-    return sorted(cast(dict[str, Any], found)["items"], key=lambda i: i["metadata"]["name"])
 
 
 async def test_dbi_backup_takes_a_backup_that_restores_the_rows_it_held(

@@ -1,7 +1,10 @@
 """Point-in-time recovery on the real stack: rows written at t1, more at t2, the table
-dropped at t3; a restore to just after t2 has the table with both, one to just after t1
-has the first rows only; a point before any backup, or one whose WAL has a gap, is
-refused naming the field."""
+dropped at t3 (its segment archived by archive_timeout alone); a restore to just after
+t2 has the table with both, one to just after t1, or to the LSN noted at t1, has the
+first rows only; a point before any backup, an LSN past the archive, or WAL with a gap
+is refused naming the field. Another install's archiver leaves the instance alone;
+retention takes the WAL before the oldest kept backup and nothing after; the status
+and `dbi backups` show what was archived and the window it opens."""
 
 from __future__ import annotations
 
@@ -18,18 +21,23 @@ from temporalio.testing import ActivityEnvironment
 from activities.infra.admin_credential import name_for
 from activities.infra.schedules import Schedules
 from activities.operations.walarchive import ArchiveWal
+from dbi import names, wal
 from dbi.config import ADMIN_USER, Config
 from devstack.stack import StackInfo
-from tests.activities.backups import backed_up, store
+from tests import polling
+from tests.activities.backups import backed_up, dbbackups, store
 from tests.activities.lifecycle import SPEC, create, ready, sql, uri
 from tests.activities.logins import secret
+from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 from workflows.worker import step_activities
 
 pytestmark = pytest.mark.stack
 
-BACKUP = {"schedule": "0 3 1 1 *"}  # archiving on; backups by `dbi backup` only
+# Archiving on, a quiet database's segment completed within 30 s; backups by `dbi
+# backup` only.
+BACKUP = {"schedule": "0 3 1 1 *", "archiveTimeout": "30s"}
 
 
 def admin(
@@ -63,6 +71,18 @@ def archived(orchestrator: Orchestrator, namespace: str) -> list[str]:
     return [k.rsplit("/", 1)[1] for k in store().keys(f"{namespace}/db/_wal/{uid}/")]
 
 
+async def stored(orchestrator: Orchestrator, namespace: str, name: str) -> bool:
+    """Whether WAL file ``name`` is in the store; if not, ask the archiver's Schedule for
+    a run now (as `temporal schedule trigger` does) rather than wait for its minute.
+    Slowly: the Schedule skips a run asked for while one runs."""
+    if f"{name}.gz" in archived(orchestrator, namespace):
+        return True
+    schedule = names.wal_archiver_schedule_id(orchestrator.task_queue)
+    await orchestrator.client.get_schedule_handle(schedule).trigger()
+    await asyncio.sleep(2)
+    return False
+
+
 async def archive_now(orchestrator: Orchestrator, namespace: str, kube_api: Any) -> None:
     """Write a commit, complete its WAL segment, until the archiver has stored it (it
     leases the guest's spool at its first visit, then stores at each)."""
@@ -72,10 +92,9 @@ async def archive_now(orchestrator: Orchestrator, namespace: str, kube_api: Any)
         (name,) = await asyncio.to_thread(
             admin, kube_api, orchestrator, namespace, "SELECT pg_walfile_name(pg_switch_wal())"
         )
-        for _ in range(15):
-            if f"{name}.gz" in archived(orchestrator, namespace):
+        for _ in range(10):
+            if await stored(orchestrator, namespace, name):
                 return
-            await asyncio.sleep(2)
     raise AssertionError("the archiver stored no WAL within 200 s")
 
 
@@ -87,6 +106,20 @@ def archived_by_another_install(kubeconfig: str, orchestrator: Orchestrator, loo
         kubeconfig, schedules=schedules, hosted=lambda ctx: [ArchiveWal(ctx).run]
     )
     return ActivityEnvironment().run(hosted[0])
+
+
+async def restored_with(
+    orchestrator: Orchestrator, kube_api: Any, namespace: str, name: str, rows: int
+) -> None:
+    """Instance ``name`` goes Ready holding the first ``rows`` orders, recovered and
+    promoted onto a timeline of its own."""
+    restored = await ready(orchestrator, namespace, name)
+    assert restored["status"]["observed"]["postgresVersion"].startswith("18.")
+    with psycopg.connect(uri(kube_api, namespace, name), connect_timeout=3) as conn:
+        assert conn.execute("SELECT count(*), max(id) FROM orders").fetchone() == (rows, rows)
+    statement = "SELECT timeline_id FROM pg_control_checkpoint()"
+    (timeline,) = await asyncio.to_thread(admin, kube_api, orchestrator, namespace, statement, name)
+    assert timeline >= 2
 
 
 def stalled(orchestrator: Orchestrator, namespace: str, name: str) -> str:
@@ -120,34 +153,46 @@ async def test_a_restore_to_a_point_in_time_has_what_was_committed_before_it(
     sql(kube_api, namespace, "CREATE TABLE orders (id int)")
     sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 100)")
     t1 = now_on(kube_api, namespace)
+    lsn = "SELECT pg_current_wal_lsn()::text"
+    (at_t1,) = await asyncio.to_thread(admin, kube_api, orchestrator, namespace, lsn)
     await asyncio.sleep(2.5)
     sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(101, 200)")
     t2 = now_on(kube_api, namespace)
     await asyncio.sleep(2.5)
     sql(kube_api, namespace, "DROP TABLE orders")
-    await archive_now(orchestrator, namespace, kube_api)
+    # Nothing completes the DROP's segment but archive_timeout: a quiet database's last
+    # write reaches the store all the same, within it and the archiver's next minute.
+    assert sql(kube_api, namespace, "SHOW archive_timeout") == ("30s",)
+    statement = "SELECT pg_walfile_name(pg_current_wal_lsn())"
+    (last,) = await asyncio.to_thread(admin, kube_api, orchestrator, namespace, statement)
+    await polling.until_awaited(
+        lambda: stored(orchestrator, namespace, last),
+        timeout=200,
+        what=f"{last}, completed by archive_timeout alone, archived",
+    )
 
     after_t2 = stamp(t2.replace(microsecond=0) + timedelta(seconds=1))
     after_t1 = stamp(t1.replace(microsecond=0) + timedelta(seconds=1))
-    for name, moment in (("to-t2", after_t2), ("to-t1", after_t1)):
-        restore = {"from": {"instance": "db"}, "pointInTime": moment}
+    targets = {
+        "to-t2": ({"pointInTime": after_t2}, 200),
+        "to-t1": ({"pointInTime": after_t1}, 100),
+        "to-lsn": ({"lsn": at_t1.lower()}, 100),  # as some tools print it
+        "past": ({"lsn": "FF/0"}, 0),  # refused: the archive does not reach it
+    }
+    for name, (target, _) in targets.items():
+        restore = {"from": {"instance": "db"}, **target}
         orchestrator.apply(namespace, name, {**SPEC, "restore": restore})
-    for name, rows in (("to-t2", 200), ("to-t1", 100)):
-        restored = await ready(orchestrator, namespace, name)
-        assert restored["status"]["observed"]["postgresVersion"].startswith("18.")
-        with psycopg.connect(uri(kube_api, namespace, name), connect_timeout=3) as conn:
-            assert conn.execute("SELECT count(*), max(id) FROM orders").fetchone() == (rows, rows)
-        # Recovered, then promoted onto a timeline of its own.
-        statement = "SELECT timeline_id FROM pg_control_checkpoint()"
-        (timeline,) = await asyncio.to_thread(
-            admin, kube_api, orchestrator, namespace, statement, name
-        )
-        assert timeline >= 2
+    for name, (_, rows) in targets.items():
+        if rows:
+            await restored_with(orchestrator, kube_api, namespace, name, rows)
 
-    # A point before any backup is refused naming the field, before anything is made.
+    # A point before any backup, or past the archive, is refused naming the field,
+    # before anything is made.
     said = await orchestrator.until(lambda: stalled(orchestrator, namespace, "early"), what="early")
     refused = "spec.restore.from.instance: db has no Completed DBBackup that ended before"
     assert f"{refused} {before_any}" in said
+    said = await orchestrator.until(lambda: stalled(orchestrator, namespace, "past"), what="past")
+    assert "spec.restore.lsn: FF/0 is past the archived WAL, which reaches" in said, said
 
     # A segment the restore needs, gone from the store (one between the backup's and the
     # last): the gap is named, nothing starts.
@@ -160,3 +205,55 @@ async def test_a_restore_to_a_point_in_time_has_what_was_committed_before_it(
     said = await orchestrator.until(lambda: stalled(orchestrator, namespace, "gap"), what="gap")
     missing = segments[-2].rsplit("/", 1)[1].removesuffix(".gz")
     assert f"after DBBackup {taken['backup']}, WAL segment {missing} is missing" in said, said
+    await retention_keeps_the_wal_of_the_kept_backup(
+        orchestrator, namespace, kube_api, local_stack, taken["backup"]
+    )
+
+
+async def retention_keeps_the_wal_of_the_kept_backup(
+    orchestrator: Orchestrator, namespace: str, kube_api: Any, local_stack: StackInfo, first: str
+) -> None:
+    """Retention keeps one backup: each new one makes the one before go, and with it the
+    stored WAL from before the new one's start; every segment from there on stays. (The
+    segment a backup's start completes reaches the store after that backup's prune: the
+    next prune takes it.)"""
+    orchestrator.patch(namespace, "db", {"backup": {**BACKUP, "retention": {"count": 1}}})
+    uid = orchestrator.get(namespace, "db")["metadata"]["uid"]
+
+    def archived_now() -> list[str]:
+        [system] = {key.split("/")[-2] for key in store().keys(f"{namespace}/db/_wal/{uid}/")}
+        prefix = f"{namespace}/db/_wal/{uid}/{system}/"
+        return [key.removeprefix(prefix) for key in store().keys(prefix)]
+
+    def begins(backup: dict[str, Any]) -> wal.Segment:
+        return wal.holding(backup["status"]["wal"]["start"], backup["status"]["wal"]["timeline"])
+
+    starts = []
+    for _ in range(2):
+        taken = await backed_up(orchestrator, local_stack, namespace)
+        [kept] = dbbackups(kube_api, namespace)
+        assert kept["metadata"]["name"] == taken["backup"] != first
+        starts.append(begins(kept))
+        await archive_now(orchestrator, namespace, kube_api)
+    left = archived_now()
+    segments = sorted(name for name in left if wal.segment(name.removesuffix(".gz")))
+    assert segments[0] >= f"{starts[0].name}.gz", left  # before the first: taken by the last
+    assert wal.needed(left, starts[1]).problem is None  # from the kept one's start: all there
+
+    # The instance's status says what the archiver stored last; `dbi backups` turns it
+    # into the window a restore to a point can reach.
+    newest = segments[-1].removesuffix(".gz")
+
+    def noted() -> dict[str, Any] | None:
+        archive = orchestrator.get(namespace, "db")["status"].get("archive") or {}
+        return archive if archive.get("lastArchivedWAL", "") >= newest else None
+
+    archive = await orchestrator.until(noted, what=f"status.archive naming {newest}")
+    assert archive["checkedAt"] >= archive["lastArchivedAt"] >= archive["since"]
+    listed = await asyncio.to_thread(dbi, local_stack, "backups", "db", "-n", namespace)
+    assert listed.returncode == 0, listed.stderr
+    window, checked = listed.stdout.splitlines()[-2:]
+    assert window.startswith(
+        f"recoverable: any moment from {kept['status']['finishedAt']} to about "
+    ), window
+    assert checked.startswith("WAL archiving: the archiver last emptied its spool at 20")

@@ -17,7 +17,7 @@ from activities.infra.kube import Instance, Kube
 from activities.worker.passes import Passes
 from activities.worker.status import WriteStatus
 from dbi.config import Config
-from dbi.models import DBInstance, DBInstanceStatus, Served
+from dbi.models import DBInstance, DBInstanceStatus, Served, WalArchive
 from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus
 from dbi.status import PassReport, StatusInput, derive
 from dbi.steps import (
@@ -95,6 +95,18 @@ def test_the_status_is_written_from_the_pass_read_and_only_when_it_changed(
     ActivityEnvironment().run(activity.run, request(now))
     assert kube.reads == 0  # the pass's read, not the API server's
     assert len(kube.patches) == patches
+
+
+def test_a_pass_leaves_what_the_wal_archiver_wrote() -> None:
+    """status.archive is the archiver's: an idle pass finds nothing to write, and a
+    pass's write names no archive (a merge patch without it keeps it)."""
+    archive = WalArchive(checked_at=datetime(2026, 12, 1, 12, tzinfo=UTC))
+    for before, patches in ((converged(), 0), (until("vm", Outcome.PENDING, "VMCreated"), 1)):
+        status = written_by(before).model_copy(update={"archive": archive})
+        activity, kube = setup(with_status(status))
+        ActivityEnvironment().run(activity.run, request(converged()))
+        assert len(kube.patches) == patches
+        assert all("archive" not in patch["status"] for patch in kube.patches)
 
 
 def test_a_retry_reads_the_instance_afresh() -> None:
