@@ -219,6 +219,9 @@ async def test_ctrl_c_ends_a_wait_in_one_line(
         },
         stderr=subprocess.PIPE,
         text=True,
+        # As at a terminal: a run started in the background of a shell without job
+        # control (CI, say) inherits SIGINT ignored, and so would its `dbi`.
+        preexec_fn=_interruptible,  # noqa: PLW1509 (it only resets one signal)
     )
     assert waiting.stderr is not None
     first = await asyncio.to_thread(waiting.stderr.readline)  # it waits now
@@ -230,6 +233,10 @@ async def test_ctrl_c_ends_a_wait_in_one_line(
         "dbi: interrupted; what was asked of a workflow goes on"
     )
     assert "Traceback" not in rest
+
+
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 async def _dbi(local_stack: StackInfo, *args: str) -> subprocess.CompletedProcess[str]:
