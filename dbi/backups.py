@@ -151,8 +151,10 @@ def wal_prefix(namespace: str, instance: str, uid: str, system: str) -> str:
     """Where the WAL of one database system (its identifier: one initdb's lineage) of an
     instance (its UID: a namesake created later, restored from a backup of this one,
     writes WAL of the same names elsewhere) lives in the store; ``_wal`` is no
-    DBBackup's name (no underscores)."""
-    return f"{namespace}/{instance}/_wal/{uid}/{system}/"
+    DBBackup's name (no underscores). ``system`` empty: the prefix of all of them (an
+    S3 key is taken as written: no empty part between two slashes)."""
+    under = f"{namespace}/{instance}/_wal/{uid}/"
+    return f"{under}{system}/" if system else under
 
 
 class StoreKind(StrEnum):

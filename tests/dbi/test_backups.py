@@ -9,7 +9,15 @@ import pytest
 
 from dbi import crd
 from dbi.backup_spec import ARCHIVE_TIMEOUT_DEFAULT, Backup, BackupRetention
-from dbi.backups import BackupPhase, Held, StoreKind, StoreLocation, backup_name, expired
+from dbi.backups import (
+    BackupPhase,
+    Held,
+    StoreKind,
+    StoreLocation,
+    backup_name,
+    expired,
+    wal_prefix,
+)
 from guest import boot
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -71,6 +79,15 @@ def test_retention_deletes_what_it_no_longer_keeps(
     """Completed backups beyond count or older than maxAge go, oldest first; the newest
     completed one always stays; failed ones go once a newer one completed."""
     assert expired(backups, retention, NOW) == doomed
+
+
+def test_the_wal_of_an_instance_and_of_one_of_its_systems_share_a_prefix() -> None:
+    """S3 keys are taken as written: ``uid//7716`` is not ``uid/7716``."""
+    assert wal_prefix("team-a", "db", "u-1", "") == "team-a/db/_wal/u-1/"
+    assert wal_prefix("team-a", "db", "u-1", "7716") == "team-a/db/_wal/u-1/7716/"
+    assert wal_prefix("team-a", "db", "u-1", "") + "7716/x.gz" == (
+        wal_prefix("team-a", "db", "u-1", "7716") + "x.gz"
+    )
 
 
 def test_a_backup_is_named_after_its_instance_and_start_time_in_utc() -> None:

@@ -24,7 +24,7 @@ from dbi import backups, bootstrap, names, pipeline
 from dbi.backups import BackupPhase, BackupRequest, BackupResult, StoreLocation, Trigger
 from dbi.config import Config
 from devstack.stack import StackInfo
-from tests.activities.backups import backed_up, dbbackups, store
+from tests.activities.backups import admin, archive_now, backed_up, dbbackups, store
 from tests.activities.crashing import heartbeating, worker
 from tests.activities.lifecycle import SPEC, create, custom, events_of, ready, sql, uri
 from tests.activities.logins import admin_credential, secret
@@ -368,8 +368,9 @@ async def test_a_tenants_bucket_takes_the_backups_and_restores_them(
     local_stack: StackInfo,
     s3_endpoint: str,
 ) -> None:
-    """spec.backup.target.s3: the backup goes to the tenant's bucket with the keys of the
-    tenant's Secret (the DBBackup names both), and a new instance restores from it."""
+    """spec.backup.target.s3: the backup, and the WAL archived after it, go to the
+    tenant's bucket with the keys of the tenant's Secret (the DBBackup names both); a new
+    instance restores from there to a WAL location after the backup."""
     keys = {"AWS_ACCESS_KEY_ID": "tenant", "AWS_SECRET_ACCESS_KEY": "tenant-secret"}
     k8s.CoreV1Api(kube_api).create_namespaced_secret(
         namespace,
@@ -383,28 +384,36 @@ async def test_a_tenants_bucket_takes_the_backups_and_restores_them(
     }
     target = {"schedule": "0 3 * * *", "target": {"s3": s3}}
     await create(orchestrator, namespace, {**SPEC, "backup": target})
+    url = f"s3://{S3_BUCKET}/{namespace}/pg/"
+    tenant = S3Store(
+        StoreLocation.parse(url), endpoint=s3_endpoint, keys=("tenant", "tenant-secret")
+    )
+    await archive_now(orchestrator, namespace, kube_api, tenant)  # archiving has begun
     sql(kube_api, namespace, "CREATE TABLE orders (id int)")
     sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 50)")
     backup = (await backed_up(orchestrator, local_stack, namespace))["backup"]
     [item] = dbbackups(kube_api, namespace)
     assert item["status"]["store"] == {
-        "url": f"s3://{S3_BUCKET}/{namespace}/pg/",
+        "url": url,
         "endpoint": s3_endpoint,
         "credentialsSecret": "s3-keys",
     }
-    tenant = S3Store(
-        StoreLocation.parse(item["status"]["store"]["url"]),
-        endpoint=s3_endpoint,
-        keys=("tenant", "tenant-secret"),
-    )
     files = tenant.keys(backups.store_prefix(namespace, "db", backup))
     assert any(f.endswith(backupstore.MANIFEST) for f in files)
     assert store().keys(backups.store_prefix(namespace, "db", backup)) == []
 
-    orchestrator.apply(namespace, "copy", {**SPEC, "restore": {"from": {"backup": backup}}})
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(51, 80)")
+    lsn = "SELECT pg_current_wal_lsn()::text"
+    (after,) = await asyncio.to_thread(admin, kube_api, orchestrator, namespace, lsn)
+    sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(81, 90)")
+    await archive_now(orchestrator, namespace, kube_api, tenant)
+    assert not store().keys(f"{namespace}/db/_wal/")  # the tenant's WAL: in its bucket only
+
+    restore = {"from": {"instance": "db"}, "lsn": after}
+    orchestrator.apply(namespace, "copy", {**SPEC, "restore": restore})
     await ready(orchestrator, namespace, "copy")
     with psycopg.connect(uri(kube_api, namespace, "copy"), connect_timeout=3) as conn:
-        assert conn.execute("SELECT count(*) FROM orders").fetchone() == (50,)
+        assert conn.execute("SELECT count(*), max(id) FROM orders").fetchone() == (80, 80)
 
 
 async def test_a_target_without_its_secret_stalls_naming_it(

@@ -9,25 +9,27 @@ and `dbi backups` show what was archived and the window it opens."""
 from __future__ import annotations
 
 import asyncio
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from temporalio.testing import ActivityEnvironment
 
-from activities.infra.admin_credential import name_for
 from activities.infra.schedules import Schedules
 from activities.operations.walarchive import ArchiveWal
-from dbi import names, wal
-from dbi.config import ADMIN_USER, Config
+from dbi import wal
 from devstack.stack import StackInfo
 from tests import polling
-from tests.activities.backups import backed_up, dbbackups, store
+from tests.activities.backups import (
+    admin,
+    archive_now,
+    backed_up,
+    dbbackups,
+    store,
+    stored,
+)
 from tests.activities.lifecycle import SPEC, create, ready, sql, uri
-from tests.activities.logins import secret
 from tests.dbi_command import dbi
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
@@ -40,22 +42,6 @@ pytestmark = pytest.mark.stack
 BACKUP = {"schedule": "0 3 1 1 *", "archiveTimeout": "30s"}
 
 
-def admin(
-    kube_api: Any, orchestrator: Orchestrator, namespace: str, statement: str, name: str = "db"
-) -> Any:
-    """Run ``statement`` on instance ``name`` as dbi's admin role (what a test may, to
-    complete a WAL segment)."""
-    params = conninfo_to_dict(uri(kube_api, namespace, name))
-    uid = orchestrator.get(namespace, name)["metadata"]["uid"]
-    params.update(
-        user=ADMIN_USER,
-        password=secret(kube_api, Config().namespace, name_for(uid))["password"],
-        dbname="postgres",
-    )
-    with psycopg.connect(make_conninfo("", **params), connect_timeout=3, autocommit=True) as conn:
-        return conn.execute(statement.encode()).fetchone()
-
-
 def now_on(kube_api: Any, namespace: str) -> datetime:
     """The server's clock, after the statement before committed."""
     (at,) = sql(kube_api, namespace, "SELECT clock_timestamp()")
@@ -64,38 +50,6 @@ def now_on(kube_api: Any, namespace: str) -> datetime:
 
 def stamp(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def archived(orchestrator: Orchestrator, namespace: str) -> list[str]:
-    uid = orchestrator.get(namespace, "db")["metadata"]["uid"]
-    return [k.rsplit("/", 1)[1] for k in store().keys(f"{namespace}/db/_wal/{uid}/")]
-
-
-async def stored(orchestrator: Orchestrator, namespace: str, name: str) -> bool:
-    """Whether WAL file ``name`` is in the store; if not, ask the archiver's Schedule for
-    a run now (as `temporal schedule trigger` does) rather than wait for its minute.
-    Slowly: the Schedule skips a run asked for while one runs."""
-    if f"{name}.gz" in archived(orchestrator, namespace):
-        return True
-    schedule = names.wal_archiver_schedule_id(orchestrator.task_queue)
-    await orchestrator.client.get_schedule_handle(schedule).trigger()
-    await asyncio.sleep(2)
-    return False
-
-
-async def archive_now(orchestrator: Orchestrator, namespace: str, kube_api: Any) -> None:
-    """Write a commit, complete its WAL segment, until the archiver has stored it (it
-    leases the guest's spool at its first visit, then stores at each)."""
-    deadline = time.monotonic() + 200
-    while time.monotonic() < deadline:
-        await asyncio.to_thread(admin, kube_api, orchestrator, namespace, "SELECT txid_current()")
-        (name,) = await asyncio.to_thread(
-            admin, kube_api, orchestrator, namespace, "SELECT pg_walfile_name(pg_switch_wal())"
-        )
-        for _ in range(10):
-            if await stored(orchestrator, namespace, name):
-                return
-    raise AssertionError("the archiver stored no WAL within 200 s")
 
 
 def archived_by_another_install(kubeconfig: str, orchestrator: Orchestrator, loop: Any) -> Any:
@@ -166,7 +120,7 @@ async def test_a_restore_to_a_point_in_time_has_what_was_committed_before_it(
     statement = "SELECT pg_walfile_name(pg_current_wal_lsn())"
     (last,) = await asyncio.to_thread(admin, kube_api, orchestrator, namespace, statement)
     await polling.until_awaited(
-        lambda: stored(orchestrator, namespace, last),
+        lambda: stored(orchestrator, namespace, last, store()),
         timeout=200,
         what=f"{last}, completed by archive_timeout alone, archived",
     )
