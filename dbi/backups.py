@@ -19,6 +19,7 @@ from pydantic import Field
 from dbi.backup_spec import BackupRetention
 from dbi.fields import Section, duration_seconds
 from dbi.models import Condition
+from dbi.wal import Segment
 
 
 class BackupPhase(StrEnum):
@@ -202,6 +203,10 @@ class Held:
     phase: BackupPhase | None
     started: datetime | None
     store: StoreRef | None = None  # where its files are; None: the orchestrator's store
+    # The segment its start is in and its database system (a Completed one's status):
+    # where the archived WAL a restore from it replays begins.
+    begins: Segment | None = None
+    system: str | None = None
 
 
 def expired(held: Sequence[Held], retention: BackupRetention, now: datetime) -> list[str]:

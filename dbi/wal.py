@@ -11,6 +11,7 @@ segment from the oldest kept backup's start on, and no earlier one.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 SEGMENT_BYTES = 16 * 2**20
@@ -108,3 +109,19 @@ def prunable(archived: list[str], starts: list[Segment]) -> list[str]:
         if name.endswith(ARCHIVED_SUFFIX) and found is not None and found.number < first:
             doomed.append(name)
     return sorted(doomed)
+
+
+def superseded(stored: Iterable[str], kept: Iterable[str]) -> list[str]:
+    """The database systems of ``stored`` (their identifiers, as the store names them)
+    whose archived WAL no restore replays, given the systems the kept backups are of
+    (``kept``): each that no kept backup is of and older than one that is, the one a major
+    upgrade replaced once its last backup is gone. PostgreSQL makes a system's identifier
+    from the time its initdb ran (the seconds in its upper 32 bits), so an upgrade's new
+    system has a larger one than the one it replaces. A system no kept backup is of and
+    newer than every one that is (the new one after an upgrade, before its first backup
+    completes) keeps its WAL; with no kept backup, every system does."""
+    ours = {system for system in kept if system.isdigit()}
+    if not ours:
+        return []
+    newest = max(int(system) for system in ours)
+    return sorted(s for s in set(stored) if s.isdigit() and s not in ours and int(s) < newest)

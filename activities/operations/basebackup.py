@@ -12,6 +12,10 @@ manifest names the files of the attempt that wrote it, whose writing first remov
 what earlier attempts left: a lost worker's pg_basebackup, still uploading, never
 mixes its files into another attempt's backup.
 
+First, when the instance has ``spec.backup``, it renews the guest's lease on WAL
+archiving (``walarchive.lease``): the WAL from the backup's start on is kept for the
+archiver even before the archiver's first visit, so the backup restores to a point.
+
 It runs on the long task queue (``dbi.pipeline.LONG``), never in a step's slot. Its
 scratch space is bounded (``DBI_BACKUP_SCRATCH_LIMIT``: a backup that needs more ends,
 ``BackupScratchFull``, before the worker's disk fills), its connection has TCP
@@ -40,6 +44,7 @@ from temporalio.exceptions import ApplicationError
 from activities.infra import addresses, admin_credential, backupstore, heartbeats, postgres, trust
 from activities.infra.context import Activity, Context
 from activities.infra.kube import Instance
+from activities.operations import walarchive
 from dbi import backups, pipeline
 from dbi.backups import Reason, Taken, WalRange
 from dbi.config import ADMIN_USER
@@ -97,6 +102,8 @@ def _take(ctx: Context, instance: Instance, store: backupstore.Store, backup: st
             "SELECT current_setting('server_version'), system_identifier::text "
             "FROM pg_control_system()"
         ).fetchone()
+        if instance.model.spec.backup is not None:
+            walarchive.lease(conn)  # its WAL is kept from its start, archiver or not yet
     version = str(row[0]).split(" ")[0] if row else ""
     attempt = f"{activity.info().attempt}/"
     with _scratch(backup) as tmp:

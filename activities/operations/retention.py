@@ -12,10 +12,11 @@
   (``activities.infra.restore``), so the oldest kept Completed backup's start bounds what
   stays, per database system (a major upgrade begins a new one, under its own prefix:
   ``dbi.backups.wal_prefix``). ``dbi.wal.prunable`` decides; the kept backups'
-  manifests give their starts and systems. When in doubt, WAL stays: a kept backup
-  whose manifest cannot be read stops the prune (its start is unknown), and a system no
-  kept backup is of keeps all of its WAL (the new one after a major upgrade, before its
-  first backup completes; and also, for now, the old one once its last backup is gone).
+  statuses give their starts and systems (``wal``, ``systemIdentifier``). When in doubt,
+  WAL stays: a kept backup whose status names no start stops the prune, and a system no
+  kept backup is of keeps all of its WAL while it is the newest (the new one after a
+  major upgrade, before its first backup completes). An older one (the one an upgrade
+  replaced, once its last backup is gone) goes whole: ``dbi.wal.superseded``.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from activities.infra.context import Activity, Context
 from activities.infra.kube import Instance, Kube
 from activities.operations.backup import API, let_go
 from dbi import backups, names, pipeline, wal
-from dbi.backups import BackupPhase, BackupRequest, Held, StoreRef, Taken
+from dbi.backups import BackupPhase, BackupRequest, Held, StoreRef
 
 
 class PruneBackups(Activity):
@@ -89,11 +90,18 @@ def _held(item: dict[str, Any]) -> Held:
     phase = status.get("phase")
     started = status.get("startedAt")
     store = status.get("store")
+    taken = status.get("wal") or {}
+    try:
+        begins = wal.holding(str(taken["start"]), int(taken["timeline"]))
+    except (KeyError, TypeError, ValueError):
+        begins = None  # not Completed, or no start it could be: prune_wal keeps the WAL
     return Held(
         name=item["metadata"]["name"],
         phase=BackupPhase(phase) if phase in BackupPhase.__members__.values() else None,
         started=datetime.fromisoformat(started) if started else None,
         store=StoreRef.model_validate(store) if store else None,
+        begins=begins,
+        system=status.get("systemIdentifier"),
     )
 
 
@@ -103,24 +111,29 @@ def prune_wal(ctx: Context, instance: Instance, kept: list[Held]) -> list[str]:
     ns, name = instance.namespace, instance.name
     starts: dict[str, list[wal.Segment]] = {}
     for backup in kept:
-        store = backupstore.for_ref(ctx.kube, ctx.config, ns, backup.store)
-        manifest = store.read(backups.store_prefix(ns, name, backup.name) + backupstore.MANIFEST)
-        try:
-            taken = Taken.model_validate_json(manifest or b"")
-        except ValueError:
-            activity.logger.warning("WAL of %s/%s kept: %s has no manifest", ns, name, backup.name)
-            return []
-        if taken.instance_uid != instance.uid or taken.system_identifier is None:
+        if backup.system is None:
             continue  # taken before WAL archiving: it replays no archived WAL
-        start = wal.holding(taken.wal.start, taken.wal.timeline)
-        starts.setdefault(taken.system_identifier, []).append(start)
+        if backup.begins is None:
+            activity.logger.warning("WAL of %s/%s kept: %s has no start", ns, name, backup.name)
+            return []
+        starts.setdefault(backup.system, []).append(backup.begins)
     store = backupstore.for_instance(ctx.kube, ctx.config, instance)
-    deleted = []
-    for system, begun in sorted(starts.items()):
-        prefix = backups.wal_prefix(ns, name, instance.uid, system)
-        archived = [key[len(prefix) :] for key in store.keys(prefix)]
-        for file in wal.prunable(archived, begun):
-            activity.heartbeat(file)
-            store.delete(prefix + file)
-            deleted.append(prefix + file)
-    return deleted
+    every = backups.wal_prefix(ns, name, instance.uid, "")
+    archived: dict[str, list[str]] = {}  # by system
+    for key in store.keys(every):
+        system, _, file = key[len(every) :].partition("/")
+        archived.setdefault(system, []).append(file)
+    doomed = [
+        f"{system}/{file}"
+        for system, begun in sorted(starts.items())
+        for file in wal.prunable(archived.get(system, []), begun)
+    ]
+    doomed += [
+        f"{system}/{file}"
+        for system in wal.superseded(archived, starts)
+        for file in archived[system]
+    ]
+    for relative in doomed:
+        activity.heartbeat(relative)
+        store.delete(every + relative)
+    return [every + relative for relative in doomed]

@@ -159,12 +159,9 @@ def visit_instance(ctx: Context, instance: Instance) -> Visit:
 def visit(conn: Connection, store: backupstore.Store, prefix: str) -> Visit:
     """``visit_instance`` on an open admin session; files go under ``prefix`` +
     ``SYSTEM/NAME.gz``."""
-    row = conn.execute("SELECT current_setting('dbi.wal_spool', true)").fetchone()
-    spool = str(row[0]) if row and row[0] else ""
+    spool = lease(conn)
     if not spool:
         return Visit(stored=[], skipped="its guest archives no WAL before its next boot")
-    until = int(time.time()) + LEASE_SECONDS
-    _write(conn, f"{spool}/{guest_files.SPOOL_LEASE}", [f"until {until}"])
     uploaded = f"{spool}/{guest_files.SPOOL_UPLOADED}"
     known = set(_read(conn, uploaded).decode().split())
     spooled = _spooled(conn, spool)
@@ -198,6 +195,19 @@ def _read(conn: Connection, path: str) -> bytes:
     """A file on the server, whole; empty when it is not there."""
     row = conn.execute("SELECT pg_read_binary_file(%s, true)", (path,), binary=True).fetchone()
     return bytes(cast(bytes, row[0])) if row and row[0] is not None else b""
+
+
+def lease(conn: Connection) -> str:
+    """Renew the guest's lease on archiving for LEASE_SECONDS, on an open admin session;
+    return its spool ("" when its guest archives no WAL before its next boot). A base
+    backup does so first too (``activities.operations.basebackup``): the WAL from its
+    start on is kept even before the archiver's first visit."""
+    row = conn.execute("SELECT current_setting('dbi.wal_spool', true)").fetchone()
+    spool = str(row[0]) if row and row[0] else ""
+    if spool:
+        until = int(time.time()) + LEASE_SECONDS
+        _write(conn, f"{spool}/{guest_files.SPOOL_LEASE}", [f"until {until}"])
+    return spool
 
 
 def _write(conn: Connection, path: str, lines: list[str]) -> None:

@@ -67,7 +67,8 @@ def admin(
         dbname="postgres",
     )
     with psycopg.connect(make_conninfo("", **params), connect_timeout=3, autocommit=True) as conn:
-        return conn.execute(statement.encode()).fetchone()
+        cursor = conn.execute(statement.encode())
+        return cursor.fetchone() if cursor.description else None
 
 
 def archived(orchestrator: Orchestrator, namespace: str, where: backupstore.Store) -> list[str]:

@@ -80,3 +80,18 @@ def test_retention_drops_the_wal_before_the_oldest_kept_backup_and_nothing_after
     assert wal.prunable(names("0000000100000000000000FF"), [Segment(1, 256)]) == names(
         "0000000100000000000000FF"
     )
+
+
+def test_the_system_an_upgrade_replaced_goes_once_no_kept_backup_is_of_it() -> None:
+    """System identifiers grow with the time of their initdb: 7300… before an upgrade,
+    7400… after it."""
+    old, new, newer = "7300000000000000001", "7400000000000000002", "7500000000000000003"
+    # Backups of the old system are kept: nothing goes, the new one's WAL included.
+    assert wal.superseded([old, new], [old]) == []
+    # The new system's backups are all that is kept: the old system's WAL goes whole.
+    assert wal.superseded([old, new], [new]) == [old]
+    # A newer system with no kept backup yet stays; so does all of it without any kept
+    # backup (one may be starting), and a name that is no identifier.
+    assert wal.superseded([old, new, newer], [new]) == [old]
+    assert wal.superseded([old, new], []) == []
+    assert wal.superseded(["tmp", old], [new]) == [old]

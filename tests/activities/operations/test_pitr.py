@@ -20,6 +20,7 @@ from activities.infra.schedules import Schedules
 from activities.operations.walarchive import ArchiveWal
 from dbi import wal
 from devstack.stack import StackInfo
+from guest.files import SPOOL_LEASE
 from tests import polling
 from tests.activities.backups import (
     admin,
@@ -95,6 +96,15 @@ async def test_a_restore_to_a_point_in_time_has_what_was_committed_before_it(
     before_any = stamp(datetime.now(UTC) - timedelta(hours=1))
     early = {"from": {"instance": "db"}, "pointInTime": before_any}
     orchestrator.apply(namespace, "early", {**SPEC, "restore": early})
+    # The backup comes before the archiver's first visit (its lease run out, as if the
+    # archiver had not come yet): the backup renews the lease itself, so the WAL from
+    # its start on is kept, and every restore below begins from it.
+    (spool,) = await asyncio.to_thread(
+        admin, kube_api, orchestrator, namespace, "SELECT current_setting('dbi.wal_spool')"
+    )
+    expired = f"COPY (SELECT 'until 0') TO '{spool}/{SPOOL_LEASE}'"
+    await asyncio.to_thread(admin, kube_api, orchestrator, namespace, expired)
+    taken = await backed_up(orchestrator, local_stack, namespace)
     await archive_now(orchestrator, namespace, kube_api)  # archiving has begun
     # Another install that serves this namespace too leaves the WAL to the install whose
     # queue runs the instance's workflow: two would split it between their stores.
@@ -102,7 +112,6 @@ async def test_a_restore_to_a_point_in_time_has_what_was_committed_before_it(
     kubeconfig = local_stack.kubeconfig
     other = await asyncio.to_thread(archived_by_another_install, kubeconfig, orchestrator, loop)
     assert f"{namespace}/db" not in other, other
-    taken = await backed_up(orchestrator, local_stack, namespace)
 
     sql(kube_api, namespace, "CREATE TABLE orders (id int)")
     sql(kube_api, namespace, "INSERT INTO orders SELECT generate_series(1, 100)")
@@ -170,13 +179,20 @@ async def retention_keeps_the_wal_of_the_kept_backup(
     """Retention keeps one backup: each new one makes the one before go, and with it the
     stored WAL from before the new one's start; every segment from there on stays. (The
     segment a backup's start completes reaches the store after that backup's prune: the
-    next prune takes it.)"""
+    next prune takes it.) The WAL of an older database system (the one a major upgrade
+    replaced, no backup of it kept) goes whole; a newer one's (an upgrade's, before its
+    first backup) stays."""
     orchestrator.patch(namespace, "db", {"backup": {**BACKUP, "retention": {"count": 1}}})
     uid = orchestrator.get(namespace, "db")["metadata"]["uid"]
+    every = f"{namespace}/db/_wal/{uid}/"
+    [system] = {key.split("/")[-2] for key in store().keys(every)}
+    older, newer = str(int(system) - 2**32), str(int(system) + 2**32)  # a second apart
+    for planted in (older, newer):
+        for file in ("000000010000000000000001.gz", "00000002.history.gz"):
+            store().write(f"{every}{planted}/{file}", b"WAL of another system")
 
     def archived_now() -> list[str]:
-        [system] = {key.split("/")[-2] for key in store().keys(f"{namespace}/db/_wal/{uid}/")}
-        prefix = f"{namespace}/db/_wal/{uid}/{system}/"
+        prefix = f"{every}{system}/"
         return [key.removeprefix(prefix) for key in store().keys(prefix)]
 
     def begins(backup: dict[str, Any]) -> wal.Segment:
@@ -193,6 +209,8 @@ async def retention_keeps_the_wal_of_the_kept_backup(
     segments = sorted(name for name in left if wal.segment(name.removesuffix(".gz")))
     assert segments[0] >= f"{starts[0].name}.gz", left  # before the first: taken by the last
     assert wal.needed(left, starts[1]).problem is None  # from the kept one's start: all there
+    assert store().keys(f"{every}{older}/") == []
+    assert len(store().keys(f"{every}{newer}/")) == 2
 
     # The instance's status says what the archiver stored last; `dbi backups` turns it
     # into the window a restore to a point can reach.
