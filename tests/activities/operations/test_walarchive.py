@@ -1,12 +1,14 @@
 """WAL archiving against a guest's real PostgreSQL (its archive_command is the guest
 program's, ``guest.archive``): nothing is kept before dbi's lease; once leased, each
 completed segment reaches the store whole, under the database system's identifier;
-the guest deletes what was stored, nothing is stored twice; and a visit that dies
-mid-way loses nothing (the next one stores it)."""
+the guest deletes what was stored, nothing is stored twice; a visit that dies mid-way
+loses nothing (the next one stores it); and a copy the guest died in is never stored,
+and its retry is whole."""
 
 from __future__ import annotations
 
 import gzip
+import os
 import urllib.request
 from pathlib import Path
 
@@ -136,3 +138,33 @@ def test_a_tenants_s3_bucket_takes_the_segments_whole(
     key = f"team-a/db/_wal/uid/{system(booted)}/{name}.gz"
     with urllib.request.urlopen(store.url(key), timeout=10) as fetched:  # noqa: S310 (http)
         assert len(gzip.decompress(fetched.read())) == SEGMENT_BYTES
+
+
+def test_a_copy_the_guest_died_in_is_not_stored_and_its_retry_is_whole(
+    booted: Booted, tmp_path: Path
+) -> None:
+    """archive_command killed mid-gzip (the guest's VM lost) leaves ``NAME.gz.partial``,
+    owned by the server's user: a visit does not store it, and PostgreSQL's retry of that
+    segment (it never heard 0) writes it whole over it."""
+    store = DirectoryStore(
+        StoreLocation(kind=StoreKind.FILE, bucket="", prefix=str(tmp_path / "store"))
+    )
+    visit(booted, store)  # leased, and whatever the spool held is stored
+    with postgres.connect(booted.server, password=booted.password) as conn:
+        row = conn.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()
+    assert row is not None
+    name = str(row[0])
+    folder = spool(booted) / system(booted)
+    folder.mkdir(exist_ok=True)
+    partial = folder / f"{name}.gz.partial"
+    partial.write_bytes(gzip.compress(b"\0" * 4096)[:100])  # cut short
+    owner = spool(booted).stat()
+    os.chown(partial, owner.st_uid, owner.st_gid)
+    assert visit(booted, store).stored == []
+
+    assert switch(booted) == name
+    eventually(lambda: archived(booted) == name, what=f"{name} handed to the guest")
+    assert [s.rsplit("/", 1)[1] for s in visit(booted, store).stored] == [f"{name}.gz"]
+    kept = tmp_path / "store" / f"team-a/db/_wal/uid/{system(booted)}/{name}.gz"
+    assert len(gzip.decompress(kept.read_bytes())) == SEGMENT_BYTES
+    assert not partial.exists()
