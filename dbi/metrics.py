@@ -67,6 +67,7 @@ class Shown(NamedTuple):
     # While WAL is archived (spec.backup, powerState Running): status.archive's times.
     archived: float | None = None
     checked: float | None = None
+    lag: float | None = None
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> Shown:
@@ -87,7 +88,12 @@ class Shown(NamedTuple):
         if spec.power_state is PowerState.RUNNING:
             archive = (obj.get("status") or {}).get("archive") or {}
             archived, checked = archive.get("lastArchivedAt"), archive.get("checkedAt")
-            shown = shown._replace(archived=_timestamp(archived), checked=_timestamp(checked))
+            lag = archive.get("lagBytes")
+            shown = shown._replace(
+                archived=_timestamp(archived),
+                checked=_timestamp(checked),
+                lag=float(lag) if isinstance(lag, int) else None,
+            )
         if scheduled.suspended:
             return shown
         interval = interval_seconds(scheduled.schedule, now)
@@ -260,13 +266,21 @@ def _backup_families(
             "(status.archive.checkedAt; at most 10 minutes old while archiving works).",
             labels=labels,
         ),
+        "lag": GaugeMetricFamily(
+            "dbi_wal_archive_lag_bytes",
+            "Bytes of WAL the running DBInstance had written past the newest segment "
+            "stored, when the archiver last checked (status.archive.lagBytes; under 16 MiB "
+            "while archiving keeps up).",
+            labels=labels,
+        ),
     }
     for key, shown in sorted(statuses.items()):
         if shown.backup_interval is not None:
             families["interval"].add_metric(list(key), shown.backup_interval)
         if shown.backup_interval is not None and shown.created is not None:
             families["created"].add_metric(list(key), shown.created)
-        for name, value in (("archived", shown.archived), ("checked", shown.checked)):
+        archive = (("archived", shown.archived), ("checked", shown.checked), ("lag", shown.lag))
+        for name, value in archive:
             if value is not None:
                 families[name].add_metric(list(key), value)
         found = last.get(key)

@@ -159,6 +159,12 @@ class WalArchive(Section):
         description="When the archiver last emptied the guest's spool: at most ten minutes "
         "old while archiving works (DbiWalArchivingStuck fires after 15).",
     )
+    lag_bytes: int | None = Field(
+        default=None,
+        ge=0,
+        description="At checkedAt: bytes of WAL the server had written past the end of "
+        "lastArchivedWAL (up to one segment, 16 MiB, while archiving keeps up).",
+    )
 
 
 class DBInstanceStatus(Section):

@@ -47,6 +47,15 @@ def lsn_value(lsn: str) -> int:
     return (int(high, 16) << 32) | int(low, 16)
 
 
+def lag_bytes(lsn: str, stored: str) -> int:
+    """Bytes of WAL written up to ``lsn`` past the end of the segment ``stored`` (a
+    segment's name): what a restore could not reach yet; 0 when ``lsn`` is not past it."""
+    last = segment(stored)
+    if last is None:
+        raise ValueError(f"{stored!r} is not a WAL segment's name")
+    return max(0, lsn_value(lsn) - (last.number + 1) * SEGMENT_BYTES)
+
+
 def holding(lsn: str, timeline: int) -> Segment:
     """The segment that holds ``lsn`` on ``timeline``."""
     return Segment(timeline, lsn_value(lsn) // SEGMENT_BYTES)

@@ -12,7 +12,10 @@ role over the same verified TLS as dbi's other connections:
    ``<namespace>/<instance>/_wal/<uid>/<system>/`` (``dbi.backups.wal_prefix``), a key
    no DBBackup's name can take;
 3. writes the names it stored to the spool's ``uploaded`` file, whose files the guest's
-   next archive_command deletes.
+   next archive_command deletes;
+4. notes in ``status.archive`` what it stored, and the archive's lag: the bytes of WAL
+   the server has written past the end of the newest segment stored. A guest whose
+   archive_command keeps failing spools nothing, and that lag grows.
 
 A file is stored before the guest may delete it, and storing it again writes the same
 bytes: a worker killed at any point loses nothing, and the next visit finishes.
@@ -57,6 +60,7 @@ class Visit:
 
     stored: list[str]  # SYSTEM/NAME.gz
     skipped: str | None = None  # why nothing was read, in words
+    written: str | None = None  # pg_current_wal_lsn() once the spool was emptied
 
 
 class ArchiveWal(Activity):
@@ -95,12 +99,15 @@ def _note(ctx: Context, instance: Instance, visit: Visit) -> None:
     if not visit.stored and checked is not None and now - checked < CHECKED_EVERY:
         return
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    archive: dict[str, str] = {"checkedAt": stamp}
+    archive: dict[str, str | int] = {"checkedAt": stamp}
     segments = [stem for stem in map(_stem, visit.stored) if wal.segment(stem)]
     if segments:
         archive.update(lastArchivedWAL=max(segments), lastArchivedAt=stamp)
         if seen is None or seen.since is None:
             archive.update(since=stamp)
+    newest = max(segments) if segments else seen.last_archived_wal if seen is not None else None
+    if newest is not None and visit.written is not None:
+        archive.update(lagBytes=wal.lag_bytes(visit.written, newest))
     try:
         ctx.kube.patch_custom_status(
             *_API, names.PLURAL, instance.namespace, instance.name, {"archive": archive}
@@ -174,7 +181,8 @@ def visit(conn: Connection, store: backupstore.Store, prefix: str) -> Visit:
         stored.append(relative)
     if stored:
         _write(conn, uploaded, spooled)
-    return Visit(stored=stored)
+    row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
+    return Visit(stored=stored, written=str(row[0]) if row else None)
 
 
 def _spooled(conn: Connection, spool: str) -> list[str]:

@@ -110,7 +110,11 @@ def test_the_backup_families_have_one_series_per_instance_seen() -> None:
 
 def test_a_running_archived_instance_shows_when_its_wal_was_last_stored_and_checked() -> None:
     now = datetime(2026, 12, 6, 12, tzinfo=UTC)
-    archive = {"lastArchivedAt": "2026-12-06T11:58:00Z", "checkedAt": "2026-12-06T11:59:00Z"}
+    archive = {
+        "lastArchivedAt": "2026-12-06T11:58:00Z",
+        "checkedAt": "2026-12-06T11:59:00Z",
+        "lagBytes": 33554432,
+    }
     backup = {"schedule": "@daily", "suspended": True}  # archiving goes on while suspended
     obj = {"spec": {**SPEC, "backup": backup}, "status": {"archive": archive}}
     registry = CollectorRegistry()
@@ -128,6 +132,7 @@ def test_a_running_archived_instance_shows_when_its_wal_was_last_stored_and_chec
     assert checked == 1.79655834e09  # as the exposition writes it: 1.79655834e+09
     assert f"dbi_wal_archive_checked_timestamp_seconds{key} 1.79655834e+09" in lines
     assert f"dbi_wal_last_archived_timestamp_seconds{key} 1.79655828e+09" in lines
+    assert f"dbi_wal_archive_lag_bytes{key} 3.3554432e+07" in lines
     assert not [
         line for line in lines if "dbi_wal" in line and "orders" not in line and "{" in line
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dbi import wal
 from dbi.wal import Segment
 
@@ -19,6 +21,16 @@ def test_names_and_lsns_map_to_segments() -> None:
         assert wal.segment(other) is None
     assert wal.holding("0/2000028", 1) == Segment(1, 2)
     assert wal.holding("1/FF000000", 1) == Segment(1, 511)
+
+
+def test_the_archive_lags_by_the_wal_written_past_the_newest_stored_segment() -> None:
+    # Segment 5 of timeline 1 ends at 0/6000000; the server has written two more.
+    assert wal.lag_bytes("0/7FFFFFF", "000000010000000000000005") == 2 * wal.SEGMENT_BYTES - 1
+    assert wal.lag_bytes("0/6000000", "000000010000000000000005") == 0
+    assert wal.lag_bytes("1/0", "0000000200000000000000FF") == 0  # the high part's last
+    assert wal.lag_bytes("0/1000000", "000000010000000000000005") == 0  # not behind
+    with pytest.raises(ValueError, match="is not a WAL segment's name"):
+        wal.lag_bytes("0/1", "00000002.history")
 
 
 def test_a_restore_needs_every_segment_from_the_backups_start_and_the_histories() -> None:

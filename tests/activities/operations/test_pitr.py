@@ -222,6 +222,7 @@ async def retention_keeps_the_wal_of_the_kept_backup(
 
     archive = await orchestrator.until(noted, what=f"status.archive naming {newest}")
     assert archive["checkedAt"] >= archive["lastArchivedAt"] >= archive["since"]
+    assert 0 <= archive["lagBytes"] < wal.SEGMENT_BYTES  # the segment being written
     listed = await asyncio.to_thread(dbi, local_stack, "backups", "db", "-n", namespace)
     assert listed.returncode == 0, listed.stderr
     window, checked = listed.stdout.splitlines()[-2:]
