@@ -61,6 +61,15 @@ def _archive_timeout(value: str | None) -> str | None:
     return value
 
 
+_EVERY_RULE = rules(
+    (
+        "!self.startsWith('@every ') || duration(self.substring(7)) >= "
+        f"duration('{EVERY_MIN_SECONDS}s')",
+        f"@every must be at least {EVERY_MIN_SECONDS}s",
+    )
+)
+
+
 def _schedule(value: str) -> str:
     if value.startswith("@every ") and duration_seconds(value[7:]) < EVERY_MIN_SECONDS:
         raise ValueError(f"@every must be at least {EVERY_MIN_SECONDS}s")
@@ -121,6 +130,46 @@ class BackupTarget(Section):
     s3: S3Target = Field(description="An S3-compatible bucket.")
 
 
+# spec.backup.restoreTest.timeout: how long the throwaway instance has to go Ready.
+RESTORE_TEST_TIMEOUT_MIN = 600
+RESTORE_TEST_TIMEOUT_MAX = 48 * 3600
+
+
+def _restore_test_timeout(value: str) -> str:
+    if not RESTORE_TEST_TIMEOUT_MIN <= duration_seconds(value) <= RESTORE_TEST_TIMEOUT_MAX:
+        raise ValueError("timeout must be from 10m to 48h")
+    return value
+
+
+class RestoreTest(Section):
+    """A restore of the newest backup and the WAL archived since into a throwaway
+    instance, on a Temporal Schedule; the instance's status says how the last one went
+    (condition RestoreTestSucceeded)."""
+
+    schedule: Annotated[str, AfterValidator(_schedule)] = Field(
+        default="@weekly",
+        max_length=QUANTITY_MAX * 2,
+        pattern=_SCHEDULE,
+        description="When to test, in UTC, as spec.backup.schedule is written; each run "
+        "starts within a tenth of the interval (at most an hour) after it, so that a "
+        "fleet's tests do not all start at once.",
+        json_schema_extra=_EVERY_RULE,
+    )
+    timeout: Annotated[str, AfterValidator(_restore_test_timeout)] = Field(
+        default="2h",
+        max_length=QUANTITY_MAX,
+        pattern=DURATION.pattern,
+        description="How long the throwaway instance has to go Ready before the test "
+        "fails (10m to 48h).",
+        json_schema_extra=rules(
+            (
+                "duration(self) >= duration('10m') && duration(self) <= duration('48h')",
+                "timeout must be from 10m to 48h",
+            )
+        ),
+    )
+
+
 class Backup(Section):
     """Physical backups of the instance on a Temporal Schedule, into the orchestrator's
     backup store (or ``target``); each one is a DBBackup object."""
@@ -131,13 +180,7 @@ class Backup(Section):
         description="When to take a backup, in UTC: five cron fields (minute hour "
         "day-of-month month day-of-week, such as '0 3 * * *'), a macro such as @daily, or "
         f"@every with a duration of at least {EVERY_MIN_SECONDS}s (such as @every 6h).",
-        json_schema_extra=rules(
-            (
-                "!self.startsWith('@every ') || duration(self.substring(7)) >= "
-                f"duration('{EVERY_MIN_SECONDS}s')",
-                f"@every must be at least {EVERY_MIN_SECONDS}s",
-            )
-        ),
+        json_schema_extra=_EVERY_RULE,
     )
     retention: BackupRetention = Field(
         default=BackupRetention(), description="Which backups are kept."
@@ -174,6 +217,13 @@ class Backup(Section):
                 f"archiveTimeout must be from {ARCHIVE_TIMEOUT_MIN}s to 24h",
             )
         ),
+    )
+
+    restore_test: RestoreTest | None = Field(
+        default=None,
+        description="Test that the backups restore: the newest one and the WAL archived "
+        "since, into a throwaway instance of the same spec in this namespace (a VM and "
+        "disks as large, for as long as the test takes), deleted after. Unset: no tests.",
     )
 
     @staticmethod

@@ -167,6 +167,21 @@ class WalArchive(Section):
     )
 
 
+class RestoreTested(Section):
+    """How the last restore test (spec.backup.restoreTest) went; its workflow alone
+    writes this (a pass's status write leaves it, and shows it as the condition
+    RestoreTestSucceeded)."""
+
+    succeeded: bool = Field(description="Whether the throwaway instance went Ready.")
+    reason: str = Field(max_length=128, description="Why, in a word.")
+    message: str = Field(default="", max_length=1024, description="Why, in words.")
+    instance: str | None = Field(
+        default=None, max_length=63, description="The throwaway instance (deleted after)."
+    )
+    started_at: datetime = Field(description="When the test began.")
+    finished_at: datetime = Field(description="When it ended.")
+
+
 class DBInstanceStatus(Section):
     """The observed state of the instance, written by the orchestrator only."""
 
@@ -210,6 +225,9 @@ class DBInstanceStatus(Section):
     )
     archive: WalArchive | None = Field(
         default=None, description="WAL archiving (spec.backup), as the archiver last saw it."
+    )
+    restore_test: RestoreTested | None = Field(
+        default=None, description="The last restore test (spec.backup.restoreTest)."
     )
 
 

@@ -130,6 +130,15 @@ def requested_backup_id(namespace: str, name: str, request: str) -> str:
     return f"{_BACKUP_PREFIX}{namespace}/{name}-requested-{digest}"
 
 
+RESTORE_TEST_WORKFLOW_TYPE = "DBRestoreTestWorkflow"
+
+
+def restore_test_schedule_id(namespace: str, name: str) -> str:
+    """Return the id of the Temporal Schedule that tests one DBInstance's backups
+    restore (spec.backup.restoreTest); its workflows' ids start with it."""
+    return f"dbrestoretest/{namespace}/{name}"
+
+
 UPGRADE_WORKFLOW_TYPE = "DBUpgradeWorkflow"
 # Which of an instance's disks a claim is: ``root`` (the OS and PostgreSQL's binaries,
 # made from the image) or ``data``.

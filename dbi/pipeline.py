@@ -196,6 +196,10 @@ FINISH_BACKUP = "finish_backup"
 PRUNE_BACKUPS = "prune_backups"
 ARCHIVE_WAL = "archive_wal"  # each instance's spooled WAL, into its store
 REAP_BACKUPS = "reap_backups"  # the files of DBBackups deleted by hand or with a namespace
+# The restore test workflow's activities (activities/operations/restoretest.py).
+BEGIN_RESTORE_TEST = "begin_restore_test"
+CHECK_RESTORE_TEST = "check_restore_test"
+END_RESTORE_TEST = "end_restore_test"
 # The major upgrade workflow's activities (activities/operations/pgupgrade.py).
 BEGIN_UPGRADE = "begin_upgrade"
 RUN_UPGRADE = "run_upgrade"

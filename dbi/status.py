@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from dbi import restoretest
 from dbi.models import (
     Condition,
     ConditionStatus,
@@ -168,6 +169,7 @@ def derive(
             *_summary_conditions(report, now),
             *_paused_condition(report, now),
             *_step_conditions(report, now),
+            *restoretest.conditions(None if report.deleting else previous.restore_test, now),
         )
     ]
     before = {c.type: c for c in previous.conditions}
@@ -277,7 +279,7 @@ def _events(
         old = before.get(c.type)
         if _deserves_event(c, old):
             bad = outcome_of.get(c.type) in (Outcome.TERMINAL, Outcome.TRANSIENT) or (
-                c.type == READY and c.status is ConditionStatus.FALSE
+                c.type in (READY, restoretest.CONDITION) and c.status is ConditionStatus.FALSE
             )
             events.append(
                 Event(

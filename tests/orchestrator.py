@@ -20,7 +20,8 @@ import pytest_asyncio
 from kubernetes import client as k8s
 from temporalio.client import Client, WorkflowHandle
 
-from activities.infra.schedules import MINUTELY, Schedules, ensure_minutely
+from activities.infra.minutely import MINUTELY, ensure_minutely
+from activities.infra.schedules import Schedules
 from dbi import names
 from dbi.config import Config
 from dbi.messages import WorkflowInput

@@ -90,11 +90,13 @@ def dbinstance_crd(kubectl: Kubectl, repo_root: Path) -> str:
         kubectl("apply", "--server-side", "--field-manager=dbi-tests", "-f", str(crd))
     # Polled, not `kubectl wait`: on a control plane just started, kubectl 1.37 fails at
     # once on a CRD whose status has no conditions yet (".status.conditions accessor
-    # error: <nil>") instead of waiting.
+    # error: <nil>") instead of waiting; its jsonpath filter exits 1 then too ("<nil> is
+    # not array or slice"), which is "not yet".
     established = '{.status.conditions[?(@.type=="Established")].status}'
 
     def is_established(crd: str) -> bool:
-        return kubectl("get", f"crd/{crd}", "-o", f"jsonpath={established}").stdout == "True"
+        got = kubectl("get", f"crd/{crd}", "-o", f"jsonpath={established}", check=False)
+        return got.returncode == 0 and got.stdout == "True"
 
     for crd_name in (f"{plural}.{names.GROUP}" for plural in (names.PLURAL, names.BACKUP_PLURAL)):
         eventually(functools.partial(is_established, crd_name), what=f"{crd_name} Established")

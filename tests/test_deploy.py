@@ -67,6 +67,8 @@ WORKER_ALLOWED = [
     ("list", "persistentvolumeclaims", NS),
     ("get", f"namespaces/{NS}", NS),
     ("create", "events", NS),
+    # A restore test's throwaway instance (spec.backup.restoreTest).
+    *[(v, "dbinstances.dbi.dev", NS) for v in ("create", "delete")],
     *[
         (v, "servicemonitors.monitoring.coreos.com", NS)
         for v in ("get", "create", "patch", "delete")
@@ -75,7 +77,7 @@ WORKER_ALLOWED = [
 WORKER_DENIED = [
     *[(v, "secrets", NS) for v in ("list", "watch", "update")],
     *[(v, "persistentvolumes", NS) for v in ("create", "delete")],
-    *[(v, "dbinstances.dbi.dev", NS) for v in ("create", "update", "delete")],
+    ("update", "dbinstances.dbi.dev", NS),
     ("update", "dbinstances.dbi.dev --subresource=status", NS),
     *[(v, "dbbackups.dbi.dev", NS) for v in ("update", "watch")],
     ("create", "virtualmachineinstances.kubevirt.io", NS),

@@ -1,5 +1,6 @@
-"""The worker: hosts DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow and their
-activities on the ``dbi`` task queue.
+"""The worker: hosts DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow,
+DBRestoreTestWorkflow, the install's minutely ones and their activities on the ``dbi``
+task queue.
 
 Run it with ``python -m workflows.worker`` (or ``dbi worker``). It connects to
 ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233) in ``TEMPORAL_NAMESPACE`` (default
@@ -33,8 +34,9 @@ from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from activities.infra.context import Context
 from activities.infra.kube import Kube
+from activities.infra.minutely import ensure_minutely
 from activities.infra.reads import Spared
-from activities.infra.schedules import Schedules, ensure_minutely
+from activities.infra.schedules import Schedules
 from activities.infra.views import Views
 from activities.worker import registry
 from activities.worker.rechecks import CONCURRENCY, Rechecks
@@ -46,6 +48,7 @@ from dbi.messages import Wake
 from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
 from workflows.reaper import DBBackupReaperWorkflow
+from workflows.restoretest import DBRestoreTestWorkflow
 from workflows.upgrade import DBUpgradeWorkflow
 from workflows.walarchiver import DBWalArchiverWorkflow
 
@@ -135,6 +138,7 @@ def build_worker(
             DBUpgradeWorkflow,
             DBBackupReaperWorkflow,
             DBWalArchiverWorkflow,
+            DBRestoreTestWorkflow,
         ],
         activities=[fn for fn in activities if fn not in long],
         activity_executor=executor,

@@ -1,6 +1,6 @@
-"""Temporal as the backup and upgrade steps see it: one Schedule per instance, that
-starts its backups, the final backup of an instance being deleted, and an instance's
-major upgrade.
+"""Temporal as the backup and upgrade steps see it: an instance's Schedules (one that
+starts its backups, one that starts its restore tests), the final backup of an instance
+being deleted, and an instance's major upgrade.
 
 Steps run in the worker's threads; the Temporal client is asynchronous and bound to the
 worker's event loop, so each call here is handed to that loop and waited for, with a
@@ -26,7 +26,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from temporalio.client import (
@@ -34,7 +34,6 @@ from temporalio.client import (
     Schedule,
     ScheduleActionStartWorkflow,
     ScheduleAlreadyRunningError,
-    ScheduleIntervalSpec,
     ScheduleOverlapPolicy,
     SchedulePolicy,
     ScheduleSpec,
@@ -46,9 +45,12 @@ from temporalio.client import (
 from temporalio.exceptions import WorkflowAlreadyStartedError
 from temporalio.service import RPCError, RPCStatusCode
 
+from activities.infra.minutely import NOTE as _NOTE
 from activities.infra.reads import Spared
 from dbi import names
+from dbi.backup_spec import interval_seconds
 from dbi.backups import BackupRequest, BackupResult, Trigger
+from dbi.restoretest import RestoreTestRequest
 from dbi.upgrades import UpgradeRequest, UpgradeResult
 
 log = logging.getLogger("dbi.schedules")
@@ -57,15 +59,18 @@ R = TypeVar("R")
 CALL_TIMEOUT_SECONDS = 30.0
 # A run missed while the server or workers were down is still taken this long after.
 CATCHUP = timedelta(hours=1)
-_NOTE = "dbi: "
+# A restore test starts up to a tenth of its interval late, at most this: a fleet's
+# weekly tests spread over an hour, not all at midnight.
+JITTER_MAX = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
 class Wanted:
     """The schedule an instance asks for."""
 
-    schedule: str  # spec.backup.schedule, as written
+    schedule: str  # spec.backup.schedule (or .restoreTest.schedule), as written
     paused: bool
+    restore_test: bool = False  # the restore-test Schedule, not the backup one
 
 
 @dataclass(frozen=True)
@@ -105,47 +110,6 @@ def never() -> bool:
     return False
 
 
-EVERY_MINUTE = timedelta(minutes=1)
-# The install's own Schedules, each starting one workflow a minute: its id, the
-# workflow's type, and its note.
-MINUTELY = (
-    (
-        names.reaper_schedule_id,
-        names.REAPER_WORKFLOW_TYPE,
-        "the files of deleted DBBackups leave the store",
-    ),
-    (
-        names.wal_archiver_schedule_id,
-        names.WAL_ARCHIVER_WORKFLOW_TYPE,
-        "each instance's WAL goes to its backup store",
-    ),
-)
-
-
-async def ensure_minutely(client: Client, task_queue: str) -> list[str]:
-    """Create the install's Schedules (``MINUTELY``: the backup reaper, the WAL
-    archiver) that do not exist; return the ids of those that could not be made."""
-    failed = []
-    for schedule_id_of, workflow_type, note in MINUTELY:
-        schedule_id = schedule_id_of(task_queue)
-        schedule = Schedule(
-            action=ScheduleActionStartWorkflow(
-                workflow_type, id=schedule_id, task_queue=task_queue
-            ),
-            spec=ScheduleSpec(intervals=[ScheduleIntervalSpec(every=EVERY_MINUTE)]),
-            policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP),
-            state=ScheduleState(note=_NOTE + note),
-        )
-        try:
-            await client.create_schedule(schedule_id, schedule)
-        except ScheduleAlreadyRunningError:
-            pass
-        except Exception as e:  # the rest of dbi runs without it
-            log.warning("could not create the Schedule %s: %s", schedule_id, e)
-            failed.append(schedule_id)
-    return failed
-
-
 class Schedules:
     """The worker's Temporal client, callable from a step's thread; with ``spared``, the
     describes an idle pass may take again."""
@@ -178,9 +142,10 @@ class Schedules:
         return seen
 
     def _forget(self, namespace: str, name: str) -> None:
-        """Drop what this worker kept of the instance's schedule: it writes to it."""
+        """Drop what this worker kept of the instance's schedules: it writes to them."""
         if self.spared is not None:
             self.spared.forget(names.schedule_id(namespace, name))
+            self.spared.forget(names.restore_test_schedule_id(namespace, name))
 
     async def _describe(self, schedule_id: str) -> Seen | None:
         try:
@@ -201,7 +166,7 @@ class Schedules:
         async def create() -> None:
             with contextlib.suppress(ScheduleAlreadyRunningError):
                 await self.client.create_schedule(
-                    names.schedule_id(namespace, name), self._schedule(namespace, name, wanted)
+                    _id(namespace, name, wanted), self._schedule(namespace, name, wanted)
                 )
 
         self._call(create())
@@ -214,20 +179,25 @@ class Schedules:
         def updated(_: ScheduleUpdateInput) -> ScheduleUpdate:
             return ScheduleUpdate(schedule=schedule)
 
-        handle = self.client.get_schedule_handle(names.schedule_id(namespace, name))
+        handle = self.client.get_schedule_handle(_id(namespace, name, wanted))
         self._call(handle.update(updated))
 
-    def delete(self, namespace: str, name: str) -> None:
-        """Delete the instance's schedule; one already gone is fine. Backups it started
-        run on."""
+    def delete(self, namespace: str, name: str, *, restore_test: bool | None = None) -> None:
+        """Delete the instance's schedules (``restore_test``: only that one, or only the
+        backup one); one already gone is fine. Workflows they started run on."""
         self._forget(namespace, name)
+        # The backup one last: a teardown that sees it gone has nothing left to delete.
+        ids = [names.restore_test_schedule_id(namespace, name), names.schedule_id(namespace, name)]
+        if restore_test is not None:
+            ids = ids[:1] if restore_test else ids[1:]
 
         async def delete() -> None:
-            try:
-                await self.client.get_schedule_handle(names.schedule_id(namespace, name)).delete()
-            except RPCError as e:
-                if e.status != RPCStatusCode.NOT_FOUND:
-                    raise
+            for schedule_id in ids:
+                try:
+                    await self.client.get_schedule_handle(schedule_id).delete()
+                except RPCError as e:
+                    if e.status != RPCStatusCode.NOT_FOUND:
+                        raise
 
         self._call(delete())
 
@@ -315,6 +285,22 @@ class Schedules:
 
     def _schedule(self, namespace: str, name: str, wanted: Wanted) -> Schedule:
         attributes = names.instance_attributes(namespace, name)
+        if wanted.restore_test:
+            every = timedelta(seconds=interval_seconds(wanted.schedule, datetime.now(UTC)))
+            return Schedule(
+                action=ScheduleActionStartWorkflow(
+                    names.RESTORE_TEST_WORKFLOW_TYPE,
+                    RestoreTestRequest(namespace=namespace, name=name),
+                    id=names.restore_test_schedule_id(namespace, name),
+                    task_queue=self.task_queue,
+                    typed_search_attributes=attributes,
+                ),
+                spec=ScheduleSpec(
+                    cron_expressions=[wanted.schedule], jitter=min(every / 10, JITTER_MAX)
+                ),
+                policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP, catchup_window=CATCHUP),
+                state=ScheduleState(note=_NOTE + wanted.schedule),
+            )
         return Schedule(
             action=ScheduleActionStartWorkflow(
                 names.BACKUP_WORKFLOW_TYPE,
@@ -327,3 +313,9 @@ class Schedules:
             policy=SchedulePolicy(overlap=ScheduleOverlapPolicy.SKIP, catchup_window=CATCHUP),
             state=ScheduleState(note=_NOTE + wanted.schedule, paused=wanted.paused),
         )
+
+
+def _id(namespace: str, name: str, wanted: Wanted) -> str:
+    if wanted.restore_test:
+        return names.restore_test_schedule_id(namespace, name)
+    return names.schedule_id(namespace, name)

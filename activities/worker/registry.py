@@ -17,6 +17,7 @@ from activities.operations.backup import BeginBackup, FinishBackup
 from activities.operations.basebackup import TakeBackup
 from activities.operations.pgupgrade import Upgrades
 from activities.operations.reaper import ReapBackups
+from activities.operations.restoretest import BeginRestoreTest, CheckRestoreTest, EndRestoreTest
 from activities.operations.retention import PruneBackups
 from activities.operations.rotation import RotateAdminCredentials, RotateCredentials
 from activities.operations.walarchive import ArchiveWal
@@ -83,6 +84,9 @@ OTHERS = (
     PruneBackups,
     ReapBackups,
     ArchiveWal,
+    BeginRestoreTest,
+    CheckRestoreTest,
+    EndRestoreTest,
 )
 
 

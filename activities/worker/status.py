@@ -105,9 +105,10 @@ class WriteStatus(Activity):
 
 
 def _dumped(instance: Instance) -> dict[str, object]:
-    """The status on the object, but for what the WAL archiver writes (``archive``): a
-    pass neither derives nor writes it."""
-    return instance.model.status.model_dump(mode="json", exclude_none=True, exclude={"archive"})
+    """The status on the object, but for what the WAL archiver and the restore tests
+    write (``archive``, ``restoreTest``): a pass neither derives nor writes them."""
+    status = instance.model.status
+    return status.model_dump(mode="json", exclude_none=True, exclude={"archive", "restore_test"})
 
 
 def retried() -> bool:

@@ -1,16 +1,18 @@
 """The backup step's describe of a schedule, against the dev server: an idle pass (and a
 re-check) takes this worker's describe from the last hour, and what rests on it acts on
-nothing before a fresh read (``activities.infra.schedules``)."""
+nothing before a fresh read (``activities.infra.schedules``); the restore-test schedule
+beside the backup one."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
-from temporalio.client import Client
+from temporalio.client import Client, ScheduleActionStartWorkflow
 
 from activities.infra.reads import Spared, Stale, confirm_fresh, shared_reads, spares_reads
 from activities.infra.schedules import Schedules, Seen, Wanted
@@ -87,3 +89,34 @@ async def test_what_rests_on_a_kept_describe_acts_only_after_a_fresh_read(
     with pytest.raises(Stale):
         await in_thread(idle(acts))
     await in_thread(acts)  # a woken pass's block reads afresh
+
+
+async def test_a_restore_test_schedule_starts_restore_tests_spread_and_goes_alone(
+    schedules: Schedules, temporal_client: Client
+) -> None:
+    """spec.backup.restoreTest's schedule starts DBRestoreTestWorkflow for the instance,
+    each run up to a tenth of its interval late (a fleet's tests spread); deleting it
+    leaves the backup schedule, and deleting the instance's schedules takes both."""
+    namespace, name = "team-a", f"db-{uuid.uuid4().hex[:8]}"
+    weekly = Wanted(schedule="@weekly", paused=False, restore_test=True)
+    tests, backups = (
+        names.restore_test_schedule_id(namespace, name),
+        names.schedule_id(namespace, name),
+    )
+    await in_thread(lambda: schedules.create(namespace, name, DAILY))
+    await in_thread(lambda: schedules.create(namespace, name, weekly))
+    try:
+        assert await in_thread(described(schedules, tests)) == Seen("@weekly", paused=False)
+        found = await temporal_client.get_schedule_handle(tests).describe()
+        action = found.schedule.action
+        assert isinstance(action, ScheduleActionStartWorkflow)
+        assert action.workflow == names.RESTORE_TEST_WORKFLOW_TYPE
+        assert found.schedule.spec.jitter == timedelta(hours=1)  # a week's tenth, at most 1h
+        await in_thread(lambda: schedules.delete(namespace, name, restore_test=True))
+        assert await in_thread(described(schedules, tests)) is None
+        assert await in_thread(described(schedules, backups)) == Seen("@daily", paused=False)
+        await in_thread(lambda: schedules.create(namespace, name, weekly))
+    finally:
+        await in_thread(lambda: schedules.delete(namespace, name))
+    assert await in_thread(described(schedules, tests)) is None
+    assert await in_thread(described(schedules, backups)) is None

@@ -9,6 +9,7 @@ from activities.steps.backup import Action, Observation, Reason, decide
 from dbi.steps import Outcome
 
 DAILY = Wanted(schedule="@daily", paused=False)
+WEEKLY_TEST = Wanted(schedule="@weekly", paused=False, restore_test=True)
 
 
 @pytest.mark.parametrize(
@@ -62,6 +63,51 @@ DAILY = Wanted(schedule="@daily", paused=False)
             Reason.SCHEDULED,
             None,
             id="as-asked",
+        ),
+        pytest.param(
+            Observation(wanted=DAILY, seen=Seen("@daily", False), test_wanted=WEEKLY_TEST),
+            Outcome.PENDING,
+            Reason.CREATED,
+            Action.CREATE_TEST,
+            id="a-restore-test-schedule-is-made-after-the-backup-one",
+        ),
+        pytest.param(
+            Observation(wanted=None, seen=None, test_wanted=None, test_seen=Seen("@weekly", False)),
+            Outcome.PENDING,
+            Reason.DELETED,
+            Action.DELETE,
+            id="without-spec-backup-the-restore-test-schedule-goes-too",
+        ),
+        pytest.param(
+            Observation(
+                wanted=DAILY,
+                seen=Seen("@daily", False),
+                test_wanted=WEEKLY_TEST,
+                test_seen=Seen("@daily", False),
+            ),
+            Outcome.PENDING,
+            Reason.UPDATED,
+            Action.UPDATE_TEST,
+            id="a-changed-restore-test-schedule-is-updated",
+        ),
+        pytest.param(
+            Observation(wanted=DAILY, seen=Seen("@daily", False), test_seen=Seen("@weekly", False)),
+            Outcome.PENDING,
+            Reason.DELETED,
+            Action.DELETE_TEST,
+            id="restore-tests-unset-their-schedule-goes",
+        ),
+        pytest.param(
+            Observation(
+                wanted=DAILY,
+                seen=Seen("@daily", False),
+                test_wanted=WEEKLY_TEST,
+                test_seen=Seen("@weekly", False),
+            ),
+            Outcome.SATISFIED,
+            Reason.SCHEDULED,
+            None,
+            id="both-as-asked",
         ),
         pytest.param(
             Observation(wanted=DAILY, seen=None, store_problem="DBI_BACKUP_STORE is not set"),
