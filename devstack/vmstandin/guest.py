@@ -264,10 +264,18 @@ class Guest:
         (self.pgdata / "postmaster.pid").unlink(missing_ok=True)
 
     def crash(self) -> None:
-        """Kill PostgreSQL and its children at once, as a VM that loses power."""
+        """Kill PostgreSQL and every process under it at once, as a VM that loses power:
+        stopped first (``freeze``), so that none forks or finishes a write (an
+        archive_command's copy, say) before it dies. Its children are in sessions of
+        their own, so a kill of the postmaster's group alone would leave them running."""
         if self.running():
             assert self._server is not None
+            self.freeze()
+            under = _descendants(self._server.pid)
             os.killpg(self._server.pid, signal.SIGKILL)
+            for pid in under:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             self._server.wait()
         self._stop_exporter()
 

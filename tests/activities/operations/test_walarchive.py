@@ -2,13 +2,14 @@
 program's, ``guest.archive``): nothing is kept before dbi's lease; once leased, each
 completed segment reaches the store whole, under the database system's identifier;
 the guest deletes what was stored, nothing is stored twice; a visit that dies mid-way
-loses nothing (the next one stores it); and a copy the guest died in is never stored,
-and its retry is whole."""
+loses nothing (the next one stores it); a copy the guest died in is never stored,
+and its retry is whole; and a guest killed mid-copy leaves no gap in the store."""
 
 from __future__ import annotations
 
 import gzip
 import os
+import time
 import urllib.request
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from temporalio.testing import ActivityEnvironment
 from activities.infra import postgres
 from activities.infra.backupstore import DirectoryStore, S3Store, Store
 from activities.operations import walarchive
+from dbi import wal
 from dbi.backups import StoreKind, StoreLocation
+from devstack.vmstandin.kubevirt import Size
 from tests.guests import Booted
 from tests.polling import eventually
 from tests.stack import S3_BUCKET
@@ -168,3 +171,64 @@ def test_a_copy_the_guest_died_in_is_not_stored_and_its_retry_is_whole(
     kept = tmp_path / "store" / f"team-a/db/_wal/uid/{system(booted)}/{name}.gz"
     assert len(gzip.decompress(kept.read_bytes())) == SEGMENT_BYTES
     assert not partial.exists()
+
+
+def copying(spool: Path) -> bool:
+    """Whether an archive_command into ``spool`` runs now."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone since it was listed
+        if b"guest.archive" in argv and str(spool).encode() in argv:
+            return True
+    return False
+
+
+def test_a_guest_that_loses_power_while_archiving_loses_no_segment(
+    booted: Booted, tmp_path: Path
+) -> None:
+    """The guest's VM killed (SIGKILL of PostgreSQL and archive_command) while a segment
+    is being copied into the spool, then booted again: PostgreSQL archives that segment
+    again after its crash recovery, and the store holds every segment from the lease on,
+    each whole, without a gap, which is what a replay needs. (Runs last in this module:
+    it restarts the module's guest.)"""
+    assert booted.guest is not None
+    store = DirectoryStore(
+        StoreLocation(kind=StoreKind.FILE, bucket="", prefix=str(tmp_path / "store"))
+    )
+    visit(booted, store)  # leased, and whatever the spool held is stored
+    with postgres.connect(booted.server, password=booted.password) as conn:
+        row = conn.execute("SELECT pg_walfile_name(pg_current_wal_lsn())").fetchone()
+        assert row is not None
+        first = wal.segment(str(row[0]))
+        conn.execute("CREATE TABLE IF NOT EXISTS filler (n int, s text)")
+    assert first is not None
+    caught = False
+    for _ in range(20):  # each round writes two segments or so; one copy is caught mid-way
+        with postgres.connect(booted.server, password=booted.password) as conn:
+            conn.execute(
+                "INSERT INTO filler SELECT g, md5(g::text) FROM generate_series(1, 200000) g"
+            )
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not caught:
+            caught = copying(spool(booted))
+            time.sleep(0.002)
+        if caught:
+            booted.guest.crash()  # the VM loses power mid-copy
+            break
+    assert caught, "no archive_command was caught copying in 20 rounds"
+    booted.guest.forget()
+    booted.guest.boot(Size(1, 1, 1, 1, 512 << 20, 512 << 20))
+    eventually(booted.guest.ready, what="the guest's PostgreSQL back after the crash")
+
+    last = switch(booted)
+    eventually(lambda: archived(booted) == last, what=f"{last} handed to the guest")
+    visit(booted, store)
+    prefix = tmp_path / "store" / f"team-a/db/_wal/uid/{system(booted)}"
+    stored = sorted(p.name for p in prefix.iterdir())
+    assert not [name for name in stored if not name.endswith(".gz")], stored
+    assert wal.needed(stored, first).problem is None, stored  # no gap from the lease on
+    for name in stored:
+        if wal.segment(name.removesuffix(".gz")) is not None:
+            assert len(gzip.decompress((prefix / name).read_bytes())) == SEGMENT_BYTES, name
