@@ -303,7 +303,12 @@ class Restore(Section):
             (
                 "!(has(self.pointInTime) && has(self.lsn))",
                 "set pointInTime or lsn, not both",
-            )
+            ),
+            (
+                "!(has(self.immediate) && self.immediate && "
+                "(has(self.pointInTime) || has(self.lsn)))",
+                "immediate takes no pointInTime or lsn",
+            ),
         )
     )
 
@@ -326,8 +331,18 @@ class Restore(Section):
         "the archived WAL.",
     )
 
+    immediate: bool = Field(
+        default=False,
+        description="Instead of a target: recover only to the backup's own end (the "
+        "first consistent moment; PostgreSQL's recovery_target 'immediate'), from the "
+        "named backup or the newest Completed one of from.instance, and replay no "
+        "archived WAL after it.",
+    )
+
     @model_validator(mode="after")
     def _one_target(self) -> Restore:
         if self.point_in_time is not None and self.lsn is not None:
             raise ValueError("set pointInTime or lsn, not both")
+        if self.immediate and (self.point_in_time is not None or self.lsn is not None):
+            raise ValueError("immediate takes no pointInTime or lsn")
         return self

@@ -77,7 +77,7 @@ def _source(ctx: Context, instance: Instance) -> bootstrap.Restore:
     restore = bootstrap.Restore(
         backup=name, base_url=store.url(prefix + base), wal_url=store.url(prefix + wal_tar)
     )
-    if target is None and lsn is None and asked.backup is not None:
+    if target is None and lsn is None and (asked.backup is not None or spec.restore.immediate):
         return restore  # the backup alone
     archive_url = _archive(store, instance, of, taken, status, (target, lsn))
     return restore.model_copy(

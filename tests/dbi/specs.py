@@ -27,6 +27,23 @@ def spec_with(path: str, value: Any) -> dict[str, Any]:
     return spec
 
 
+# (why, spec.restore besides its from, what the error names)
+RESTORE_INVALID: list[tuple[str, dict[str, Any], str]] = [
+    ("lsn-junk", {"lsn": "0/3000060'"}, "spec.restore.lsn"),
+    ("immediate-junk", {"immediate": "yes please"}, "spec.restore.immediate"),
+    ("lsn-no-slash", {"lsn": "3000060"}, "spec.restore.lsn"),
+    (
+        "two-targets",
+        {"lsn": "0/3000060", "pointInTime": "2026-12-07T10:00:00Z"},
+        "spec.restore",
+    ),
+    (
+        "immediate-and-a-target",
+        {"immediate": True, "pointInTime": "2026-12-07T10:00:00Z"},
+        "spec.restore",
+    ),
+]
+
 # (field path, value, what the error names): rejected by the models and, in
 # tests/crds/test_dbinstance_crd.py, by the API server with the same field named.
 INVALID_SPECS = [
@@ -60,14 +77,19 @@ INVALID_SPECS = [
     pytest.param("backup.retention", {"maxAge": "7d"}, "spec.backup.retention", id="max-age-days"),
     *[
         pytest.param("restore", {"from": {"instance": "db"}, **given}, field, id=f"restore-{why}")
+        for why, given, field in RESTORE_INVALID
+    ],
+    *[
+        pytest.param(
+            "backup",
+            {"schedule": "@daily", "restoreTest": given},
+            f"spec.backup.restoreTest.{field}",
+            id=f"restore-test-{why}",
+        )
         for why, given, field in [
-            ("lsn-junk", {"lsn": "0/3000060'"}, "spec.restore.lsn"),
-            ("lsn-no-slash", {"lsn": "3000060"}, "spec.restore.lsn"),
-            (
-                "two-targets",
-                {"lsn": "0/3000060", "pointInTime": "2026-12-07T10:00:00Z"},
-                "spec.restore",
-            ),
+            ("timeout-too-short", {"timeout": "5m"}, "timeout"),
+            ("timeout-too-long", {"timeout": "49h"}, "timeout"),
+            ("too-often", {"schedule": "@every 1s"}, "schedule"),
         ]
     ],
     *[

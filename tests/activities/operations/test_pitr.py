@@ -1,10 +1,11 @@
 """Point-in-time recovery on the real stack: rows written at t1, more at t2, the table
 dropped at t3 (its segment archived by archive_timeout alone); a restore to just after
 t2 has the table with both, one to just after t1, or to the LSN noted at t1, has the
-first rows only; a point before any backup, an LSN past the archive, or WAL with a gap
-is refused naming the field. Another install's archiver leaves the instance alone;
-retention takes the WAL before the oldest kept backup and nothing after; the status
-and `dbi backups` show what was archived and the window it opens."""
+first rows only, one to the backup's end (immediate) has no table yet; a point before
+any backup, an LSN past the archive, or WAL with a gap is refused naming the field.
+Another install's archiver leaves the instance alone; retention takes the WAL before
+the oldest kept backup and nothing after; the status and `dbi backups` show what was
+archived and the window it opens."""
 
 from __future__ import annotations
 
@@ -64,17 +65,22 @@ def archived_by_another_install(kubeconfig: str, orchestrator: Orchestrator, loo
 
 
 async def restored_with(
-    orchestrator: Orchestrator, kube_api: Any, namespace: str, name: str, rows: int
+    orchestrator: Orchestrator, kube_api: Any, namespace: str, name: str, rows: int | None
 ) -> None:
     """Instance ``name`` goes Ready holding the first ``rows`` orders, recovered and
-    promoted onto a timeline of its own."""
+    promoted onto a timeline of its own; None: the backup alone (no orders table, and no
+    archived WAL replayed: still on the first timeline)."""
     restored = await ready(orchestrator, namespace, name)
     assert restored["status"]["observed"]["postgresVersion"].startswith("18.")
     with psycopg.connect(uri(kube_api, namespace, name), connect_timeout=3) as conn:
-        assert conn.execute("SELECT count(*), max(id) FROM orders").fetchone() == (rows, rows)
+        if rows is None:
+            assert conn.execute("SELECT to_regclass('orders')").fetchone() == (None,)
+        else:
+            held = conn.execute("SELECT count(*), max(id) FROM orders").fetchone()
+            assert held == (rows, rows)
     statement = "SELECT timeline_id FROM pg_control_checkpoint()"
     (timeline,) = await asyncio.to_thread(admin, kube_api, orchestrator, namespace, statement, name)
-    assert timeline >= 2
+    assert timeline == 1 if rows is None else timeline >= 2
 
 
 def stalled(orchestrator: Orchestrator, namespace: str, name: str) -> str:
@@ -141,12 +147,14 @@ async def test_a_restore_to_a_point_in_time_has_what_was_committed_before_it(
         "to-t1": ({"pointInTime": after_t1}, 100),
         "to-lsn": ({"lsn": at_t1.lower()}, 100),  # as some tools print it
         "past": ({"lsn": "FF/0"}, 0),  # refused: the archive does not reach it
+        # The newest backup's own end, and no archived WAL: it came before the table.
+        "at-backup": ({"immediate": True}, None),
     }
     for name, (target, _) in targets.items():
         restore = {"from": {"instance": "db"}, **target}
         orchestrator.apply(namespace, name, {**SPEC, "restore": restore})
     for name, (_, rows) in targets.items():
-        if rows:
+        if rows != 0:
             await restored_with(orchestrator, kube_api, namespace, name, rows)
 
     # A point before any backup, or past the archive, is refused naming the field,
