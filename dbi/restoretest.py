@@ -19,9 +19,11 @@ from pydantic import Field
 
 from dbi import names
 from dbi.backup_spec import Restore
+from dbi.backups import Held
 from dbi.fields import Section
 from dbi.models import Condition, ConditionStatus, RestoreTested
 from dbi.spec import DBInstanceSpec, DeletionPolicy, PowerState
+from dbi.wal import segment
 
 SUFFIX = "-restore-test"
 CONDITION = "RestoreTestSucceeded"
@@ -36,6 +38,8 @@ class Reason:
     VANISHED = "ThrowawayDeleted"
     NO_BACKUP = "NoCompletedBackup"
     NAME_TAKEN = "NameTaken"
+    # The newest backup's first WAL segment is not in the store yet: the test waits.
+    WAL_PENDING = "WalNotArchived"
     # No test, and nothing to write: the instance is gone, or asks for no tests.
     NOT_ASKED = "NotAsked"
 
@@ -64,6 +68,21 @@ def throwaway_spec(spec: DBInstanceSpec, name: str) -> dict[str, Any]:
     made.deletion_policy = DeletionPolicy.DELETE
     made.power_state = PowerState.RUNNING
     return made.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def unarchived(newest: Held, last_archived: str | None) -> str | None:
+    """Why a restore from ``newest`` (the newest Completed backup) and the WAL since
+    cannot begin yet: the segment it begins in is not stored (the archiver stores WAL
+    once a minute; ``last_archived``: status.archive.lastArchivedWAL); None: it can."""
+    if newest.begins is None or newest.system is None:
+        return None  # taken before WAL archiving: the restore says so itself
+    last = None if last_archived is None else segment(last_archived)
+    if last is not None and last >= newest.begins:
+        return None
+    return (
+        f"WAL segment {newest.begins.name}, where backup {newest.name} begins, is not "
+        f"stored yet (the archiver last stored {last_archived or 'nothing'})."
+    )
 
 
 class Verdict(Section):

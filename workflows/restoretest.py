@@ -2,7 +2,8 @@
 
 Started by the instance's restore-test Schedule (``names.restore_test_schedule_id``), or
 by hand from it (``temporal schedule trigger``). It makes the throwaway instance
-(``begin_restore_test``: the newest Completed backup and the WAL archived since), then
+(``begin_restore_test``: the newest Completed backup and the WAL archived since; it
+waits first while the WAL that backup begins in is not stored yet), then
 looks at it (``check_restore_test``) on durable timers, often at first and less often
 as the restore goes on, until it is Ready, Stalled, gone, or past
 ``restoreTest.timeout``; then deletes it and writes how the test went on the tested
@@ -41,6 +42,9 @@ SHORT_RETRY = RetryPolicy(maximum_interval=timedelta(seconds=10), maximum_attemp
 # since the test began, at most every LAST_LOOK: a 48-hour restore is a few hundred
 # looks in the history.
 FIRST_LOOK = timedelta(seconds=15)
+# The archiver stores WAL once a minute: a test right after a backup waits for it.
+WAL_LOOK = timedelta(seconds=30)
+WAL_WAIT = timedelta(minutes=15)
 LAST_LOOK = timedelta(minutes=5)
 
 
@@ -50,14 +54,7 @@ class DBRestoreTestWorkflow:
     async def run(self, request: RestoreTestRequest) -> RestoreTestEnd | None:
         started = workflow.now()
         workflow.set_current_details(f"restore test of {request.namespace}/{request.name}")
-        begun: RestoreTestBegun = await workflow.execute_activity(
-            pipeline.BEGIN_RESTORE_TEST,
-            request,
-            result_type=RestoreTestBegun,
-            start_to_close_timeout=SHORT,
-            retry_policy=BEGIN_RETRY,
-            summary="begin: the throwaway instance, restored from the newest backup",
-        )
+        begun = await self._begin(request)
         if begun.reason == Reason.NOT_ASKED:
             return None
         end = RestoreTestEnd(
@@ -80,6 +77,26 @@ class DBRestoreTestWorkflow:
             await self._end(end)
             raise
         return await self._end(end)
+
+    async def _begin(self, request: RestoreTestRequest) -> RestoreTestBegun:
+        """Make the throwaway; while the newest backup's first WAL segment is not stored
+        yet, look again every WAL_LOOK, for WAL_WAIT at most (then the test fails with
+        that reason: the archiver's trouble, which DbiWalArchivingStuck names)."""
+        waited = timedelta(0)
+        while True:
+            begun: RestoreTestBegun = await workflow.execute_activity(
+                pipeline.BEGIN_RESTORE_TEST,
+                request,
+                result_type=RestoreTestBegun,
+                start_to_close_timeout=SHORT,
+                retry_policy=BEGIN_RETRY,
+                summary="begin: the throwaway instance, restored from the newest backup",
+            )
+            if begun.reason != Reason.WAL_PENDING or waited >= WAL_WAIT:
+                return begun
+            workflow.set_current_details(f"waiting: {begun.message}")
+            await workflow.sleep(WAL_LOOK, summary="until the archiver stores that WAL")
+            waited += WAL_LOOK
 
     async def _watch(
         self, begun: RestoreTestBegun, instance: str, end: RestoreTestEnd

@@ -1,6 +1,8 @@
 """The restore test workflow's activities (``workflows.restoretest``).
 
-- ``begin_restore_test`` makes the throwaway DBInstance (``dbi.restoretest``): the
+- ``begin_restore_test`` says to wait while the newest backup's first WAL segment is not
+  stored yet (a test right after a backup would fail on it), else makes the throwaway
+  DBInstance (``dbi.restoretest``): the
   tested instance's spec, restored from its newest Completed backup and the WAL
   archived since, owned by the tested instance (deleting it takes the throwaway too),
   labelled with its name and annotated with the test's run. A retry finds the one its
@@ -16,7 +18,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client as k8s
@@ -45,9 +47,15 @@ class BeginRestoreTest(Activity):
         if instance is None or instance.deleting or backup is None or backup.restore_test is None:
             return RestoreTestBegun(reason=Reason.NOT_ASKED, message="No restore test is asked.")
         uid, timeout = instance.uid, duration_seconds(backup.restore_test.timeout)
-        if not any(h.phase is BackupPhase.COMPLETED for h in held(kube, instance)):
+        completed = [h for h in held(kube, instance) if h.phase is BackupPhase.COMPLETED]
+        if not completed:
             message = f"{instance.name} has no Completed DBBackup to restore."
             return RestoreTestBegun(uid=uid, reason=Reason.NO_BACKUP, message=message)
+        newest = max(completed, key=lambda h: h.started or datetime.min.replace(tzinfo=UTC))
+        archive = instance.model.status.archive
+        pending = restoretest.unarchived(newest, archive.last_archived_wal if archive else None)
+        if pending is not None:
+            return RestoreTestBegun(uid=uid, reason=Reason.WAL_PENDING, message=pending)
         name = restoretest.throwaway_name(instance.name, uid)
         run = activity.info().workflow_id or ""
         found = kube.get_custom(*API, instance.namespace, names.PLURAL, name)

@@ -9,10 +9,12 @@ from typing import Any
 import pytest
 
 from dbi import names, restoretest
+from dbi.backups import BackupPhase, Held
 from dbi.models import DBInstanceStatus, RestoreTested
-from dbi.restoretest import Reason, judge
+from dbi.restoretest import Reason, judge, unarchived
 from dbi.spec import DBInstanceSpec
 from dbi.status import derive
+from dbi.wal import Segment
 from tests.dbi.passes import converged
 from tests.dbi.specs import MINIMAL as VALID
 
@@ -143,3 +145,24 @@ def test_the_tested_instance_shows_the_last_test_as_a_condition_and_a_failure_as
     # Before any test there is no such condition.
     status, _ = derive(DBInstanceStatus(), converged(), now=T0)
     assert restoretest.CONDITION not in {c.type for c in status.conditions}
+
+
+def test_a_test_waits_until_the_wal_its_backup_begins_in_is_stored() -> None:
+    """A test right after a backup would fail: the archiver (once a minute) has not
+    stored the segment the backup begins in. It waits for that, and only that."""
+    newest = Held(
+        name="orders-1",
+        phase=BackupPhase.COMPLETED,
+        started=T0,
+        begins=Segment(1, 4),
+        system="7716544716374999210",
+    )
+    said = unarchived(newest, "000000010000000000000003")
+    assert said is not None
+    assert "WAL segment 000000010000000000000004, where backup orders-1 begins" in said
+    assert "last stored 000000010000000000000003" in said
+    assert unarchived(newest, None) is not None  # nothing stored yet
+    assert unarchived(newest, "000000010000000000000004") is None
+    assert unarchived(newest, "000000020000000000000004") is None  # a later timeline
+    # Taken before WAL archiving: nothing to wait for (the restore names it).
+    assert unarchived(Held(name="old", phase=BackupPhase.COMPLETED, started=T0), None) is None

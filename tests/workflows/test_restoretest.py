@@ -25,16 +25,22 @@ TWO_HOURS = 7200.0
 BEGUN = RestoreTestBegun(instance="orders-restore-test", uid="u1", timeout_seconds=TWO_HOURS)
 
 
+PENDING = RestoreTestBegun(uid="u1", reason=Reason.WAL_PENDING, message="not stored yet")
+
+
 @dataclass
 class Script:
     begun: RestoreTestBegun = field(default_factory=lambda: BEGUN)
+    pending: int = 0  # how many begins say the backup's WAL is not stored yet
+    begins: int = 0
     checks: int = 0
     ended: list[RestoreTestEnd] = field(default_factory=list)
 
     def activities(self) -> list[Callable[..., Any]]:
         @activity.defn(name=pipeline.BEGIN_RESTORE_TEST)
         async def begin(request: RestoreTestRequest) -> RestoreTestBegun:
-            return self.begun
+            self.begins += 1
+            return PENDING if self.begins <= self.pending else self.begun
 
         @activity.defn(name=pipeline.CHECK_RESTORE_TEST)
         async def check(namespace: str, name: str) -> Verdict:
@@ -105,3 +111,34 @@ async def test_a_test_nobody_asks_for_writes_nothing(time_env: WorkflowEnvironme
     ):
         assert await (await started(time_env, script, queue)).result() is None
     assert script.ended == [] and script.checks == 0
+
+
+async def test_a_test_waits_for_the_archiver_then_gives_up_saying_why(
+    time_env: WorkflowEnvironment,
+) -> None:
+    """Right after a backup the WAL it begins in may not be stored yet: the test looks
+    again (durable timers) and goes on once it is; one that never is fails with that
+    reason, and nothing was made."""
+    script, queue = Script(pending=3), f"restoretest-{uuid.uuid4()}"
+    async with build_worker(
+        time_env.client, script.activities(), task_queue=queue, tuning=Tuning(sandboxed=True)
+    ):
+        result = await (await started(time_env, script, queue)).result()
+        assert script.begins == 4 and result.reason == Reason.TIMED_OUT  # then it went on
+
+        never = Script(pending=1000)
+        never_queue = f"restoretest-{uuid.uuid4()}"
+        async with build_worker(
+            time_env.client,
+            never.activities(),
+            task_queue=never_queue,
+            tuning=Tuning(sandboxed=True),
+        ):
+            gave_up = await (await started(time_env, never, never_queue)).result()
+    assert (gave_up.succeeded, gave_up.reason, gave_up.instance) == (
+        False,
+        Reason.WAL_PENDING,
+        None,
+    )
+    assert gave_up.message == "not stored yet" and never.checks == 0
+    assert 25 <= never.begins <= 35  # every 30 s for 15 min
