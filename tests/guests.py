@@ -26,6 +26,16 @@ class Booted:
     guest: Guest | None = None
 
 
+def wait_ready(guest: Guest, what: str) -> None:
+    """Wait until ``guest`` accepts connections; if it does not, fail with what its
+    PostgreSQL logged since it was booted (why it did not come up)."""
+    try:
+        eventually(guest.ready, what=what)
+    except AssertionError as e:
+        lines = guest.log_since_boot().decode(errors="replace").splitlines()
+        raise AssertionError("\n".join([str(e), "its log since boot:", *lines[-30:]])) from None
+
+
 @pytest.fixture(scope="module")
 def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
     """A guest's PostgreSQL with a certificate for ``db`` in ``team-a`` and dbi's admin,
@@ -45,7 +55,7 @@ def booted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Booted]:
     guest.prepare(doc, size)
     guest.boot(size)
     try:
-        eventually(guest.ready, what="the guest's PostgreSQL accepting connections")
+        wait_ready(guest, "the guest's PostgreSQL accepting connections")
         server = postgres.Server(
             address, names.service_host("team-a", "db"), trust.trust_file(ca.cert_pem)
         )

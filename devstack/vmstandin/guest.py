@@ -23,6 +23,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -232,6 +233,11 @@ class Guest:
             assert self._server is not None
             os.kill(self._server.pid, signal.SIGHUP)
 
+    @property
+    def pid(self) -> int | None:
+        """The postmaster's process id, while one was started and not forgotten."""
+        return self._server.pid if self._server is not None else None
+
     def running(self) -> bool:
         return self._server is not None and self._server.poll() is None
 
@@ -244,7 +250,7 @@ class Guest:
         if not self.running():
             return False
         with contextlib.suppress(OSError), socket.create_connection((self.address, PORT), 0.5):
-            return b"ready to accept connections" in self._log_since_boot()
+            return b"ready to accept connections" in self.log_since_boot()
         return False
 
     def stop(self, *, timeout: float = 30.0) -> None:
@@ -257,8 +263,7 @@ class Guest:
             try:
                 self._server.wait(timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(self._server.pid, signal.SIGKILL)
-                self._server.wait()
+                self.crash()
         self._server = None
         self._stop_exporter()
         (self.pgdata / "postmaster.pid").unlink(missing_ok=True)
@@ -267,7 +272,10 @@ class Guest:
         """Kill PostgreSQL and every process under it at once, as a VM that loses power:
         stopped first (``freeze``), so that none forks or finishes a write (an
         archive_command's copy, say) before it dies. Its children are in sessions of
-        their own, so a kill of the postmaster's group alone would leave them running."""
+        their own, so a kill of the postmaster's group alone would leave them running.
+        Returns once every one of them is gone: a process still exiting holds PostgreSQL's
+        shared memory, and the next boot would refuse to start ("pre-existing shared
+        memory block is still in use")."""
         if self.running():
             assert self._server is not None
             self.freeze()
@@ -277,6 +285,7 @@ class Guest:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             self._server.wait()
+            _await_exit(under)
         self._stop_exporter()
 
     def freeze(self) -> None:
@@ -326,7 +335,8 @@ class Guest:
                 total += pages * os.sysconf("SC_PAGE_SIZE")
         return total
 
-    def _log_since_boot(self) -> bytes:
+    def log_since_boot(self) -> bytes:
+        """What PostgreSQL logged since the last ``boot``."""
         try:
             with self.log_path.open("rb") as f:
                 f.seek(self._log_offset)
@@ -350,6 +360,24 @@ def _processes() -> Iterator[tuple[int, int, int]]:
 
 def _group(pgid: int) -> list[int]:
     return [pid for pid, _, group in _processes() if group == pgid]
+
+
+def _await_exit(pids: list[int], *, timeout: float = 60.0) -> None:
+    """Wait until none of ``pids`` runs: each has exited, or is a zombie (its memory,
+    PostgreSQL's shared memory too, is released by then)."""
+    deadline = time.monotonic() + timeout
+    while left := [pid for pid in pids if _state(pid) not in ("", "Z", "X")]:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {left} did not exit within {timeout:.0f}s of SIGKILL")
+        time.sleep(0.02)
+
+
+def _state(pid: int) -> str:
+    """A process's state letter from /proc (``R``, ``S``, ``Z``...), "" when it is gone."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def _descendants(pid: int) -> list[int]:

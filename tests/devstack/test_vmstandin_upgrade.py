@@ -21,7 +21,7 @@ from devstack import postgresql
 from devstack.vmstandin.guest import Guest
 from devstack.vmstandin.kubevirt import Size
 from guest import upgrade as guest_upgrade
-from tests.polling import eventually
+from tests.guests import wait_ready
 
 ADDRESS = f"127.67.{secrets.randbelow(200) + 1}.{secrets.randbelow(200) + 1}"
 SIZE = Size(1, 1, 1, 1, 512 << 20, 512 << 20)
@@ -56,7 +56,7 @@ def _boot(guest: Guest, doc: bootstrap.Bootstrap, password: str) -> psycopg.Conn
     """Boot as the stand-in does (the guest program, then the server); connect as dbi."""
     guest.prepare(doc, SIZE)
     guest.boot(SIZE)
-    eventually(guest.ready, what=f"PostgreSQL {guest.version} accepting connections")
+    wait_ready(guest, f"PostgreSQL {guest.version} accepting connections")
     return psycopg.connect(
         host=guest.address,
         port=5432,

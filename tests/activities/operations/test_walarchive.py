@@ -22,7 +22,7 @@ from activities.operations import walarchive
 from dbi import wal
 from dbi.backups import StoreKind, StoreLocation
 from devstack.vmstandin.kubevirt import Size
-from tests.guests import Booted
+from tests.guests import Booted, wait_ready
 from tests.polling import eventually
 from tests.stack import S3_BUCKET
 
@@ -220,7 +220,7 @@ def test_a_guest_that_loses_power_while_archiving_loses_no_segment(
     assert caught, "no archive_command was caught copying in 20 rounds"
     booted.guest.forget()
     booted.guest.boot(Size(1, 1, 1, 1, 512 << 20, 512 << 20))
-    eventually(booted.guest.ready, what="the guest's PostgreSQL back after the crash")
+    wait_ready(booted.guest, "the guest's PostgreSQL back after the crash")
 
     last = switch(booted)
     eventually(lambda: archived(booted) == last, what=f"{last} handed to the guest")
