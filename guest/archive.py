@@ -21,6 +21,8 @@ the admin role (``activities.operations.walarchive``):
 - Without a lease in force (no backups, or no visit for LEASE_SECONDS: the
   orchestrator's archiving is down), the file is not kept, and this says so on stderr
   (PostgreSQL's log): a spool nobody empties would fill the disk the database needs.
+  A lease caught while the orchestrator rewrites it (empty) is neither: this exits 1,
+  and PostgreSQL tries again.
 
 Exit codes: 0 the file is kept (or, archiving off, let go); 1 it could not be kept
 (PostgreSQL tries again). For ``--restore``: 0 the file is in place, 1 the archive has
@@ -43,12 +45,21 @@ from guest.files import SPOOL_UPLOADED as UPLOADED
 from guest.files import SPOOLED_SUFFIX as SUFFIX
 
 PARTIAL = ".partial"
+# An empty lease written this recently is being rewritten (``leased``).
+REWRITE_SECONDS = 60
 
 
-def leased(spool: Path, now: float) -> bool:
-    """Whether the orchestrator's lease on archiving is in force at ``now``."""
+def leased(spool: Path, now: float) -> bool | None:
+    """Whether the orchestrator's lease on archiving is in force at ``now``; None while
+    the orchestrator rewrites it: its ``COPY ... TO`` empties the file, then writes it,
+    and a read in between finds it empty (an empty lease older than REWRITE_SECONDS is
+    no lease: a write that never finished)."""
+    path = spool / LEASE
     try:
-        word, until = (spool / LEASE).read_text().split()
+        text = path.read_text()
+        if not text.strip() and now - path.stat().st_mtime < REWRITE_SECONDS:
+            return None
+        word, until = text.split()
     except (OSError, ValueError):
         return False
     return word == "until" and until.isdigit() and now < int(until)
@@ -99,7 +110,10 @@ def archive(spool: Path, pgdata: Path, source: str, name: str, now: float) -> st
     """Archive one file PostgreSQL completed (``source``, relative to ``pgdata``); None,
     or what PostgreSQL's log should say (the file was let go)."""
     prune(spool)
-    if not leased(spool, now):
+    lease = leased(spool, now)
+    if lease is None:  # PostgreSQL tries again in a second: the lease is whole by then
+        raise BlockingIOError(f"the lease ({LEASE}) is being rewritten; not archived yet")
+    if not lease:
         return f"{name} not kept: WAL archiving is off (no lease from dbi in force)"
     keep(spool, pgdata / source, name, system_identifier(pgdata))
     return None

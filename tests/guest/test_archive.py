@@ -1,10 +1,12 @@
 """The guest's archive_command on plain files: a WAL file is kept whole in the spool
 under its system's identifier while dbi's lease is in force, once; let go without one;
-deleted once dbi says it stored it; and what PostgreSQL sees (exit codes)."""
+tried again, never let go, while dbi rewrites the lease; deleted once dbi says it
+stored it; and what PostgreSQL sees (exit codes)."""
 
 from __future__ import annotations
 
 import gzip
+import os
 import sys
 from pathlib import Path
 
@@ -63,6 +65,29 @@ def test_without_a_lease_in_force_the_file_is_let_go(
     said = archive.archive(spool, pgdata, f"pg_wal/{SEGMENT}", SEGMENT, NOW)
     assert said is not None and "WAL archiving is off" in said and SEGMENT in said
     assert not (spool / str(SYSTEM)).exists()
+
+
+def test_a_lease_caught_while_dbi_rewrites_it_lets_nothing_go(
+    pgdata: Path, spool: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dbi's COPY empties the lease before it writes it: an archive_command that reads it
+    then exits 1 (PostgreSQL tries again) instead of letting the segment go, a gap in
+    the archive that no restore could cross. A lease left empty long ago is none."""
+    monkeypatch.chdir(pgdata)
+    path = spool / files.SPOOL_LEASE
+    path.write_text("")
+    assert archive.main([str(spool), f"pg_wal/{SEGMENT}", SEGMENT]) == 1
+    assert "being rewritten" in capsys.readouterr().err
+    assert not (spool / str(SYSTEM)).exists()
+
+    path.write_text(f"until {int(NOW) + 60}\n")  # the write is done: kept
+    assert archive.archive(spool, pgdata, f"pg_wal/{SEGMENT}", SEGMENT, NOW) is None
+    assert (spool / str(SYSTEM) / f"{SEGMENT}.gz").exists()
+
+    path.write_text("")
+    os.utime(path, (NOW - archive.REWRITE_SECONDS, NOW - archive.REWRITE_SECONDS))
+    said = archive.archive(spool, pgdata, "pg_wal/other", "000000010000000000000004", NOW)
+    assert said is not None and "WAL archiving is off" in said
 
 
 def test_what_dbi_stored_is_deleted_and_nothing_else(pgdata: Path, spool: Path) -> None:
