@@ -69,6 +69,9 @@ class Needed:
     files: list[str]
     last: Segment | None = None
     problem: str | None = None
+    # Nothing of the timeline from the start on is archived (yet): the archive holds
+    # nothing a replay past the backup's own end could use.
+    none_since: bool = False
 
 
 def needed(archived: list[str], start: Segment) -> Needed:
@@ -86,6 +89,7 @@ def needed(archived: list[str], start: Segment) -> Needed:
             files=[],
             problem=f"WAL segment {start.name}, where the backup begins, is not archived "
             "(WAL archiving began after this backup, or it was deleted)",
+            none_since=not after,
         )
     last = after[0]
     for s in after[1:]:

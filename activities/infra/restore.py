@@ -6,7 +6,9 @@ must exist in the instance's namespace, have Completed, hold spec.version's majo
 have its manifest in the store; then the boot data gets where to fetch its two tarballs
 (``dbi.bootstrap.Restore``). For a point in time, the archived WAL from the backup's
 start on must be in the store without a gap (``dbi.wal.needed``); a listing of where
-to fetch each file is written to the store, and the boot data names it. Once
+to fetch each file is written to the store, and the boot data names it. A restore to
+the archive's end whose backup's first segment is not stored yet starts from the backup
+alone: nothing archived reaches past the backup's own end. Once
 delivered, the boot data keeps it and this is not asked again: a restored instance
 does not depend on its backup staying (retention may delete it).
 """
@@ -32,6 +34,10 @@ LSN_FIELD = "spec.restore.lsn"
 
 class _Refused(Exception):
     """Why spec.restore cannot be restored: a sentence naming the field."""
+
+
+class _NoneSince(_Refused):
+    """Nothing is archived from the backup's start on: no WAL past its own end."""
 
 
 def source(ctx: Context, instance: Instance) -> tuple[bootstrap.Restore | None, str | None]:
@@ -77,9 +83,17 @@ def _source(ctx: Context, instance: Instance) -> bootstrap.Restore:
     restore = bootstrap.Restore(
         backup=name, base_url=store.url(prefix + base), wal_url=store.url(prefix + wal_tar)
     )
-    if target is None and lsn is None and (asked.backup is not None or spec.restore.immediate):
+    to_end = target is None and lsn is None
+    if to_end and (asked.backup is not None or spec.restore.immediate):
         return restore  # the backup alone
-    archive_url = _archive(store, instance, of, taken, status, (target, lsn))
+    try:
+        archive_url = _archive(store, instance, of, taken, status, (target, lsn))
+    except _NoneSince:
+        if not to_end:
+            raise
+        # A backup seconds old, its first segment not stored yet: its own end is as far
+        # as the store reaches (the archiver stores a segment after the backup ends).
+        return restore
     return restore.model_copy(
         update={"archive_url": archive_url, "target_time": target, "target_lsn": lsn}
     )
@@ -161,7 +175,8 @@ def _archive(
     archived = [key[len(prefix) :] for key in store.keys(prefix)]
     need = wal.needed(archived, wal.holding(taken.wal.start, taken.wal.timeline))
     if need.problem is not None:
-        raise _Refused(f"spec.restore: after DBBackup {taken.backup}, {need.problem}.")
+        refused = _NoneSince if need.none_since else _Refused
+        raise refused(f"spec.restore: after DBBackup {taken.backup}, {need.problem}.")
     reached = need.last
     if lsn is not None and reached is not None and wal.holding(lsn, reached.timeline) > reached:
         raise _Refused(

@@ -55,10 +55,14 @@ def test_a_gap_or_a_missing_start_is_named() -> None:
     assert gap.files == [] and gap.problem is not None
     assert "000000010000000000000003 is missing" in gap.problem
     assert "resumes at 000000010000000000000004" in gap.problem
+    assert not gap.none_since  # WAL past the backup's start is stored: a gap, not a lag
     late = wal.needed(names("000000010000000000000005"), Segment(1, 2))
     assert late.problem is not None and "000000010000000000000002" in late.problem
     assert "began after this backup" in late.problem
-    assert wal.needed([], Segment(1, 2)).problem is not None
+    assert not late.none_since  # later WAL stored, the start not: a hole
+    for archived in ([], names("000000010000000000000001")):
+        lagging = wal.needed(archived, Segment(1, 2))
+        assert lagging.problem is not None and lagging.none_since  # nothing stored since
 
 
 def test_retention_drops_the_wal_before_the_oldest_kept_backup_and_nothing_after() -> None:

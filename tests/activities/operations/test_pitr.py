@@ -2,7 +2,8 @@
 dropped at t3 (its segment archived by archive_timeout alone); a restore to just after
 t2 has the table with both, one to just after t1, or to the LSN noted at t1, has the
 first rows only, one to the backup's end (immediate) has no table yet; a point before
-any backup, an LSN past the archive, or WAL with a gap is refused naming the field.
+any backup, an LSN past the archive, or WAL with a gap is refused naming the field; a
+restore to the archive's end right after a backup starts from that backup.
 Another install's archiver leaves the instance alone; retention takes the WAL before
 the oldest kept backup and nothing after; the status and `dbi backups` show what was
 archived and the window it opens."""
@@ -179,6 +180,21 @@ async def test_a_restore_to_a_point_in_time_has_what_was_committed_before_it(
     await retention_keeps_the_wal_of_the_kept_backup(
         orchestrator, namespace, kube_api, local_stack, taken["backup"]
     )
+    await restored_right_after_a_backup(orchestrator, namespace, kube_api, local_stack)
+
+
+async def restored_right_after_a_backup(
+    orchestrator: Orchestrator, namespace: str, kube_api: Any, local_stack: StackInfo
+) -> None:
+    """A restore to the archive's end seconds after a backup, before the archiver (once a
+    minute) stored the segment the backup begins in, starts from that backup alone:
+    nothing archived reaches past its end, and it holds what was committed before it."""
+    sql(kube_api, namespace, "CREATE TABLE latest AS SELECT 1 AS id")
+    await backed_up(orchestrator, local_stack, namespace)
+    orchestrator.apply(namespace, "latest", {**SPEC, "restore": {"from": {"instance": "db"}}})
+    await ready(orchestrator, namespace, "latest")
+    with psycopg.connect(uri(kube_api, namespace, "latest"), connect_timeout=3) as conn:
+        assert conn.execute("SELECT id FROM latest").fetchall() == [(1,)]
 
 
 async def retention_keeps_the_wal_of_the_kept_backup(
