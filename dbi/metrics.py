@@ -68,6 +68,10 @@ class Shown(NamedTuple):
     archived: float | None = None
     checked: float | None = None
     lag: float | None = None
+    # While spec.backup.restoreTest is set, once a test ended (status.restoreTest): 1 it
+    # restored, 0 it failed; and when it ended.
+    restore_test: float | None = None
+    restore_tested: float | None = None
 
     @classmethod
     def of(cls, status: Mapping[str, Any]) -> Shown:
@@ -85,6 +89,12 @@ class Shown(NamedTuple):
         scheduled = spec.backup
         if scheduled is None:
             return shown
+        tested = (obj.get("status") or {}).get("restoreTest") or {}
+        if scheduled.restore_test is not None and isinstance(tested.get("succeeded"), bool):
+            shown = shown._replace(
+                restore_test=float(tested["succeeded"]),
+                restore_tested=_timestamp(tested.get("finishedAt")),
+            )
         if spec.power_state is PowerState.RUNNING:
             archive = (obj.get("status") or {}).get("archive") or {}
             archived, checked = archive.get("lastArchivedAt"), archive.get("checkedAt")
@@ -273,14 +283,32 @@ def _backup_families(
             "while archiving keeps up).",
             labels=labels,
         ),
+        "restore_test": GaugeMetricFamily(
+            "dbi_restore_test_succeeded",
+            "1 when the DBInstance's last restore test (spec.backup.restoreTest) restored "
+            "its newest backup and the WAL archived since, 0 when it failed "
+            "(status.restoreTest).",
+            labels=labels,
+        ),
+        "restore_tested": GaugeMetricFamily(
+            "dbi_restore_test_last_timestamp_seconds",
+            "When the DBInstance's last restore test ended.",
+            labels=labels,
+        ),
     }
     for key, shown in sorted(statuses.items()):
         if shown.backup_interval is not None:
             families["interval"].add_metric(list(key), shown.backup_interval)
         if shown.backup_interval is not None and shown.created is not None:
             families["created"].add_metric(list(key), shown.created)
-        archive = (("archived", shown.archived), ("checked", shown.checked), ("lag", shown.lag))
-        for name, value in archive:
+        shown_values = (
+            ("archived", shown.archived),
+            ("checked", shown.checked),
+            ("lag", shown.lag),
+            ("restore_test", shown.restore_test),
+            ("restore_tested", shown.restore_tested),
+        )
+        for name, value in shown_values:
             if value is not None:
                 families[name].add_metric(list(key), value)
         found = last.get(key)

@@ -1,6 +1,7 @@
 """deploy/monitoring/prometheusrule.yaml's backup alerts, evaluated by promtool (Prometheus'
 own rule engine) against series as the worker serves them: an archiver that stops, an
-instance never archived, a backup schedule that stops, a backup that fails. Each alert
+instance never archived, a backup schedule that stops, a backup that fails, a restore
+test that fails. Each alert
 fires when it should, names the instance and links its runbook, and clears when the
 cause does."""
 
@@ -154,5 +155,28 @@ def test_backup_overdue_fires_past_twice_the_schedule_and_failed_at_once(
             ("5h15m", "DbiBackupOverdue", "critical", ["late"]),
             ("2h5m", "DbiBackupFailed", "warning", ["broken"]),
             ("3h5m", "DbiBackupFailed", "warning", []),  # the next one completed
+        ],
+    )
+
+
+def test_restore_test_failed_fires_at_once_and_clears_when_a_test_restores(
+    tmp_path: Path,
+) -> None:
+    """Daily restore tests of "shaky": the second fails, the third restores; "fine"'s all
+    restore, and "untested" has none yet (no series)."""
+    day = 24  # samples, one an hour
+    inputs = [
+        series("dbi_restore_test_succeeded", "shaky", [1] * day + [0] * day + [1] * 2 * day),
+        series("dbi_restore_test_succeeded", "fine", [1] * 4 * day),
+        series("dbi_restore_test_succeeded", "untested", [None] * 4 * day),
+    ]
+    check(
+        tmp_path,
+        "1h",
+        inputs,
+        [
+            ("1h", "DbiRestoreTestFailed", "critical", []),
+            ("1d1h", "DbiRestoreTestFailed", "critical", ["shaky"]),
+            ("2d1h", "DbiRestoreTestFailed", "critical", []),  # the next one restored
         ],
     )

@@ -136,3 +136,46 @@ def test_a_running_archived_instance_shows_when_its_wal_was_last_stored_and_chec
     assert not [
         line for line in lines if "dbi_wal" in line and "orders" not in line and "{" in line
     ]
+
+
+def test_the_last_restore_test_shows_while_restore_tests_are_asked() -> None:
+    now = datetime(2026, 12, 6, 12, tzinfo=UTC)
+    tested = {
+        "succeeded": False,
+        "reason": "RestoreFailed",
+        "startedAt": "2026-12-06T03:00:00Z",
+        "finishedAt": "2026-12-06T03:10:00Z",
+    }
+    asked = {"schedule": "@daily", "restoreTest": {}}
+    statuses = {
+        ("team-a", "orders"): Shown.of_instance(
+            {"spec": {**SPEC, "backup": asked}, "status": {"restoreTest": tested}}, now
+        ),
+        # Restore tests turned off: the last one's result no longer stands for anything.
+        ("team-a", "carts"): Shown.of_instance(
+            {"spec": {**SPEC, "backup": {"schedule": "@daily"}}, "status": {"restoreTest": tested}},
+            now,
+        ),
+        ("team-a", "fresh"): Shown.of_instance({"spec": {**SPEC, "backup": asked}}, now),
+    }
+    registry = CollectorRegistry()
+    registry.register(WatcherCollector(Counters, lambda: statuses, Backups))
+    lines = set(generate_latest(registry).decode().splitlines())
+    key = '{name="orders",namespace="team-a"}'
+    assert f"dbi_restore_test_succeeded{key} 0.0" in lines
+    assert datetime(2026, 12, 6, 3, 10, tzinfo=UTC).timestamp() == 1.7965266e09
+    assert f"dbi_restore_test_last_timestamp_seconds{key} 1.7965266e+09" in lines
+    assert not [
+        line
+        for line in lines
+        if "dbi_restore_test" in line and "orders" not in line and "{" in line
+    ]
+    statuses["team-a", "orders"] = Shown.of_instance(
+        {
+            "spec": {**SPEC, "backup": asked},
+            "status": {"restoreTest": {**tested, "succeeded": True, "reason": "Restored"}},
+        },
+        now,
+    )
+    lines = set(generate_latest(registry).decode().splitlines())
+    assert f"dbi_restore_test_succeeded{key} 1.0" in lines
