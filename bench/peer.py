@@ -38,7 +38,8 @@ from activities.worker import registry
 from bench import stubs
 from dbi import connect, metrics, names, pipeline
 from dbi.config import Config
-from dbi.status import PassReport, StatusInput
+from dbi.passes import StatusInput
+from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepsInput, in_order
 from dbi.streams import Listener, Source, forever
 from watcher import relevance

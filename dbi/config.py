@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from dbi import environment
 from dbi.backups import StoreLocation
+from dbi.databases import DEFAULT_EXTENSIONS
 from dbi.fields import duration_seconds
 from dbi.quantity import parse_quantity
 from dbi.spec import SUPPORTED_VERSIONS
@@ -68,6 +69,8 @@ class Config:
     backup_scratch_bytes: int = DEFAULT_SCRATCH_BYTES
     # Namespaces spec.image may name besides those of ``images`` (DBI_IMAGE_NAMESPACES).
     more_image_namespaces: frozenset[str] = frozenset()
+    # The extensions a DBDatabase may create (DBI_EXTENSIONS).
+    extensions: frozenset[str] = DEFAULT_EXTENSIONS
 
     @property
     def image_namespaces(self) -> frozenset[str]:
@@ -119,6 +122,7 @@ class Config:
             allowed_networks=_networks(),
             backup_scratch_bytes=_scratch_bytes(),
             more_image_namespaces=frozenset(environment.IMAGE_NAMESPACES.items() or ()),
+            extensions=frozenset(environment.EXTENSIONS.items() or DEFAULT_EXTENSIONS),
         )
 
 

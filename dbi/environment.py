@@ -58,6 +58,14 @@ IMAGES = _var(
     "version's; changing it repaves those instances.",
     WORKER,
 )
+EXTENSIONS = _var(
+    "DBI_EXTENSIONS",
+    None,
+    "Comma-separated extensions a DBDatabase's `spec.extensions` may name (default: "
+    "contrib extensions that run no tenant code as superuser, `dbi.databases."
+    "DEFAULT_EXTENSIONS`); any other is refused (`ExtensionNotAllowed`).",
+    WORKER,
+)
 IMAGE_NAMESPACES = _var(
     "DBI_IMAGE_NAMESPACES",
     None,

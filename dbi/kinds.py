@@ -47,9 +47,17 @@ DBINSTANCES = Kind(
 DBBACKUPS = Kind(
     "DBBackup", f"apis/{names.GROUP}/{names.VERSION}/{names.BACKUP_PLURAL}", watched=True
 )
+# DBDatabases: each wakes its own workflow (watcher.objects), not an instance's.
+DBDATABASES = Kind(
+    names.DATABASE_KIND,
+    f"apis/{names.GROUP}/{names.VERSION}/{names.DATABASE_PLURAL}",
+    labelled=False,
+    watched=True,
+)
 KINDS = (
     DBINSTANCES,
     DBBACKUPS,
+    DBDATABASES,
     Kind("Secret", "api/v1/secrets", watched=True, metadata=True),
     Kind("PersistentVolumeClaim", "api/v1/persistentvolumeclaims", watched=True, viewed=True),
     Kind("Service", "api/v1/services", watched=True, viewed=True),

@@ -97,6 +97,13 @@ BACKUP_FINALIZER = "dbi.dev/backup-files"
 REAPER_WORKFLOW_TYPE = "DBBackupReaperWorkflow"
 
 
+# Databases users declare on an instance (dbi.databases): one workflow per DBDatabase.
+DATABASE_KIND = "DBDatabase"
+DATABASE_PLURAL = "dbdatabases"
+DATABASE_WORKFLOW_TYPE = "DBDatabaseWorkflow"
+DATABASE_WORKFLOW_PREFIX = "dbdatabase/"
+
+
 # What takes each instance's spooled WAL to its store: one workflow a minute.
 WAL_ARCHIVER_WORKFLOW_TYPE = "DBWalArchiverWorkflow"
 

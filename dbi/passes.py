@@ -7,13 +7,34 @@ activities/worker/passes.py."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbi.models import Served
 from dbi.pipeline import BACKUP, RESIZE
-from dbi.status import PassReport, StatusInput
+from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult, StepsInput, StepsResult
+
+
+class StatusInput(BaseModel):
+    """Ask the status activity to write one pass's status onto the instance."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    name: str
+    uid: str
+    pass_id: str = Field(
+        default="",
+        description="The pass the status is of: the activity starts from that pass's read "
+        "of the instance when this worker process made it (activities.steps.loop.PassReads).",
+    )
+    report: PassReport
+    generation_seen_at: datetime | None = Field(
+        default=None,
+        description="When the workflow's first pass saw the report's generation (metrics).",
+    )
 
 
 class PendingStatus(BaseModel):

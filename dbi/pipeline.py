@@ -181,6 +181,28 @@ TEARDOWN: tuple[StepSpec, ...] = (
     TEARDOWN_FINALIZER,
 )
 
+# A DBDatabase's steps (dbi.databases; activities/databases/steps.py): the same shape, its
+# own table. Its workflow (workflows/objects.py) runs one activity per step.
+DATABASE_INSTANCE = StepSpec(
+    "database_instance", "InstanceReady", "instance: the DBInstance is Ready; the spec; finalizer"
+)
+DATABASE_CREATE = StepSpec(
+    "database_create", "DatabaseReady", "database: created, proven dbi's, owned by spec.owner"
+)
+DATABASE_EXTENSIONS = StepSpec(
+    "database_extensions", "ExtensionsReady", "extensions: spec.extensions created"
+)
+DATABASE: tuple[StepSpec, ...] = (DATABASE_INSTANCE, DATABASE_CREATE, DATABASE_EXTENSIONS)
+DATABASE_RELEASE = StepSpec(
+    "database_release",
+    "DatabaseReleased",
+    "teardown: drop (Delete) or release (Retain) the database; remove the finalizer",
+    Phase.DELETING,
+)
+DATABASE_TEARDOWN: tuple[StepSpec, ...] = (DATABASE_RELEASE,)
+LOAD_DATABASE = "load_database"
+WRITE_DATABASE_STATUS = "write_database_status"
+
 # Activities that are not steps.
 LOAD_INSTANCE = "load_instance"
 WRITE_STATUS = "write_status"

@@ -8,10 +8,11 @@ uses ``derive`` to merge a pass into the status it read from the object, keeping
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from dbi import restoretest
 from dbi.models import (
@@ -163,17 +164,8 @@ def derive(
     every condition carry the generation the pass read (``observedGeneration``), as
     kstatus reads them; ``convergedGeneration`` is the last one every step satisfied.
     """
-    conditions = [
-        c.model_copy(update={"observed_generation": report.generation})
-        for c in (
-            *_summary_conditions(report, now),
-            *_paused_condition(report, now),
-            *_step_conditions(report, now),
-            *restoretest.conditions(None if report.deleting else previous.restore_test, now),
-        )
-    ]
-    before = {c.type: c for c in previous.conditions}
-    merged = [_keep_transition_time(c, before.get(c.type)) for c in conditions]
+    tested = restoretest.conditions(None if report.deleting else previous.restore_test, now)
+    merged, events = conditions_of(previous.conditions, report, now=now, tail=tested)
     facts = Facts()
     for result in report.results:
         facts = result.facts.merged_over(facts)
@@ -190,7 +182,7 @@ def derive(
         workflow_id=report.workflow_id,
         served=report.served.merged_over(previous.served) if report.served else previous.served,
     )
-    return status, _events(merged, before, report)
+    return status, events
 
 
 def _condition(
@@ -201,11 +193,36 @@ def _condition(
     )
 
 
-def _summary_conditions(report: PassReport, now: datetime) -> list[Condition]:
+def conditions_of(
+    previous: list[Condition],
+    report: PassReport,
+    *,
+    now: datetime,
+    what: str = "instance",
+    tail: Sequence[Condition] = (),
+) -> tuple[list[Condition], list[Event]]:
+    """Return the conditions of any kind's object after ``report`` (Ready, Reconciling,
+    Stalled, Paused while paused, one per step, then ``tail``), and the Events for those
+    that changed; ``what`` names the object in the deleting message."""
+    found = (
+        *_summary_conditions(report, now, what),
+        *_paused_condition(report, now),
+        *_step_conditions(report, now),
+        *tail,
+    )
+    conditions = [c.model_copy(update={"observed_generation": report.generation}) for c in found]
+    before = {c.type: c for c in previous}
+    merged = [_keep_transition_time(c, before.get(c.type)) for c in conditions]
+    return merged, _events(merged, before, report)
+
+
+def _summary_conditions(
+    report: PassReport, now: datetime, what: str = "instance"
+) -> list[Condition]:
     blocking = report.blocking
     true, false = ConditionStatus.TRUE, ConditionStatus.FALSE
     if report.deleting:
-        msg = "The instance is being deleted."
+        msg = f"The {what} is being deleted."
         return [
             _condition(READY, false, Reason.DELETING, msg, now),
             _condition(RECONCILING, true, Reason.DELETING, msg, now),
@@ -328,23 +345,3 @@ def _observed(facts: Facts, previous: Observed | None) -> Observed | None:
     if not fresh:
         return previous
     return (previous or Observed()).model_copy(update=fresh)
-
-
-class StatusInput(BaseModel):
-    """Ask the status activity to write one pass's status onto the instance."""
-
-    model_config = ConfigDict(frozen=True)
-
-    namespace: str
-    name: str
-    uid: str
-    pass_id: str = Field(
-        default="",
-        description="The pass the status is of: the activity starts from that pass's read "
-        "of the instance when this worker process made it (activities.steps.loop.PassReads).",
-    )
-    report: PassReport
-    generation_seen_at: datetime | None = Field(
-        default=None,
-        description="When the workflow's first pass saw the report's generation (metrics).",
-    )

@@ -51,6 +51,8 @@ WORKER_ALLOWED = [
     ("patch", "dbinstances.dbi.dev --subresource=status", NS),
     *[(v, "dbbackups.dbi.dev", NS) for v in ("get", "list", "create", "patch", "delete")],
     ("patch", "dbbackups.dbi.dev --subresource=status", NS),
+    *[(v, "dbdatabases.dbi.dev", NS) for v in ("get", "patch")],
+    ("patch", "dbdatabases.dbi.dev --subresource=status", NS),
     *[(v, "virtualmachines.kubevirt.io", NS) for v in ("get", "create", "patch", "delete")],
     *[(v, "virtualmachineinstances.kubevirt.io", NS) for v in ("get", "delete")],
     ("get", "virtualmachineimages.harvesterhci.io", "dbi-images"),
@@ -80,6 +82,7 @@ WORKER_DENIED = [
     ("update", "dbinstances.dbi.dev", NS),
     ("update", "dbinstances.dbi.dev --subresource=status", NS),
     *[(v, "dbbackups.dbi.dev", NS) for v in ("update", "watch")],
+    *[(v, "dbdatabases.dbi.dev", NS) for v in ("create", "update", "delete")],
     ("create", "virtualmachineinstances.kubevirt.io", NS),
     ("patch", "virtualmachineimages.harvesterhci.io", "dbi-images"),
     ("create", "pods", NS),
@@ -98,6 +101,7 @@ WATCHER_ALLOWED = [
         (v, r, NS)
         for r in (
             "dbinstances.dbi.dev",
+            "dbdatabases.dbi.dev",
             "secrets",
             "persistentvolumeclaims",
             "services",

@@ -12,7 +12,12 @@ from tests.modules import ROOT, production_modules
 TABLE = ROOT / "dbi" / "pipeline.py"
 IDENTITIES = {
     text
-    for spec in (*pipeline.CONVERGE, *pipeline.TEARDOWN)
+    for spec in (
+        *pipeline.CONVERGE,
+        *pipeline.TEARDOWN,
+        *pipeline.DATABASE,
+        *pipeline.DATABASE_TEARDOWN,
+    )
     for text in (spec.name, spec.condition_type)
 }
 

@@ -3,7 +3,8 @@
 It watches DBInstances and the children they own (selected by the ``dbi.dev/instance``
 label: Secrets as metadata only, VirtualMachines, VirtualMachineInstances, PVCs,
 Services), cluster-wide or namespace by namespace, and hands every event to
-``Wakeups`` (DBBackups only feed the backup metrics, ``dbi.metrics.Backups``); a
+``Wakeups`` (DBBackups only feed the backup metrics, ``dbi.metrics.Backups``;
+DBDatabases wake their own workflows, ``watcher.objects``); a
 (re)list of DBInstances wakes each one, since events may have been missed before it.
 It holds no state of its own but what its watches give it: the instances that exist,
 each as last seen (so a child's event after its instance is gone does not start a
@@ -33,14 +34,15 @@ from dbi.messages import SeenInstance
 from dbi.streams import WATCH_SECONDS, Listener, Source, WatchState, forever
 from watcher import relevance
 from watcher.leader import LeaderElection
+from watcher.objects import ObjectWakes
 from watcher.resync import Resync
 from watcher.wakeups import Origin, Wakeups, why
 
 log = logging.getLogger("dbi.watcher")
 RESYNC_SECONDS = 60.0
 # How long one resync may take at most (each visibility page has RPC_TIMEOUT): it runs
-# beside the loop that checks leadership, which a slow one does not hold up. While
-# 10,000 instances converged on a loaded dev server, every resync bounded to 30 s failed.
+# beside the loop that checks leadership. While 10,000 instances converged on a loaded
+# dev server, every resync bounded to 30 s failed.
 RESYNC_TIMEOUT_SECONDS = 300.0
 # How long a stopping watcher waits for its Lease to be given up.
 RELEASE_SECONDS = 10.0
@@ -117,9 +119,11 @@ class Watcher:
     # Each watch of the current term, live or failing (readiness reads them).
     watches: dict[str, WatchState] = field(default_factory=dict)
     resyncs: Resync = field(init=False)
+    objects: ObjectWakes = field(init=False)  # the DBDatabases' wakes
 
     def __post_init__(self) -> None:
         self.resyncs = Resync(self.client, self.wakeups, self.namespaces)
+        self.objects = ObjectWakes(self.client, self.wakeups.task_queue)
 
     def handle(
         self,
@@ -140,10 +144,13 @@ class Watcher:
             if kind == kinds.DBBACKUPS.name:
                 self.backups.note(event, obj)
                 return
+            if kind == kinds.DBDATABASES.name:
+                return self.objects.soon(loop, self.objects.database_event(event, obj))
             if kind == "DBInstance":
                 if event == "SYNC":
                     self.listing.setdefault(scope, set()).add((namespace, meta["name"]))
                 wake = self._instance_event(event, obj)
+                self.objects.soon(loop, self.objects.instance_event(event, obj))
             else:
                 wake = self._child_event(kind, event, obj)
             if wake is None:

@@ -26,9 +26,16 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from dbi import pipeline
     from dbi.models import Served
-    from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus, finished
+    from dbi.passes import (
+        LoadedPass,
+        LoadedPassInput,
+        PassInput,
+        PendingStatus,
+        StatusInput,
+        finished,
+    )
     from dbi.pipeline import StepSpec
-    from dbi.status import PassReport, StatusInput
+    from dbi.status import PassReport
     from dbi.steps import InstanceSnapshot, StepInput, StepsResult
     from workflows import tracing, ui
     from workflows.runner import (

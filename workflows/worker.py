@@ -1,6 +1,6 @@
-"""The worker: hosts DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow,
-DBRestoreTestWorkflow, the install's minutely ones and their activities on the ``dbi``
-task queue.
+"""The worker: hosts DBInstanceWorkflow, DBDatabaseWorkflow, DBBackupWorkflow,
+DBUpgradeWorkflow, DBRestoreTestWorkflow, the install's minutely ones and their
+activities on the ``dbi`` task queue.
 
 Run it with ``python -m workflows.worker`` (or ``dbi worker``). It connects to
 ``TEMPORAL_ADDRESS`` (default 127.0.0.1:7233) in ``TEMPORAL_NAMESPACE`` (default
@@ -47,6 +47,7 @@ from dbi.health import Health, connect_temporal
 from dbi.messages import Wake
 from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
+from workflows.objects import DBDatabaseWorkflow
 from workflows.reaper import DBBackupReaperWorkflow
 from workflows.restoretest import DBRestoreTestWorkflow
 from workflows.upgrade import DBUpgradeWorkflow
@@ -134,6 +135,7 @@ def build_worker(
         task_queue=task_queue,
         workflows=[
             DBInstanceWorkflow,
+            DBDatabaseWorkflow,
             DBBackupWorkflow,
             DBUpgradeWorkflow,
             DBBackupReaperWorkflow,

@@ -12,6 +12,11 @@ from typing import Any
 
 from temporalio import activity
 
+from activities.databases import release as database_release
+from activities.databases import steps as database_steps
+from activities.databases.loop import Anatomy as DatabaseAnatomy
+from activities.databases.loop import run as run_database_step
+from activities.databases.object import LoadDatabase, WriteDatabaseStatus
 from activities.infra.context import Context
 from activities.operations.backup import BeginBackup, FinishBackup
 from activities.operations.basebackup import TakeBackup
@@ -48,6 +53,7 @@ from activities.worker.instance import LoadInstance
 from activities.worker.passes import Passes
 from activities.worker.status import WriteStatus
 from dbi import pipeline
+from dbi.databases import ObjectRef
 from dbi.steps import StepInput, StepResult
 
 MODULES = (
@@ -87,7 +93,19 @@ OTHERS = (
     BeginRestoreTest,
     CheckRestoreTest,
     EndRestoreTest,
+    LoadDatabase,
+    WriteDatabaseStatus,
 )
+# A DBDatabase's steps (dbi.pipeline.DATABASE, DATABASE_TEARDOWN).
+DATABASE_STEPS: dict[str, DatabaseAnatomy[Any, Any]] = {
+    s.spec.name: s
+    for s in (
+        database_steps.INSTANCE,
+        database_steps.CREATE,
+        database_steps.EXTENSIONS,
+        database_release.RELEASE,
+    )
+}
 
 
 def step_activity(ctx: Context, step: Anatomy[Any, Any]) -> Callable[..., Any]:
@@ -96,6 +114,16 @@ def step_activity(ctx: Context, step: Anatomy[Any, Any]) -> Callable[..., Any]:
     @activity.defn(name=step.spec.name)
     def run(step_input: StepInput) -> StepResult:
         return run_step(ctx, step, step_input)
+
+    return run
+
+
+def database_activity(ctx: Context, step: DatabaseAnatomy[Any, Any]) -> Callable[..., Any]:
+    """Return the activity, named after the step, that runs a DBDatabase's step."""
+
+    @activity.defn(name=step.spec.name)
+    def run(ref: ObjectRef) -> StepResult:
+        return run_database_step(ctx, step, ref)
 
     return run
 
@@ -109,6 +137,10 @@ def all_activities(ctx: Context) -> list[Callable[..., Any]]:
     return [
         *activities.values(),
         *runners(Passes(ctx, activities)),
+        *(
+            database_activity(ctx, DATABASE_STEPS[spec.name])
+            for spec in (*pipeline.DATABASE, *pipeline.DATABASE_TEARDOWN)
+        ),
         *(other(ctx).run for other in OTHERS),
         upgrades.begin,
         upgrades.run,

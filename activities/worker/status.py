@@ -22,7 +22,8 @@ from activities.infra.events import emit
 from activities.infra.kube import Instance
 from dbi import metrics, names, pipeline
 from dbi.models import DBInstanceStatus
-from dbi.status import Event, StatusInput, derive
+from dbi.passes import StatusInput
+from dbi.status import Event, derive
 from dbi.steps import StepInput
 
 

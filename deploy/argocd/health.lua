@@ -1,5 +1,6 @@
--- Argo CD health check for dbi.dev/DBInstance. Install it in argocd-cm as
--- resource.customizations.health.dbi.dev_DBInstance (docs/dbinstance.md, Status).
+-- Argo CD health check for dbi.dev/DBInstance and dbi.dev/DBDatabase. Install it in
+-- argocd-cm as resource.customizations.health.dbi.dev_DBInstance and
+-- resource.customizations.health.dbi.dev_DBDatabase (docs/dbinstance.md, Status).
 --
 -- It reads the status the way kstatus does: nothing is concluded from a status that
 -- describes an older generation (status.observedGeneration, 0 until the first pass).

@@ -71,3 +71,23 @@ def conditions(phase: str, **held: str) -> dict[str, Any]:
 )
 def test_argo_cd_health(obj: dict[str, Any], health: str) -> None:
     assert argo_health(obj)[0] == health
+
+
+def database(**held: str) -> dict[str, Any]:
+    """A DBDatabase as dbi writes its status: conditions, no phase."""
+    status = conditions("", **held)
+    del status["phase"]
+    return {**db(status), "kind": "DBDatabase"}
+
+
+@pytest.mark.parametrize(
+    ("obj", "health"),
+    [
+        pytest.param(database(Ready="True"), "Healthy", id="ready"),
+        pytest.param(database(Ready="False", Stalled="True"), "Degraded", id="stalled"),
+        pytest.param(database(Ready="False", Reconciling="True"), "Progressing", id="waiting"),
+    ],
+)
+def test_argo_cd_health_of_a_database(obj: dict[str, Any], health: str) -> None:
+    """The same script serves DBDatabase (resource.customizations.health.dbi.dev_DBDatabase)."""
+    assert argo_health(obj)[0] == health

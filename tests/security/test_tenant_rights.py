@@ -23,12 +23,15 @@ def test_a_tenant_may_use_dbi_in_its_namespace_and_nothing_beyond(tenancy: Tenan
     allowed = [
         *[(v, "dbinstances.dbi.dev", own) for v in ("create", "patch", "delete", "list")],
         *[(v, "dbbackups.dbi.dev", own) for v in ("get", "list", "watch", "delete")],
+        *[(v, "dbdatabases.dbi.dev", own) for v in ("create", "patch", "delete", "list")],
     ]
     denied = [
         ("patch", "dbinstances.dbi.dev --subresource=status", own),
         ("update", "dbinstances.dbi.dev --subresource=status", own),
         *[(v, "dbbackups.dbi.dev", own) for v in ("create", "patch", "update")],
         ("patch", "dbbackups.dbi.dev --subresource=status", own),
+        ("patch", "dbdatabases.dbi.dev --subresource=status", own),
+        *[(v, "dbdatabases.dbi.dev", other) for v in ("get", "list", "create")],
         *[(v, "dbinstances.dbi.dev", other) for v in ("get", "list", "create")],
         *[(v, "dbbackups.dbi.dev", other) for v in ("get", "delete")],
         *[(v, "secrets", home) for v in ("get", "list")],

@@ -24,9 +24,16 @@ from activities.worker.telemetry import measured
 from dbi import pipeline
 from dbi.messages import RotationRequest, RotationResult
 from dbi.models import Served
-from dbi.passes import LoadedPass, LoadedPassInput, PassInput, awaits, settled, then_write
+from dbi.passes import (
+    LoadedPass,
+    LoadedPassInput,
+    PassInput,
+    StatusInput,
+    awaits,
+    settled,
+    then_write,
+)
 from dbi.spec import PowerState
-from dbi.status import StatusInput
 from dbi.steps import (
     InstanceSnapshot,
     Outcome,

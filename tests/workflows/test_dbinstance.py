@@ -27,7 +27,8 @@ from dbi.messages import (
     Wake,
 )
 from dbi.models import Phase, Served
-from dbi.status import StatusInput, summarize
+from dbi.passes import StatusInput
+from dbi.status import summarize
 from dbi.steps import Outcome
 from tests.history import local_activities, local_activity_type
 from tests.workflows.conftest import running, settled, until

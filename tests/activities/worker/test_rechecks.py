@@ -39,8 +39,16 @@ from dbi.config import Config
 from dbi.health import Health
 from dbi.messages import AWAIT_NET, Wake
 from dbi.models import Served
-from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus, awaits, settled
-from dbi.status import PassReport, StatusInput
+from dbi.passes import (
+    LoadedPass,
+    LoadedPassInput,
+    PassInput,
+    PendingStatus,
+    StatusInput,
+    awaits,
+    settled,
+)
+from dbi.status import PassReport
 from dbi.steps import (
     InstanceSnapshot,
     Outcome,

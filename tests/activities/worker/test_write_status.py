@@ -18,8 +18,8 @@ from activities.worker.passes import Passes
 from activities.worker.status import WriteStatus
 from dbi.config import Config
 from dbi.models import DBInstance, DBInstanceStatus, Served, WalArchive
-from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus
-from dbi.status import PassReport, StatusInput, derive
+from dbi.passes import LoadedPass, LoadedPassInput, PassInput, PendingStatus, StatusInput
+from dbi.status import PassReport, derive
 from dbi.steps import (
     InstanceSnapshot,
     Outcome,

@@ -1,0 +1,1 @@
+"""The steps of a DBDatabase (docs/databases.md), on the instance steps' contract."""

@@ -1,0 +1,45 @@
+"""Which events wake a DBDatabase's workflow (watcher.objects), with plain data."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from watcher.objects import ObjectWakes
+
+
+def database(generation: int = 1, *, deleting: bool = False, status: str = "") -> dict[str, Any]:
+    meta: dict[str, Any] = {
+        "namespace": "t",
+        "name": "orders",
+        "uid": "u",
+        "generation": generation,
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-07T00:00:00Z"
+    return {"metadata": meta, "spec": {"instance": "db"}, "status": {"note": status}}
+
+
+def instance(ready: str) -> dict[str, Any]:
+    conditions = [{"type": "Ready", "status": ready}]
+    return {"metadata": {"namespace": "t", "name": "db"}, "status": {"conditions": conditions}}
+
+
+def test_a_database_wakes_on_spec_and_deletion_not_on_its_status() -> None:
+    wakes = ObjectWakes(client=None)  # type: ignore[arg-type]
+    key = ("t", "orders")
+    assert wakes.database_event("ADDED", database()) == [key]
+    assert wakes.database_event("MODIFIED", database(status="written")) == []
+    assert wakes.database_event("MODIFIED", database(2)) == [key]
+    assert wakes.database_event("MODIFIED", database(2, deleting=True)) == [key]
+    assert wakes.database_event("SYNC", database(2, deleting=True)) == [key]
+    assert wakes.database_event("DELETED", database(2, deleting=True)) == []
+
+
+def test_an_instance_wakes_its_databases_when_it_comes_goes_or_turns_ready() -> None:
+    wakes = ObjectWakes(client=None)  # type: ignore[arg-type]
+    wakes.database_event("ADDED", database())
+    key = ("t", "orders")
+    assert wakes.instance_event("ADDED", instance("False")) == [key]
+    assert wakes.instance_event("MODIFIED", instance("False")) == []
+    assert wakes.instance_event("MODIFIED", instance("True")) == [key]
+    assert wakes.instance_event("DELETED", instance("True")) == [key]
