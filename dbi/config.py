@@ -29,6 +29,7 @@ from dbi.backups import StoreLocation
 from dbi.databases import DEFAULT_EXTENSIONS
 from dbi.fields import duration_seconds
 from dbi.quantity import parse_quantity
+from dbi.roles import DEFAULT_GRANTABLE
 from dbi.spec import SUPPORTED_VERSIONS
 
 ADMIN_USER = "dbi_admin"
@@ -71,6 +72,8 @@ class Config:
     more_image_namespaces: frozenset[str] = frozenset()
     # The extensions a DBDatabase may create (DBI_EXTENSIONS).
     extensions: frozenset[str] = DEFAULT_EXTENSIONS
+    # The predefined roles a DBRole may be a member of (DBI_GRANTABLE_ROLES).
+    grantable: frozenset[str] = DEFAULT_GRANTABLE
 
     @property
     def image_namespaces(self) -> frozenset[str]:
@@ -123,6 +126,7 @@ class Config:
             backup_scratch_bytes=_scratch_bytes(),
             more_image_namespaces=frozenset(environment.IMAGE_NAMESPACES.items() or ()),
             extensions=frozenset(environment.EXTENSIONS.items() or DEFAULT_EXTENSIONS),
+            grantable=frozenset(environment.GRANTABLE_ROLES.items() or DEFAULT_GRANTABLE),
         )
 
 

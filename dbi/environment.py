@@ -63,7 +63,15 @@ EXTENSIONS = _var(
     None,
     "Comma-separated extensions a DBDatabase's `spec.extensions` may name (default: "
     "contrib extensions that run no tenant code as superuser, `dbi.databases."
-    "DEFAULT_EXTENSIONS`); any other is refused (`ExtensionNotAllowed`).",
+    "DEFAULT_EXTENSIONS`); any other is refused (`FieldRefused`).",
+    WORKER,
+)
+GRANTABLE_ROLES = _var(
+    "DBI_GRANTABLE_ROLES",
+    None,
+    "Comma-separated predefined roles a DBRole's `spec.inRoles` may name (default: those "
+    "that neither read nor write the server's files nor run programs, `dbi.roles."
+    "DEFAULT_GRANTABLE`); any other is refused (`FieldRefused`).",
     WORKER,
 )
 IMAGE_NAMESPACES = _var(

@@ -47,17 +47,25 @@ DBINSTANCES = Kind(
 DBBACKUPS = Kind(
     "DBBackup", f"apis/{names.GROUP}/{names.VERSION}/{names.BACKUP_PLURAL}", watched=True
 )
-# DBDatabases: each wakes its own workflow (watcher.objects), not an instance's.
+# DBDatabases and DBRoles: each wakes its own workflow (watcher.objects).
 DBDATABASES = Kind(
     names.DATABASE_KIND,
     f"apis/{names.GROUP}/{names.VERSION}/{names.DATABASE_PLURAL}",
     labelled=False,
     watched=True,
 )
+DBROLES = Kind(
+    names.ROLE_KIND,
+    f"apis/{names.GROUP}/{names.VERSION}/{names.ROLE_PLURAL}",
+    labelled=False,
+    watched=True,
+)
+DECLARED = (DBDATABASES.name, DBROLES.name)
 KINDS = (
     DBINSTANCES,
     DBBACKUPS,
     DBDATABASES,
+    DBROLES,
     Kind("Secret", "api/v1/secrets", watched=True, metadata=True),
     Kind("PersistentVolumeClaim", "api/v1/persistentvolumeclaims", watched=True, viewed=True),
     Kind("Service", "api/v1/services", watched=True, viewed=True),

@@ -101,7 +101,12 @@ REAPER_WORKFLOW_TYPE = "DBBackupReaperWorkflow"
 DATABASE_KIND = "DBDatabase"
 DATABASE_PLURAL = "dbdatabases"
 DATABASE_WORKFLOW_TYPE = "DBDatabaseWorkflow"
-DATABASE_WORKFLOW_PREFIX = "dbdatabase/"
+# Roles users declare on an instance (dbi.roles): one workflow per DBRole.
+ROLE_KIND = "DBRole"
+ROLE_PLURAL = "dbroles"
+ROLE_WORKFLOW_TYPE = "DBRoleWorkflow"
+# On a DBRole's credentials Secret: the DBRole it is of (a deletion wakes it).
+ROLE_LABEL = "dbi.dev/role"
 
 
 # What takes each instance's spooled WAL to its store: one workflow a minute.

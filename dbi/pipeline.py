@@ -181,8 +181,8 @@ TEARDOWN: tuple[StepSpec, ...] = (
     TEARDOWN_FINALIZER,
 )
 
-# A DBDatabase's steps (dbi.databases; activities/databases/steps.py): the same shape, its
-# own table. Its workflow (workflows/objects.py) runs one activity per step.
+# A DBDatabase's steps (dbi.databases; activities/objects/database.py): the same shape,
+# its own table. Its workflow (workflows/objects.py) runs one activity per step.
 DATABASE_INSTANCE = StepSpec(
     "database_instance", "InstanceReady", "instance: the DBInstance is Ready; the spec; finalizer"
 )
@@ -200,8 +200,27 @@ DATABASE_RELEASE = StepSpec(
     Phase.DELETING,
 )
 DATABASE_TEARDOWN: tuple[StepSpec, ...] = (DATABASE_RELEASE,)
-LOAD_DATABASE = "load_database"
-WRITE_DATABASE_STATUS = "write_database_status"
+# A DBRole's (dbi.roles; activities/objects/role.py).
+ROLE_INSTANCE = StepSpec(
+    "role_instance", "InstanceReady", "instance: the DBInstance is Ready; the spec; finalizer"
+)
+ROLE_SECRET = StepSpec(
+    "role_secret", "SecretReady", "secret: <name>-credentials holds a password and every key"
+)
+ROLE_CREATE = StepSpec(
+    "role_create", "RoleReady", "role: created, proven dbi's, LOGIN, limit and password"
+)
+ROLE_GRANTS = StepSpec("role_grants", "GrantsReady", "grants: member of spec.inRoles, no more")
+ROLE: tuple[StepSpec, ...] = (ROLE_INSTANCE, ROLE_SECRET, ROLE_CREATE, ROLE_GRANTS)
+ROLE_RELEASE = StepSpec(
+    "role_release",
+    "RoleReleased",
+    "teardown: drop the role (kept NOLOGIN while it owns objects); remove the finalizer",
+    Phase.DELETING,
+)
+ROLE_TEARDOWN: tuple[StepSpec, ...] = (ROLE_RELEASE,)
+LOAD_OBJECT = "load_object"
+WRITE_OBJECT_STATUS = "write_object_status"
 
 # Activities that are not steps.
 LOAD_INSTANCE = "load_instance"

@@ -29,7 +29,7 @@ from devstack.vmstandin.kubevirt import QEMU_LABEL
 IMAGES_NAMESPACE = "dbi-images"
 
 
-CRDS = ("dbinstance.yaml", "dbbackup.yaml", "dbdatabase.yaml")
+CRDS = ("dbinstance.yaml", "dbbackup.yaml", "dbdatabase.yaml", "dbrole.yaml")
 
 
 def install(api: k8s.ApiClient) -> None:

@@ -83,9 +83,9 @@ def kubectl_as(local_stack: StackInfo, kubeconfig: Path) -> Kubectl:
 
 @pytest.fixture(scope="session")
 def dbinstance_crd(kubectl: Kubectl, repo_root: Path) -> str:
-    """Install crds/dbinstance.yaml (and dbbackup.yaml, dbdatabase.yaml) and return the DBInstance
-    CRD's name once both are Established."""
-    for file in ("dbinstance.yaml", "dbbackup.yaml", "dbdatabase.yaml"):
+    """Install crds/dbinstance.yaml (and dbbackup, dbdatabase and dbrole.yaml) and return
+    the DBInstance CRD's name once all are Established."""
+    for file in ("dbinstance.yaml", "dbbackup.yaml", "dbdatabase.yaml", "dbrole.yaml"):
         crd = repo_root / "crds" / file
         kubectl("apply", "--server-side", "--field-manager=dbi-tests", "-f", str(crd))
     # Polled, not `kubectl wait`: on a control plane just started, kubectl 1.37 fails at
@@ -98,7 +98,7 @@ def dbinstance_crd(kubectl: Kubectl, repo_root: Path) -> str:
         got = kubectl("get", f"crd/{crd}", "-o", f"jsonpath={established}", check=False)
         return got.returncode == 0 and got.stdout == "True"
 
-    plurals = (names.PLURAL, names.BACKUP_PLURAL, names.DATABASE_PLURAL)
+    plurals = (names.PLURAL, names.BACKUP_PLURAL, names.DATABASE_PLURAL, names.ROLE_PLURAL)
     for crd_name in (f"{plural}.{names.GROUP}" for plural in plurals):
         eventually(functools.partial(is_established, crd_name), what=f"{crd_name} Established")
     return f"{names.PLURAL}.{names.GROUP}"

@@ -139,7 +139,7 @@ def test_the_check_finds_a_step_importing_a_step(tmp_path: Path) -> None:
 # The rooms of ``activities``, bottom up: how activities reach the world; the steps; the
 # steps of the other kinds (a DBDatabase's, on the steps' loop); the operations beside
 # convergence (a backup, an upgrade, a rotation); the worker's machinery.
-ROOMS = ["infra", "steps", "databases", "operations", "worker"]
+ROOMS = ["infra", "steps", "objects", "operations", "worker"]
 
 
 def room_violations(paths: list[Path]) -> list[str]:

@@ -17,6 +17,8 @@ IDENTITIES = {
         *pipeline.TEARDOWN,
         *pipeline.DATABASE,
         *pipeline.DATABASE_TEARDOWN,
+        *pipeline.ROLE,
+        *pipeline.ROLE_TEARDOWN,
     )
     for text in (spec.name, spec.condition_type)
 }

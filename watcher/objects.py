@@ -1,11 +1,12 @@
-"""Wake-ups of the DBDatabases' workflows (``workflows.objects``).
+"""Wake-ups of the DBDatabases' and DBRoles' workflows (``workflows.objects``).
 
-Each DBDatabase event that changes what its workflow converges (a new object, a new
-generation, a deletion begun, a relist) starts or wakes its workflow; a status-only
-change does not (the workflow wrote it). An instance event that can change what its
-DBDatabases find (the instance created, deleted, relisted, or its Ready changed) wakes
-each DBDatabase that names it. A wake that fails is tried again a few times; the
-workflow's own re-check (``workflows.objects.RECHECK``) covers one that never arrives.
+Each event of such an object that changes what its workflow converges (a new object,
+a new generation, a deletion begun, a new ``dbi.dev/rotate-requested-at``, a relist)
+starts or wakes its workflow; a status-only change does not (the workflow wrote it).
+An instance event that can change what its objects find (the instance created,
+deleted, relisted, or its Ready changed) wakes each object that names it. A wake that
+fails is tried again a few times; the workflow's own re-check
+(``workflows.objects.RECHECK``) covers one that never arrives.
 """
 
 from __future__ import annotations
@@ -17,12 +18,20 @@ from typing import Any
 
 from temporalio.client import Client
 
-from dbi import databases, names
-from dbi.databases import ObjectRef
+from dbi import names
+from dbi.objects import KINDS, ObjectRef
 from watcher.wakeups import RPC_TIMEOUT, why
 
 log = logging.getLogger("dbi.watcher")
 ATTEMPTS = 5
+WORKFLOW_TYPES = {
+    names.DATABASE_KIND: names.DATABASE_WORKFLOW_TYPE,
+    names.ROLE_KIND: names.ROLE_WORKFLOW_TYPE,
+}
+
+
+# An object: (kind, namespace, name).
+Key = tuple[str, str, str]
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,7 @@ class _Seen:
     uid: str
     generation: int | None
     deleting: bool
+    rotation: str | None
 
 
 def _ready(obj: dict[str, Any]) -> bool:
@@ -42,30 +52,31 @@ def _ready(obj: dict[str, Any]) -> bool:
 class ObjectWakes:
     client: Client
     task_queue: str = names.TASK_QUEUE
-    # Each DBDatabase as last seen, and each instance's Ready as last seen.
-    databases: dict[tuple[str, str], _Seen] = field(default_factory=dict)
+    # Each object as last seen, and each instance's Ready as last seen.
+    seen: dict[Key, _Seen] = field(default_factory=dict)
     ready: dict[tuple[str, str], bool] = field(default_factory=dict)
     sent: int = 0
 
-    def database_event(self, event: str, obj: dict[str, Any]) -> list[tuple[str, str]]:
-        """Remember a DBDatabase event; return the objects to wake (this one, or none)."""
+    def object_event(self, kind: str, event: str, obj: dict[str, Any]) -> list[Key]:
+        """Remember an object's event; return the objects to wake (this one, or none)."""
         meta = obj["metadata"]
-        key = (meta.get("namespace", ""), meta["name"])
-        before = self.databases.get(key)
+        key = (kind, meta.get("namespace", ""), meta["name"])
+        before = self.seen.get(key)
         now = _Seen(
             instance=str((obj.get("spec") or {}).get("instance", "")),
             uid=str(meta.get("uid", "")),
             generation=meta.get("generation"),
             deleting=bool(meta.get("deletionTimestamp")),
+            rotation=(meta.get("annotations") or {}).get(names.ROTATE_REQUESTED_AT),
         )
         if event == "DELETED":
-            self.databases.pop(key, None)
+            self.seen.pop(key, None)
             return []
-        self.databases[key] = now
+        self.seen[key] = now
         return [key] if event == "SYNC" or before != now else []
 
-    def instance_event(self, event: str, obj: dict[str, Any]) -> list[tuple[str, str]]:
-        """Remember an instance's Ready; return the DBDatabases on it to wake."""
+    def instance_event(self, event: str, obj: dict[str, Any]) -> list[Key]:
+        """Remember an instance's Ready; return the objects on it to wake."""
         meta = obj["metadata"]
         namespace, name = meta.get("namespace", ""), meta["name"]
         before = self.ready.get((namespace, name))
@@ -77,25 +88,26 @@ class ObjectWakes:
             (namespace, name)
         ):
             return []
-        return [k for k, s in self.databases.items() if k[0] == namespace and s.instance == name]
+        return [k for k, s in self.seen.items() if k[1] == namespace and s.instance == name]
 
-    def soon(self, loop: asyncio.AbstractEventLoop, keys: list[tuple[str, str]]) -> None:
+    def soon(self, loop: asyncio.AbstractEventLoop, keys: list[Key]) -> None:
         """Wake ``keys`` from a watch thread, on the watcher's event loop."""
         for key in keys:
             asyncio.run_coroutine_threadsafe(self.wake(key), loop)
 
-    async def wake(self, key: tuple[str, str]) -> None:
-        """Start the DBDatabase's workflow, or wake it when it runs."""
-        seen = self.databases.get(key)
+    async def wake(self, key: Key) -> None:
+        """Start the object's workflow, or wake it when it runs."""
+        seen = self.seen.get(key)
         if seen is None:
             return
-        ref = ObjectRef(namespace=key[0], name=key[1], uid=seen.uid)
+        kind, namespace, name = key
+        ref = ObjectRef(kind=kind, namespace=namespace, name=name, uid=seen.uid)
         for attempt in range(ATTEMPTS):
             try:
                 await self.client.start_workflow(
-                    names.DATABASE_WORKFLOW_TYPE,
+                    WORKFLOW_TYPES[kind],
                     ref,
-                    id=databases.workflow_id(*key),
+                    id=KINDS[kind].workflow_id(namespace, name),
                     task_queue=self.task_queue,
                     start_signal=names.WAKE,
                     rpc_timeout=RPC_TIMEOUT,
@@ -103,5 +115,5 @@ class ObjectWakes:
                 self.sent += 1
                 return
             except Exception as e:
-                log.warning("wake of DBDatabase %s/%s failed (%s)", *key, why(e))
+                log.warning("wake of %s %s/%s failed (%s)", *key, why(e))
                 await asyncio.sleep(2.0**attempt)

@@ -144,8 +144,8 @@ class Watcher:
             if kind == kinds.DBBACKUPS.name:
                 self.backups.note(event, obj)
                 return
-            if kind == kinds.DBDATABASES.name:
-                return self.objects.soon(loop, self.objects.database_event(event, obj))
+            if kind in kinds.DECLARED:
+                return self.objects.soon(loop, self.objects.object_event(kind, event, obj))
             if kind == "DBInstance":
                 if event == "SYNC":
                     self.listing.setdefault(scope, set()).add((namespace, meta["name"]))

@@ -1,11 +1,12 @@
-"""DBDatabaseWorkflow: one long-lived workflow per DBDatabase, on the instance's engine.
+"""DBDatabaseWorkflow and DBRoleWorkflow: one long-lived workflow per object of a kind
+declared on an instance (``dbi.objects.KINDS``), on the instance's step contract.
 
-Id ``dbdatabase/<namespace>/<name>``, started or woken by the watcher (a ``wake``
-signal) on every change of the object and of its instance. A pass loads the object
-(``load_database``), runs its steps in order (``dbi.pipeline.DATABASE``, or
-``DATABASE_TEARDOWN`` once it is being deleted), one activity each, shown one by one in
-the Temporal UI, stopping at the first that is not Satisfied, then writes the status
-(``write_database_status``). Between passes it waits as ``wait_after`` says, or until
+Id ``dbdatabase/<namespace>/<name>`` (``dbrole/...``), started or woken by the watcher
+(a ``wake`` signal) on every change of the object and of its instance. A pass loads the
+object (``load_object``), runs its kind's steps in order (``dbi.pipeline.DATABASE``,
+``ROLE``, or the teardown once it is being deleted), one activity each, shown one by
+one in the Temporal UI, stopping at the first that is not Satisfied, then writes the
+status (``write_object_status``). Between passes it waits as ``wait_after`` says, or until
 woken. It completes when the teardown converged or the object is gone; an object
 recreated under the same name is followed into a new run. A step whose activity keeps
 raising is Transient (``StepFailed``): the workflow never fails because a step did.
@@ -23,7 +24,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from dbi import names, pipeline
-    from dbi.databases import DatabasePass, Loaded, ObjectRef
+    from dbi.objects import KINDS, Loaded, ObjectPass, ObjectRef
     from dbi.pipeline import StepSpec
     from dbi.steps import STEP_FAILED, Outcome, StepResult
     from workflows.waiting import AT_ONCE_FALLBACK, AT_ONCE_LIMIT, DEFAULT_PENDING, backoff
@@ -56,23 +57,23 @@ def wait_after(
     return timedelta(seconds=hint)
 
 
-@workflow.defn(name=names.DATABASE_WORKFLOW_TYPE)
-class DBDatabaseWorkflow:
+class _Converges:
+    """What each kind's workflow does (the Temporal types below only name it)."""
+
     def __init__(self) -> None:
         self._woken = False
 
-    @workflow.signal(name=names.WAKE)
-    def wake(self) -> None:
+    def _wake(self) -> None:
         self._woken = True
 
-    @workflow.run
-    async def run(self, ref: ObjectRef) -> None:
+    async def _run(self, ref: ObjectRef) -> None:
+        kind = KINDS[ref.kind]
         transient = at_once = 0
         for _ in range(PASSES_PER_RUN):
             self._woken = False
             loaded: Loaded = await workflow.execute_activity(
-                pipeline.LOAD_DATABASE,
-                ObjectRef(namespace=ref.namespace, name=ref.name),
+                pipeline.LOAD_OBJECT,
+                ref.model_copy(update={"uid": ""}),
                 result_type=Loaded,
                 start_to_close_timeout=SHORT,
                 retry_policy=STEP_RETRY,
@@ -81,11 +82,11 @@ class DBDatabaseWorkflow:
                 return
             if loaded.uid != ref.uid:  # another object of the name: its own run
                 workflow.continue_as_new(ref.model_copy(update={"uid": loaded.uid}))
-            steps = pipeline.DATABASE_TEARDOWN if loaded.deleting else pipeline.DATABASE
+            steps = kind.teardown if loaded.deleting else kind.steps
             results = await self._pass(ref, steps)
             await workflow.execute_activity(
-                pipeline.WRITE_DATABASE_STATUS,
-                DatabasePass(
+                pipeline.WRITE_OBJECT_STATUS,
+                ObjectPass(
                     ref=ref,
                     workflow_id=workflow.info().workflow_id,
                     generation=loaded.generation,
@@ -102,8 +103,18 @@ class DBDatabaseWorkflow:
             wait = wait_after(results, transient_streak=transient, at_once_streak=at_once)
             at_once = at_once + 1 if not wait else 0
             if wait:
-                await workflow.wait_condition(lambda: self._woken, timeout=wait)
+                await self._wait(wait)
         workflow.continue_as_new(ref)
+
+    async def _wait(self, wait: timedelta) -> None:
+        """Until woken, or ``wait`` has passed (a durable timer)."""
+        try:
+            summary = f"look again in {wait.total_seconds():.0f}s, or when woken"
+            await workflow.wait_condition(
+                lambda: self._woken, timeout=wait, timeout_summary=summary
+            )
+        except TimeoutError:
+            pass
 
     async def _pass(self, ref: ObjectRef, steps: tuple[StepSpec, ...]) -> list[StepResult]:
         results: list[StepResult] = []
@@ -126,3 +137,25 @@ class DBDatabaseWorkflow:
             if result.outcome is not Outcome.SATISFIED:
                 break
         return results
+
+
+@workflow.defn(name=names.DATABASE_WORKFLOW_TYPE)
+class DBDatabaseWorkflow(_Converges):
+    @workflow.signal(name=names.WAKE)
+    def wake(self) -> None:
+        self._wake()
+
+    @workflow.run
+    async def run(self, ref: ObjectRef) -> None:
+        await self._run(ref)
+
+
+@workflow.defn(name=names.ROLE_WORKFLOW_TYPE)
+class DBRoleWorkflow(_Converges):
+    @workflow.signal(name=names.WAKE)
+    def wake(self) -> None:
+        self._wake()
+
+    @workflow.run
+    async def run(self, ref: ObjectRef) -> None:
+        await self._run(ref)

@@ -1,4 +1,4 @@
-"""The worker: hosts DBInstanceWorkflow, DBDatabaseWorkflow, DBBackupWorkflow,
+"""The worker: hosts DBInstanceWorkflow, DBDatabaseWorkflow, DBRoleWorkflow, DBBackupWorkflow,
 DBUpgradeWorkflow, DBRestoreTestWorkflow, the install's minutely ones and their
 activities on the ``dbi`` task queue.
 
@@ -47,7 +47,7 @@ from dbi.health import Health, connect_temporal
 from dbi.messages import Wake
 from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
-from workflows.objects import DBDatabaseWorkflow
+from workflows.objects import DBDatabaseWorkflow, DBRoleWorkflow
 from workflows.reaper import DBBackupReaperWorkflow
 from workflows.restoretest import DBRestoreTestWorkflow
 from workflows.upgrade import DBUpgradeWorkflow
@@ -136,6 +136,7 @@ def build_worker(
         workflows=[
             DBInstanceWorkflow,
             DBDatabaseWorkflow,
+            DBRoleWorkflow,
             DBBackupWorkflow,
             DBUpgradeWorkflow,
             DBBackupReaperWorkflow,

@@ -12,12 +12,11 @@ from typing import Any
 
 from temporalio import activity
 
-from activities.databases import release as database_release
-from activities.databases import steps as database_steps
-from activities.databases.loop import Anatomy as DatabaseAnatomy
-from activities.databases.loop import run as run_database_step
-from activities.databases.object import LoadDatabase, WriteDatabaseStatus
 from activities.infra.context import Context
+from activities.objects import database, database_release, role, role_create, role_release
+from activities.objects.loop import Anatomy as ObjectAnatomy
+from activities.objects.loop import run as run_object_step
+from activities.objects.object import LoadObject, WriteObjectStatus
 from activities.operations.backup import BeginBackup, FinishBackup
 from activities.operations.basebackup import TakeBackup
 from activities.operations.pgupgrade import Upgrades
@@ -53,7 +52,7 @@ from activities.worker.instance import LoadInstance
 from activities.worker.passes import Passes
 from activities.worker.status import WriteStatus
 from dbi import pipeline
-from dbi.databases import ObjectRef
+from dbi.objects import KINDS, ObjectRef
 from dbi.steps import StepInput, StepResult
 
 MODULES = (
@@ -93,17 +92,22 @@ OTHERS = (
     BeginRestoreTest,
     CheckRestoreTest,
     EndRestoreTest,
-    LoadDatabase,
-    WriteDatabaseStatus,
+    LoadObject,
+    WriteObjectStatus,
 )
-# A DBDatabase's steps (dbi.pipeline.DATABASE, DATABASE_TEARDOWN).
-DATABASE_STEPS: dict[str, DatabaseAnatomy[Any, Any]] = {
+# The steps of the kinds declared on an instance (dbi.objects.KINDS).
+OBJECT_STEPS: dict[str, ObjectAnatomy[Any, Any]] = {
     s.spec.name: s
     for s in (
-        database_steps.INSTANCE,
-        database_steps.CREATE,
-        database_steps.EXTENSIONS,
+        database.INSTANCE,
+        database.CREATE,
+        database.EXTENSIONS,
         database_release.RELEASE,
+        role.INSTANCE,
+        role.SECRET,
+        role_create.CREATE,
+        role_create.GRANTS,
+        role_release.RELEASE,
     )
 }
 
@@ -118,12 +122,13 @@ def step_activity(ctx: Context, step: Anatomy[Any, Any]) -> Callable[..., Any]:
     return run
 
 
-def database_activity(ctx: Context, step: DatabaseAnatomy[Any, Any]) -> Callable[..., Any]:
-    """Return the activity, named after the step, that runs a DBDatabase's step."""
+def object_activity(ctx: Context, step: ObjectAnatomy[Any, Any]) -> Callable[..., Any]:
+    """Return the activity, named after the step, that runs a DBDatabase's or DBRole's
+    step."""
 
     @activity.defn(name=step.spec.name)
     def run(ref: ObjectRef) -> StepResult:
-        return run_database_step(ctx, step, ref)
+        return run_object_step(ctx, step, ref)
 
     return run
 
@@ -138,8 +143,9 @@ def all_activities(ctx: Context) -> list[Callable[..., Any]]:
         *activities.values(),
         *runners(Passes(ctx, activities)),
         *(
-            database_activity(ctx, DATABASE_STEPS[spec.name])
-            for spec in (*pipeline.DATABASE, *pipeline.DATABASE_TEARDOWN)
+            object_activity(ctx, OBJECT_STEPS[spec.name])
+            for kind in KINDS.values()
+            for spec in (*kind.steps, *kind.teardown)
         ),
         *(other(ctx).run for other in OTHERS),
         upgrades.begin,

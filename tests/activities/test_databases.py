@@ -6,94 +6,16 @@ their deletion does not hang on it."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
-import psycopg
 import pytest
 
-from dbi import names
-from dbi.config import ADMIN_USER
-from tests.activities.lifecycle import SPEC, create, uri
-from tests.activities.logins import admin_credential
+from tests.activities.declared import admin, apply, connect, databases, gone, until_condition
+from tests.activities.lifecycle import SPEC, create
 from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
-
-
-def apply(orchestrator: Orchestrator, namespace: str, name: str, spec: dict[str, Any]) -> None:
-    manifest = {
-        "apiVersion": names.API_VERSION,
-        "kind": names.DATABASE_KIND,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-    orchestrator.kubectl("apply", "-f", "-", stdin=json.dumps(manifest))
-
-
-def get(orchestrator: Orchestrator, namespace: str, name: str) -> dict[str, Any]:
-    found = orchestrator.kubectl(
-        "get", names.DATABASE_PLURAL, name, "-n", namespace, "-o", "json", check=False
-    )
-    return dict(json.loads(found.stdout)) if found.returncode == 0 else {}
-
-
-def condition(obj: dict[str, Any], kind: str) -> tuple[str, str, str] | None:
-    """(status, reason, message) of a condition of the object's current generation."""
-    status = obj.get("status", {})
-    if status.get("observedGeneration") != obj.get("metadata", {}).get("generation"):
-        return None
-    for c in status.get("conditions", []):
-        if c["type"] == kind:
-            return (c["status"], c["reason"], c["message"])
-    return None
-
-
-async def until_condition(
-    orchestrator: Orchestrator, namespace: str, name: str, kind: str, reason: str
-) -> tuple[str, str, str]:
-    def check() -> tuple[str, str, str] | None:
-        found = condition(get(orchestrator, namespace, name), kind)
-        return found if found is not None and found[1] == reason else None
-
-    try:
-        got: tuple[str, str, str] = await orchestrator.until(check, what=f"{name} {kind} {reason}")
-    except AssertionError as e:
-        conditions = get(orchestrator, namespace, name).get("status", {}).get("conditions", [])
-        raise AssertionError(f"{e}; conditions: {conditions}") from None
-    return got
-
-
-def connect(
-    kube_api: Any, namespace: str, dbname: str, login: dict[str, str] | None = None
-) -> psycopg.Connection[Any]:
-    """A session on instance ``db``'s database ``dbname``: as its app role (the credentials
-    Secret), or with ``login``'s user and password; verify-full either way."""
-    return psycopg.connect(
-        uri(kube_api, namespace, "db"),
-        dbname=dbname,
-        connect_timeout=3,
-        autocommit=True,
-        **(login or {}),  # type: ignore[arg-type]
-    )
-
-
-def admin(kube_api: Any, orchestrator: Orchestrator, namespace: str) -> dict[str, str]:
-    password = admin_credential(kube_api, orchestrator, namespace)["password"]
-    return {"user": ADMIN_USER, "password": password}
-
-
-def databases(kube_api: Any, orchestrator: Orchestrator, namespace: str) -> set[str]:
-    with connect(kube_api, namespace, "postgres", admin(kube_api, orchestrator, namespace)) as c:
-        return {r[0] for r in c.execute("SELECT datname FROM pg_database")}
-
-
-async def gone(orchestrator: Orchestrator, namespace: str, name: str) -> None:
-    orchestrator.kubectl("delete", names.DATABASE_PLURAL, name, "-n", namespace, "--wait=false")
-    await orchestrator.until(
-        lambda: not get(orchestrator, namespace, name), what=f"DBDatabase {name} gone"
-    )
 
 
 async def test_databases_are_created_owned_kept_and_dropped_as_declared(

@@ -8,19 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from activities.databases import steps
-from activities.databases.ledger import Seen
-from activities.databases.release import Release, decide_release
-from dbi import crd
-from dbi.databases import (
-    DEFAULT_EXTENSIONS,
-    DBDatabaseSpec,
-    DeletionPolicy,
-    Ledger,
-    Verdict,
-    refusal,
-    whose,
-)
+from activities.objects import database as steps
+from activities.objects.database import Seen
+from activities.objects.database_release import Release, decide_release
+from dbi import crd, names
+from dbi.databases import DEFAULT_EXTENSIONS, DBDatabaseSpec, DeletionPolicy, refusal
+from dbi.objects import Ledger, Verdict, whose
 from dbi.pipeline import DATABASE_CREATE
 from dbi.steps import Outcome
 from workflows.objects import RECHECK, wait_after
@@ -142,6 +135,6 @@ def test_the_workflow_waits_by_the_blocking_outcome() -> None:
 
 def test_the_committed_dbdatabase_crd_is_rendered_from_the_models(repo_root: Path) -> None:
     committed = (repo_root / "crds" / "dbdatabase.yaml").read_text()
-    assert committed == crd.database_yaml(), (
+    assert committed == crd.object_yaml(names.DATABASE_KIND), (
         "run: python -m dbi.crd --database > crds/dbdatabase.yaml"
     )

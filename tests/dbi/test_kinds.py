@@ -19,7 +19,7 @@ def test_the_watcher_watches_the_tables_watched_kinds_in_each_namespace() -> Non
         (ns, k.name) for ns in ("team-a", "team-b") for k in WATCHED
     ]
     children = {s.kind for s in sources(api) if s.label_selector == names.INSTANCE_LABEL}
-    assert children == {k.name for k in WATCHED} - {"DBInstance", "DBDatabase"}
+    assert children == {k.name for k in WATCHED} - {"DBInstance", "DBDatabase", "DBRole"}
 
 
 def test_a_secret_is_watched_as_metadata_alone_and_never_viewed() -> None:

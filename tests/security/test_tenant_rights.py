@@ -24,6 +24,7 @@ def test_a_tenant_may_use_dbi_in_its_namespace_and_nothing_beyond(tenancy: Tenan
         *[(v, "dbinstances.dbi.dev", own) for v in ("create", "patch", "delete", "list")],
         *[(v, "dbbackups.dbi.dev", own) for v in ("get", "list", "watch", "delete")],
         *[(v, "dbdatabases.dbi.dev", own) for v in ("create", "patch", "delete", "list")],
+        *[(v, "dbroles.dbi.dev", own) for v in ("create", "patch", "delete", "list")],
     ]
     denied = [
         ("patch", "dbinstances.dbi.dev --subresource=status", own),
@@ -32,6 +33,8 @@ def test_a_tenant_may_use_dbi_in_its_namespace_and_nothing_beyond(tenancy: Tenan
         ("patch", "dbbackups.dbi.dev --subresource=status", own),
         ("patch", "dbdatabases.dbi.dev --subresource=status", own),
         *[(v, "dbdatabases.dbi.dev", other) for v in ("get", "list", "create")],
+        ("patch", "dbroles.dbi.dev --subresource=status", own),
+        *[(v, "dbroles.dbi.dev", other) for v in ("get", "list", "create")],
         *[(v, "dbinstances.dbi.dev", other) for v in ("get", "list", "create")],
         *[(v, "dbbackups.dbi.dev", other) for v in ("get", "delete")],
         *[(v, "secrets", home) for v in ("get", "list")],

@@ -1,4 +1,5 @@
-"""Which events wake a DBDatabase's workflow (watcher.objects), with plain data."""
+"""Which events wake a DBDatabase's or DBRole's workflow (watcher.objects), with plain
+data."""
 
 from __future__ import annotations
 
@@ -26,19 +27,19 @@ def instance(ready: str) -> dict[str, Any]:
 
 def test_a_database_wakes_on_spec_and_deletion_not_on_its_status() -> None:
     wakes = ObjectWakes(client=None)  # type: ignore[arg-type]
-    key = ("t", "orders")
-    assert wakes.database_event("ADDED", database()) == [key]
-    assert wakes.database_event("MODIFIED", database(status="written")) == []
-    assert wakes.database_event("MODIFIED", database(2)) == [key]
-    assert wakes.database_event("MODIFIED", database(2, deleting=True)) == [key]
-    assert wakes.database_event("SYNC", database(2, deleting=True)) == [key]
-    assert wakes.database_event("DELETED", database(2, deleting=True)) == []
+    key = ("DBDatabase", "t", "orders")
+    assert wakes.object_event("DBDatabase", "ADDED", database()) == [key]
+    assert wakes.object_event("DBDatabase", "MODIFIED", database(status="written")) == []
+    assert wakes.object_event("DBDatabase", "MODIFIED", database(2)) == [key]
+    assert wakes.object_event("DBDatabase", "MODIFIED", database(2, deleting=True)) == [key]
+    assert wakes.object_event("DBDatabase", "SYNC", database(2, deleting=True)) == [key]
+    assert wakes.object_event("DBDatabase", "DELETED", database(2, deleting=True)) == []
 
 
 def test_an_instance_wakes_its_databases_when_it_comes_goes_or_turns_ready() -> None:
     wakes = ObjectWakes(client=None)  # type: ignore[arg-type]
-    wakes.database_event("ADDED", database())
-    key = ("t", "orders")
+    wakes.object_event("DBDatabase", "ADDED", database())
+    key = ("DBDatabase", "t", "orders")
     assert wakes.instance_event("ADDED", instance("False")) == [key]
     assert wakes.instance_event("MODIFIED", instance("False")) == []
     assert wakes.instance_event("MODIFIED", instance("True")) == [key]

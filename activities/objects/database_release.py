@@ -10,19 +10,31 @@ that is gone.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import StrEnum
 
-from activities.databases import ledger
-from activities.databases.loop import Anatomy
-from activities.databases.object import Database, set_finalizers
-from activities.databases.steps import Reason, instance_of, owner_of
+from psycopg import sql
+
 from activities.infra.context import Context
+from activities.objects import ledger
+from activities.objects.database import KIND, Seen, look, owner_of
+from activities.objects.instance import finalizer_off, instance_of, no_address
+from activities.objects.loop import Anatomy
+from activities.objects.object import Declared
 from dbi import names
-from dbi.databases import DeletionPolicy, Verdict, whose
+from dbi.databases import DBDatabaseSpec, DeletionPolicy
+from dbi.objects import Verdict, whose
 from dbi.pipeline import DATABASE_RELEASE
 from dbi.steps import AT_ONCE, Decision
 
-NOT_SEEN = ledger.Seen()
+
+class Reason(StrEnum):
+    RELEASED = DATABASE_RELEASE.condition_type
+    DROPPED = "DatabaseDropped"
+    KEPT = "DatabaseKept"
+
+
+NOT_SEEN = Seen()
 
 
 @dataclass(frozen=True)
@@ -34,23 +46,23 @@ class Release:
     uid: str
     exists: bool = False
     reachable: bool = False
-    seen: ledger.Seen = NOT_SEEN
+    seen: Seen = NOT_SEEN
 
 
-def observe_release(ctx: Context, database: Database) -> Release:
-    spec = database.spec
-    finalized = names.FINALIZER in database.finalizers
-    if spec is None:  # unreadable: nothing can be proven, the object goes
-        return Release(database.name, finalized, DeletionPolicy.RETAIN, "", database.uid)
-    base = Release(spec.name, finalized, spec.deletion_policy, spec.instance, database.uid)
-    instance = instance_of(ctx, database) if finalized else None
+def observe_release(ctx: Context, declared: Declared) -> Release:
+    finalized = names.FINALIZER in declared.finalizers
+    if declared.spec is None:  # unreadable: nothing can be proven, the object goes
+        return Release(declared.name, finalized, DeletionPolicy.RETAIN, "", declared.uid)
+    spec = declared.spec_as(DBDatabaseSpec)
+    base = Release(spec.name, finalized, spec.deletion_policy, spec.instance, declared.uid)
+    instance = instance_of(ctx, declared) if finalized else None
     if instance is None:
         return base
     with ledger.admin(ctx, instance) as conn:
         if conn is None:
-            return Release(**{**base.__dict__, "exists": True})
-        seen = ledger.look(conn, spec.name, owner_of(spec, instance))
-    return Release(**{**base.__dict__, "exists": True, "reachable": True, "seen": seen})
+            return replace(base, exists=True)
+        seen = look(conn, spec.name, owner_of(spec, instance))
+    return replace(base, exists=True, reachable=True, seen=seen)
 
 
 def decide_release(o: Release) -> Decision[str]:
@@ -61,7 +73,7 @@ def decide_release(o: Release) -> Decision[str]:
         message = f"No DBInstance {o.instance}: nothing to drop or keep; finalizer removed."
         return spec.pending(Reason.RELEASED, message, "unfinalize", after=AT_ONCE)
     if not o.reachable:
-        return spec.pending(Reason.NO_ADDRESS, "The instance's VM has no address yet.", after=10.0)
+        return no_address(spec)
     row = o.seen.row
     ours = row is not None and row.object_uid == o.uid and not row.released
     if whose(o.seen.db_oid, row, o.uid) is Verdict.OURS and o.policy is DeletionPolicy.DELETE:
@@ -77,23 +89,24 @@ def decide_release(o: Release) -> Decision[str]:
     return spec.pending(Reason.RELEASED, message, "unfinalize", after=AT_ONCE)
 
 
-def act_release(ctx: Context, database: Database, o: Release, action: str) -> None:
+def act_release(ctx: Context, declared: Declared, o: Release, action: str) -> None:
     if action in ("drop", "release"):
-        instance = instance_of(ctx, database)
+        instance = instance_of(ctx, declared)
         if instance is None:
             return
         with ledger.admin(ctx, instance) as conn:
             if conn is None:
                 return
-            if action == "drop":
+            if action == "release":  # kept: the finalizer goes in the same act
+                ledger.release(conn, KIND, o.name, o.uid)
+            else:
                 assert o.seen.db_oid is not None
-                ledger.drop(conn, o.name, o.seen.db_oid, o.uid)
-            else:  # kept: the finalizer goes in the same act
-                ledger.release(conn, o.name, o.uid)
-        if action == "drop":
-            return  # the next look finds it gone and takes the finalizer off
-    kept = [f for f in database.finalizers if f != names.FINALIZER]
-    set_finalizers(ctx.kube, database, kept)
+                if ledger.proven(conn, KIND, o.name, o.seen.db_oid, o.uid):
+                    drop = sql.SQL("DROP DATABASE {} WITH (FORCE)")
+                    conn.execute(drop.format(sql.Identifier(o.name)))
+                ledger.forget(conn, KIND, o.name, o.uid)
+                return  # the next look finds it gone and takes the finalizer off
+    finalizer_off(ctx, declared)
 
 
 RELEASE = Anatomy(DATABASE_RELEASE, observe_release, decide_release, act_release)

@@ -1,0 +1,139 @@
+"""DBRoles on the stack: two databases and three roles on one instance. Each role's
+Secret connects with verify-full to its database; a role without a grant is refused; a
+role granted pg_read_all_data reads but cannot write; a rotation gives a password that
+works and takes the old one away; hostile specs are refused naming the field; a role
+that owns a database is kept when its object goes, one that owns nothing is dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+import psycopg
+import pytest
+from kubernetes import client as k8s
+
+from dbi import names
+from tests.activities.declared import apply, databases, gone, until_condition
+from tests.activities.lifecycle import SPEC, create
+from tests.appclient import conninfo
+from tests.orchestrator import Orchestrator
+from watcher.watcher import Watcher
+
+pytestmark = pytest.mark.stack
+
+
+def role(orchestrator: Orchestrator, namespace: str, name: str, spec: dict[str, Any]) -> None:
+    apply(orchestrator, namespace, name, {"instance": "db", "name": name, **spec}, names.ROLE_KIND)
+
+
+def secret(kube_api: Any, namespace: str, name: str) -> dict[str, str]:
+    found = k8s.CoreV1Api(kube_api).read_namespaced_secret(f"{name}-credentials", namespace)
+    return {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
+
+
+def session(
+    kube_api: Any, namespace: str, name: str, override: dict[str, str] | None = None
+) -> psycopg.Connection[Any]:
+    """A session as DBRole ``name``, with its Secret's uri (verify-full, its ca.crt)."""
+    return psycopg.connect(
+        conninfo(secret(kube_api, namespace, name)),
+        connect_timeout=3,
+        autocommit=True,
+        **(override or {}),  # type: ignore[arg-type]
+    )
+
+
+def refused(
+    kube_api: Any, namespace: str, name: str, override: dict[str, str] | None = None
+) -> str:
+    """Why a session as ``name`` (with ``override``) is refused; "" when it is not."""
+    try:
+        with session(kube_api, namespace, name, override):
+            return ""
+    except psycopg.OperationalError as e:
+        return str(e)
+
+
+async def test_roles_log_in_to_their_databases_with_what_they_are_granted(
+    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+) -> None:
+    await create(orchestrator, namespace, SPEC)
+    role(orchestrator, namespace, "alice", {"database": "shop"})
+    role(orchestrator, namespace, "bob", {"database": "books", "connectionLimit": 5})
+    role(orchestrator, namespace, "reader", {"database": "shop", "inRoles": ["pg_read_all_data"]})
+    apply(orchestrator, namespace, "shop", {"instance": "db", "name": "shop", "owner": "alice"})
+    apply(orchestrator, namespace, "books", {"instance": "db", "name": "books", "owner": "bob"})
+    for kind, name in [
+        *((names.ROLE_KIND, r) for r in ("alice", "bob", "reader")),
+        *((names.DATABASE_KIND, d) for d in ("shop", "books")),
+    ]:
+        await until_condition(orchestrator, namespace, name, "Ready", "Converged", kind)
+
+    def use() -> None:
+        with session(kube_api, namespace, "alice") as alice:
+            alice.execute("CREATE TABLE items (n int)")
+            alice.execute("INSERT INTO items VALUES (1), (2)")
+        with session(kube_api, namespace, "reader") as reader:
+            assert reader.execute("SELECT count(*) FROM items").fetchone() == (2,)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                reader.execute("INSERT INTO items VALUES (3)")
+        with session(kube_api, namespace, "bob") as bob:
+            assert bob.execute("SELECT current_database()").fetchone() == ("books",)
+        denied = refused(kube_api, namespace, "bob", {"dbname": "shop"})
+        assert "permission denied for database" in denied
+
+    await asyncio.to_thread(use)
+
+    # Rotation: a new request gives a new password that works, and the old one fails.
+    old = secret(kube_api, namespace, "alice")["password"]
+    orchestrator.kubectl(
+        "annotate",
+        names.ROLE_PLURAL,
+        "alice",
+        "-n",
+        namespace,
+        f"{names.ROTATE_REQUESTED_AT}=2026-12-07T00:00:00Z",
+    )
+    await orchestrator.until(
+        lambda: secret(kube_api, namespace, "alice")["password"] != old, what="a new password"
+    )
+    await until_condition(orchestrator, namespace, "alice", "Ready", "Converged", names.ROLE_KIND)
+    assert await asyncio.to_thread(refused, kube_api, namespace, "alice") == ""
+    assert "password authentication failed" in await asyncio.to_thread(
+        refused, kube_api, namespace, "alice", {"password": old}
+    )
+
+    await hostile(orchestrator, namespace, kube_api)
+
+    # reader owns nothing: dropped; alice owns shop: kept, NOLOGIN.
+    await gone(orchestrator, namespace, "reader", names.ROLE_KIND)
+    await gone(orchestrator, namespace, "alice", names.ROLE_KIND)
+    roles = await asyncio.to_thread(databases, kube_api, orchestrator, namespace, "roles")
+    assert "reader" not in roles and "alice" in roles
+    login = await asyncio.to_thread(databases, kube_api, orchestrator, namespace, "login")
+    assert "alice" not in login and "bob" in login
+
+
+async def hostile(orchestrator: Orchestrator, namespace: str, kube_api: Any) -> None:
+    """A role of dbi's or another instance's, a predefined role off the list, a reserved
+    name: each refused naming the field, nothing granted."""
+    role(orchestrator, namespace, "mallory", {"inRoles": ["dbi_admin"]})
+    role(orchestrator, namespace, "eve", {"inRoles": ["pg_execute_server_program"]})
+    role(orchestrator, namespace, "trudy", {"inRoles": ["someone_elses_role"]})
+    role(orchestrator, namespace, "evil", {"name": "pg_evil"})
+    for name, type_, reason, field in [
+        ("mallory", "InstanceReady", "FieldRefused", "spec.inRoles"),
+        ("eve", "InstanceReady", "FieldRefused", "spec.inRoles"),
+        ("trudy", "GrantsReady", "UnknownRole", "spec.inRoles"),
+        ("evil", "InstanceReady", "FieldRefused", "spec.name"),
+    ]:
+        found = await until_condition(orchestrator, namespace, name, type_, reason, names.ROLE_KIND)
+        assert found[2].startswith(f"{field}:"), found
+    # An instance of another namespace cannot be named: the API server refuses it.
+    spec = {"instance": "victim/db", "name": "x"}
+    with pytest.raises(AssertionError, match=r"spec.instance"):
+        apply(orchestrator, namespace, "elsewhere", spec, names.ROLE_KIND)
+    granted = await asyncio.to_thread(databases, kube_api, orchestrator, namespace, "roles")
+    assert "pg_evil" not in granted and "mallory" not in granted and "eve" not in granted
