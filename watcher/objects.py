@@ -3,6 +3,7 @@
 Each event of such an object that changes what its workflow converges (a new object,
 a new generation, a deletion begun, a new ``dbi.dev/rotate-requested-at``, a relist)
 starts or wakes its workflow; a status-only change does not (the workflow wrote it).
+A DBRole's credentials Secret deleted wakes the DBRole (it writes a new password).
 An instance event that can change what its objects find (the instance created,
 deleted, relisted, or its Ready changed) wakes each object that names it. A wake that
 fails is tried again a few times; the workflow's own re-check
@@ -89,6 +90,13 @@ class ObjectWakes:
         ):
             return []
         return [k for k, s in self.seen.items() if k[1] == namespace and s.instance == name]
+
+    def child_event(self, kind: str, event: str, obj: dict[str, Any]) -> list[Key]:
+        """A DBRole's credentials Secret deleted wakes the DBRole (a new password)."""
+        meta = obj.get("metadata") or {}
+        owner = (meta.get("labels") or {}).get(names.ROLE_LABEL)
+        key = (names.ROLE_KIND, meta.get("namespace", ""), owner or "")
+        return [key] if kind == "Secret" and event == "DELETED" and key in self.seen else []
 
     def soon(self, loop: asyncio.AbstractEventLoop, keys: list[Key]) -> None:
         """Wake ``keys`` from a watch thread, on the watcher's event loop."""

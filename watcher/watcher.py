@@ -153,6 +153,7 @@ class Watcher:
                 self.objects.soon(loop, self.objects.instance_event(event, obj))
             else:
                 wake = self._child_event(kind, event, obj)
+                self.objects.soon(loop, self.objects.child_event(kind, event, obj))
             if wake is None:
                 return
             if not wake.matters:

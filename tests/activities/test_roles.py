@@ -15,7 +15,14 @@ import pytest
 from kubernetes import client as k8s
 
 from dbi import names
-from tests.activities.declared import apply, databases, gone, until_condition
+from tests.activities.declared import (
+    admin,
+    apply,
+    connect,
+    databases,
+    gone,
+    until_condition,
+)
 from tests.activities.lifecycle import SPEC, create
 from tests.appclient import conninfo
 from tests.orchestrator import Orchestrator
@@ -31,6 +38,20 @@ def role(orchestrator: Orchestrator, namespace: str, name: str, spec: dict[str, 
 def secret(kube_api: Any, namespace: str, name: str) -> dict[str, str]:
     found = k8s.CoreV1Api(kube_api).read_namespaced_secret(f"{name}-credentials", namespace)
     return {k: base64.b64decode(v).decode() for k, v in (found.data or {}).items()}
+
+
+def as_admin(kube_api: Any, orchestrator: Orchestrator, namespace: str, statement: str) -> None:
+    with connect(kube_api, namespace, "postgres", admin(kube_api, orchestrator, namespace)) as c:
+        c.execute(statement.encode())
+
+
+def secret_or_none(kube_api: Any, namespace: str, name: str) -> dict[str, str]:
+    try:
+        return secret(kube_api, namespace, name)
+    except k8s.ApiException as e:
+        if e.status == 404:
+            return {}
+        raise
 
 
 def session(
@@ -105,6 +126,17 @@ async def test_roles_log_in_to_their_databases_with_what_they_are_granted(
         refused, kube_api, namespace, "alice", {"password": old}
     )
 
+    # Rotation by deleting the Secret: the watcher wakes the role, which writes a new one.
+    rotated = secret(kube_api, namespace, "alice")["password"]
+    k8s.CoreV1Api(kube_api).delete_namespaced_secret("alice-credentials", namespace)
+    await orchestrator.until(
+        lambda: secret_or_none(kube_api, namespace, "alice").get("password", rotated) != rotated,
+        timeout=60,
+        what="alice-credentials written again with a new password",
+    )
+    await until_condition(orchestrator, namespace, "alice", "Ready", "Converged", names.ROLE_KIND)
+    assert await asyncio.to_thread(refused, kube_api, namespace, "alice") == ""
+
     await hostile(orchestrator, namespace, kube_api)
 
     # reader owns nothing: dropped; alice owns shop: kept, NOLOGIN.
@@ -123,6 +155,17 @@ async def hostile(orchestrator: Orchestrator, namespace: str, kube_api: Any) -> 
     role(orchestrator, namespace, "eve", {"inRoles": ["pg_execute_server_program"]})
     role(orchestrator, namespace, "trudy", {"inRoles": ["someone_elses_role"]})
     role(orchestrator, namespace, "evil", {"name": "pg_evil"})
+    # A role made by hand (as a superuser): dbi neither takes it over nor drops it.
+    await asyncio.to_thread(as_admin, kube_api, orchestrator, namespace, "CREATE ROLE legacy LOGIN")
+    role(orchestrator, namespace, "legacy", {})
+    foreign = await until_condition(
+        orchestrator, namespace, "legacy", "RoleReady", "ForeignRole", names.ROLE_KIND
+    )
+    assert foreign[2].startswith("spec.name:")
+    await gone(orchestrator, namespace, "legacy", names.ROLE_KIND)
+    assert "legacy" in await asyncio.to_thread(
+        databases, kube_api, orchestrator, namespace, "login"
+    )
     for name, type_, reason, field in [
         ("mallory", "InstanceReady", "FieldRefused", "spec.inRoles"),
         ("eve", "InstanceReady", "FieldRefused", "spec.inRoles"),

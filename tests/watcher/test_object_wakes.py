@@ -44,3 +44,15 @@ def test_an_instance_wakes_its_databases_when_it_comes_goes_or_turns_ready() -> 
     assert wakes.instance_event("MODIFIED", instance("False")) == []
     assert wakes.instance_event("MODIFIED", instance("True")) == [key]
     assert wakes.instance_event("DELETED", instance("True")) == [key]
+
+
+def test_a_roles_secret_deleted_wakes_the_role() -> None:
+    wakes = ObjectWakes(client=None)  # type: ignore[arg-type]
+    role = {"metadata": {"namespace": "t", "name": "alice", "uid": "u"}, "spec": {"instance": "db"}}
+    wakes.object_event("DBRole", "ADDED", role)
+    labels = {"dbi.dev/role": "alice", "dbi.dev/instance": "db"}
+    secret = {"metadata": {"namespace": "t", "name": "alice-credentials", "labels": labels}}
+    assert wakes.child_event("Secret", "DELETED", secret) == [("DBRole", "t", "alice")]
+    assert wakes.child_event("Secret", "MODIFIED", secret) == []
+    other = {"metadata": {"namespace": "t", "name": "db-credentials", "labels": {}}}
+    assert wakes.child_event("Secret", "DELETED", other) == []
