@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import secrets
 from typing import Any
 
 import psycopg
@@ -29,6 +30,7 @@ from tests.orchestrator import Orchestrator
 from watcher.watcher import Watcher
 
 pytestmark = pytest.mark.stack
+GIVEN = secrets.token_urlsafe(16)  # a password a user gives
 
 
 def role(orchestrator: Orchestrator, namespace: str, name: str, spec: dict[str, Any]) -> None:
@@ -43,6 +45,15 @@ def secret(kube_api: Any, namespace: str, name: str) -> dict[str, str]:
 def as_admin(kube_api: Any, orchestrator: Orchestrator, namespace: str, statement: str) -> None:
     with connect(kube_api, namespace, "postgres", admin(kube_api, orchestrator, namespace)) as c:
         c.execute(statement.encode())
+
+
+async def logs_in(orchestrator: Orchestrator, kube_api: Any, namespace: str, name: str) -> None:
+    """Wait until the role logs in with what its Secret holds now (the Secret is written
+    before the role's password is set: a pass apart)."""
+
+    await orchestrator.until(
+        lambda: refused(kube_api, namespace, name) == "", what=f"{name} logs in"
+    )
 
 
 def secret_or_none(kube_api: Any, namespace: str, name: str) -> dict[str, str]:
@@ -120,8 +131,7 @@ async def test_roles_log_in_to_their_databases_with_what_they_are_granted(
     await orchestrator.until(
         lambda: secret(kube_api, namespace, "alice")["password"] != old, what="a new password"
     )
-    await until_condition(orchestrator, namespace, "alice", "Ready", "Converged", names.ROLE_KIND)
-    assert await asyncio.to_thread(refused, kube_api, namespace, "alice") == ""
+    await logs_in(orchestrator, kube_api, namespace, "alice")
     assert "password authentication failed" in await asyncio.to_thread(
         refused, kube_api, namespace, "alice", {"password": old}
     )
@@ -134,8 +144,19 @@ async def test_roles_log_in_to_their_databases_with_what_they_are_granted(
         timeout=60,
         what="alice-credentials written again with a new password",
     )
-    await until_condition(orchestrator, namespace, "alice", "Ready", "Converged", names.ROLE_KIND)
-    assert await asyncio.to_thread(refused, kube_api, namespace, "alice") == ""
+    await logs_in(orchestrator, kube_api, namespace, "alice")
+
+    # A password the user gives (spec.passwordSecret) is the one the role logs in with.
+    given = k8s.V1Secret(
+        metadata=k8s.V1ObjectMeta(name="carol-password"), string_data={"password": GIVEN}
+    )
+    k8s.CoreV1Api(kube_api).create_namespaced_secret(namespace, given)
+    role(
+        orchestrator, namespace, "carol", {"database": "books", "passwordSecret": "carol-password"}
+    )
+    await until_condition(orchestrator, namespace, "carol", "Ready", "Converged", names.ROLE_KIND)
+    assert secret(kube_api, namespace, "carol")["password"] == GIVEN
+    assert await asyncio.to_thread(refused, kube_api, namespace, "carol") == ""
 
     await hostile(orchestrator, namespace, kube_api)
 
@@ -153,7 +174,10 @@ async def hostile(orchestrator: Orchestrator, namespace: str, kube_api: Any) -> 
     name: each refused naming the field, nothing granted."""
     role(orchestrator, namespace, "mallory", {"inRoles": ["dbi_admin"]})
     role(orchestrator, namespace, "eve", {"inRoles": ["pg_execute_server_program"]})
-    role(orchestrator, namespace, "trudy", {"inRoles": ["someone_elses_role"]})
+    # Another instance's role, declared in this namespace: not one this instance has.
+    other = {"instance": "other", "name": "victim_role"}
+    apply(orchestrator, namespace, "victim", other, names.ROLE_KIND)
+    role(orchestrator, namespace, "trudy", {"inRoles": ["victim_role"]})
     role(orchestrator, namespace, "evil", {"name": "pg_evil"})
     # A role made by hand (as a superuser): dbi neither takes it over nor drops it.
     await asyncio.to_thread(as_admin, kube_api, orchestrator, namespace, "CREATE ROLE legacy LOGIN")
