@@ -15,10 +15,17 @@ from dbi.config import Config
 from dbi.payloads import DATA_CONVERTER
 from workflows.backup import DBBackupWorkflow
 from workflows.dbinstance import DBInstanceWorkflow
+from workflows.objects import DBDatabaseWorkflow, DBRoleWorkflow
 from workflows.upgrade import DBUpgradeWorkflow
 from workflows.worker import workflow_runner
 
-WORKFLOWS = (DBInstanceWorkflow, DBBackupWorkflow, DBUpgradeWorkflow)
+WORKFLOWS = (
+    DBInstanceWorkflow,
+    DBBackupWorkflow,
+    DBUpgradeWorkflow,
+    DBDatabaseWorkflow,
+    DBRoleWorkflow,
+)
 
 
 def activities() -> list[activity._Definition]:

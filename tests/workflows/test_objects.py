@@ -4,6 +4,7 @@ pass, and a teardown that converged ends the workflow."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from temporalio.testing import WorkflowEnvironment
 from dbi import names, pipeline
 from dbi.objects import DATABASES, Loaded, ObjectPass, ObjectRef
 from dbi.steps import Outcome, StepResult
+from tests.workflows.conftest import _record
 from workflows.objects import DBDatabaseWorkflow
 from workflows.worker import Tuning, build_worker
 
@@ -76,6 +78,8 @@ async def test_a_pending_step_is_looked_at_again_and_a_teardown_ends_the_workflo
             task_queue=queue,
         )
         await handle.result()
+        if os.environ.get("DBI_RECORD_HISTORIES"):
+            await _record(time_env, handle)
     instance, create, extensions = (s.name for s in DATABASES.steps)
     assert world.calls == [
         instance,

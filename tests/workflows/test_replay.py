@@ -1,9 +1,10 @@
 """Histories recorded by the workflow tests replay against the current workflow code.
 
-A change to DBInstanceWorkflow or DBBackupWorkflow that would break the workflows
-already running fails here. Re-record after an intended change guarded by a patch
-(docs/engine.md, "Changing workflow code"): DBI_RECORD_HISTORIES=1 ./dev test
-tests/workflows (new histories are added; keep the old ones, they are the point).
+A change to DBInstanceWorkflow, DBBackupWorkflow or DBDatabaseWorkflow (DBRoleWorkflow
+is the same code) that would break the workflows already running fails here.
+Re-record after an intended change guarded by a patch (docs/engine.md, "Changing
+workflow code"): DBI_RECORD_HISTORIES=1 ./dev test tests/workflows (new histories are
+added; keep the old ones, they are the point).
 Most come from the workflow tests on Temporal's time-skipping server with stub
 activities. ``real-stack-*`` come from the dev server and the real steps: a run of
 test_replay_under_queries.py whose workflow tasks queries cut short while local
