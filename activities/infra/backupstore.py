@@ -168,8 +168,13 @@ def open_store(config: Config) -> Store:
     return S3Store(location, endpoint=config.s3_endpoint)
 
 
+# The temporary names a DirectoryStore writes under before the rename: never keys.
+IN_FLIGHT = (".upload-", ".write-")
+
+
 class DirectoryStore:
-    """A directory; each write lands under a temporary name and is renamed into place."""
+    """A directory; each write lands under a temporary name (``IN_FLIGHT``) and is
+    renamed into place; ``keys`` lists only what was renamed."""
 
     def __init__(self, location: StoreLocation) -> None:
         self.location = location
@@ -184,7 +189,7 @@ class DirectoryStore:
     def upload(self, key: str, path: Path) -> None:
         target = self._path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".upload-")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=IN_FLIGHT[0])
         os.close(fd)
         shutil.copyfile(path, tmp)
         os.replace(tmp, target)
@@ -201,7 +206,7 @@ class DirectoryStore:
     def write(self, key: str, data: bytes) -> None:
         target = self._path(key)
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".write-")
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=IN_FLIGHT[1])
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, target)
@@ -211,7 +216,9 @@ class DirectoryStore:
         if not base.is_dir():
             return []
         root = self.root.resolve()
-        return sorted(str(p.relative_to(root)) for p in base.rglob("*") if p.is_file())
+        found = base.rglob("*")
+        done = (p for p in found if p.is_file() and not p.name.startswith(IN_FLIGHT))
+        return sorted(str(p.relative_to(root)) for p in done)
 
     def delete(self, prefix: str) -> int:
         path = self._path(prefix)

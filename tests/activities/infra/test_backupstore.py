@@ -136,3 +136,13 @@ def test_a_web_identity_is_exchanged_at_sts_for_the_stores_credentials(
     assert call["Action"] == "AssumeRoleWithWebIdentity"
     assert call["WebIdentityToken"] == "eyJ-a-web-identity"
     assert call["RoleArn"] == role
+
+
+def test_a_write_still_in_flight_is_not_a_key(tmp_path: Path) -> None:
+    """A listing while the archiver writes a segment sees stored keys only, never the
+    temporary file the write renames into place (a restore would read it as WAL)."""
+    store = DirectoryStore(StoreLocation.parse(f"file://{tmp_path / 'store'}"))
+    store.write("ns/db/_wal/u/1/000000010000000000000001.gz", b"segment")
+    in_flight = tmp_path / "store" / "ns" / "db" / "_wal" / "u" / "1" / ".upload-abc123"
+    in_flight.write_bytes(b"half a segment")
+    assert store.keys("ns/db/_wal/") == ["ns/db/_wal/u/1/000000010000000000000001.gz"]
