@@ -91,6 +91,21 @@ class Upgrade(BaseModel):
     action: Literal["run", "rollback"] = "run"
 
 
+class Replica(BaseModel):
+    """The primary a replica member clones and streams from (version 8)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = Field(description="The primary's Service, as its certificate names it.")
+    hostaddr: str | None = Field(default=None, description="Where to connect to it.")
+    port: int = Field(default=5432, ge=1, le=65535)
+    user: str = Field(pattern=r"^[a-z_][a-z0-9_]*$", description="A role with REPLICATION.")
+    password: SecretStr
+    ca: str = Field(description="PEM: the CA that verifies the primary's certificate.")
+    slot: str = Field(pattern=r"^[a-z0-9_]{1,63}$", description="The member's slot.")
+    application_name: str = Field(description="The member's name.")
+
+
 # Where a boot reports an upgrade, in the data directory it boots; the orchestrator
 # reads it with pg_read_file as the admin.
 UPGRADE_REPORT = files.UPGRADE_REPORT
@@ -131,6 +146,9 @@ class Bootstrap(BaseModel):
     restore: Restore | None = None
     # A major upgrade (version 5): see the module's documentation.
     upgrade: Upgrade | None = None
+    # A replica member (version 8): its first boot clones the primary, every boot
+    # streams from it (guest.replica).
+    replica: Replica | None = None
 
     @model_validator(mode="after")
     def _has_a_credential(self) -> Bootstrap:
@@ -158,6 +176,9 @@ def to_document(doc: Bootstrap) -> str:
     if doc.restore is not None and doc.restore.archive_url is not None:
         # A guest that cannot replay it (or stop at an LSN) refuses it.
         payload["version"] = max(doc.version, 7 if doc.restore.target_lsn else 6)
+    if doc.replica is not None:
+        payload["version"] = max(doc.version, 8)
+        payload["replica"]["password"] = doc.replica.password.get_secret_value()
     if doc.admin_password is not None:
         payload["admin_password"] = doc.admin_password.get_secret_value()
     if doc.server_key is not None:

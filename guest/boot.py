@@ -21,7 +21,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from guest import archive, files, recovery, upgrade
+from guest import archive, files, recovery, replica, upgrade
 from guest.disk import Host, conf_quote, data_major, include, initialized, pgdata, tail
 from guest.document import Document
 
@@ -56,7 +56,9 @@ def prepare(doc: Document, disk: Path, host: Host, *, image_major: int, size: Si
     host.own(disk)
     first = not initialized(disk)
     upgraded = None
-    if first:
+    if first and doc.replica is not None:
+        replica.clone(doc, disk, host, image_major)
+    elif first:
         initialize(doc, disk, host, image_major)
     elif doc.upgrade is not None:
         upgraded = upgrade.apply(doc.upgrade, doc.admin_user, disk, host, image_major)
@@ -66,6 +68,7 @@ def prepare(doc: Document, disk: Path, host: Host, *, image_major: int, size: Si
     reset = not first and apply_reset(doc, disk, host, major)
     configure_tls(doc, disk, host)
     configure_archiving(disk, host)
+    replica.configure(doc, disk, host)
     write_size(disk, host, size)
     # What this boot wrote reaches the disk before PostgreSQL starts: a VM that loses
     # power minutes after its first boot must not find postgresql.conf half written

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 # The newest version the guest reads; an older one is read as it was written.
-VERSION = 7
+VERSION = 8
 _LSN = re.compile(r"^[0-9A-F]{1,8}/[0-9A-F]{1,8}$")
 _USER = re.compile(r"^[a-z_][a-z0-9_]*$")
 
@@ -51,6 +51,23 @@ class Upgrade:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Replica:
+    """The primary a replica clones and streams from (version 8; ``guest.replica``)."""
+
+    host: str  # the name the primary's certificate carries
+    hostaddr: str | None  # where to connect (None: resolve host)
+    port: int
+    user: str  # a role with REPLICATION
+    password: str
+    ca: str  # PEM: what verifies the primary's certificate
+    slot: str  # the member's physical replication slot on the primary
+    application_name: str  # the member's name, as pg_stat_replication shows it
+
+    def __repr__(self) -> str:  # never the password
+        return f"Replica(host={self.host!r}, slot={self.slot!r})"
+
+
+@dataclass(frozen=True, kw_only=True)
 class Document:
     version: int
     admin_user: str = "dbi_admin"
@@ -64,12 +81,13 @@ class Document:
     server_key: str | None = None
     restore: Restore | None = None
     upgrade: Upgrade | None = None
+    replica: Replica | None = None
 
     def __repr__(self) -> str:  # never the key, the password or the verifier
         return (
             f"Document(version={self.version}, admin_user={self.admin_user!r}, "
             f"reset={self.reset is not None}, tls={self.server_cert is not None}, "
-            f"restore={self.restore!r}, upgrade={self.upgrade!r})"
+            f"restore={self.restore!r}, upgrade={self.upgrade!r}, replica={self.replica!r})"
         )
 
     @property
@@ -122,6 +140,7 @@ def parse(raw: Any) -> Document:
         server_key=_field(raw, "server_key", str, default=None),
         restore=_restore(raw.get("restore")),
         upgrade=_upgrade(raw.get("upgrade")),
+        replica=_replica(raw.get("replica")),
     )
 
 
@@ -159,6 +178,35 @@ def _upgrade(raw: Any) -> Upgrade | None:
         to_major=_field(raw, "to_major", int, where="upgrade."),
         token=_field(raw, "token", str, where="upgrade."),
         action=action,
+    )
+
+
+_SLOT = re.compile(r"^[a-z0-9_]{1,63}$")
+
+
+def _replica(raw: Any) -> Replica | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise Invalid("replica: not an object")
+    user = _field(raw, "user", str, where="replica.")
+    if not _USER.match(user):
+        raise Invalid(f"replica.user: {user!r} is not a role name dbi writes")
+    slot = _field(raw, "slot", str, where="replica.")
+    if not _SLOT.match(slot):
+        raise Invalid(f"replica.slot: {slot!r} is not a replication slot's name")
+    port = _field(raw, "port", int, default=5432, where="replica.")
+    if not 1 <= port <= 65535:
+        raise Invalid(f"replica.port: {port} is not a TCP port")
+    return Replica(
+        host=_field(raw, "host", str, where="replica."),
+        hostaddr=_field(raw, "hostaddr", str, default=None, where="replica."),
+        port=port,
+        user=user,
+        password=_field(raw, "password", str, where="replica."),
+        ca=_field(raw, "ca", str, where="replica."),
+        slot=slot,
+        application_name=_field(raw, "application_name", str, where="replica."),
     )
 
 

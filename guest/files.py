@@ -28,6 +28,11 @@ SPOOL_UPLOADED = "uploaded"
 SPOOLED_SUFFIX = ".gz"
 # On the data disk during a point-in-time restore: the archived WAL it replays.
 RESTORE_WAL = "restore-wal"
+# On a replica's data disk: the replication role's passfile and the CA that verifies
+# the primary (guest.replica).
+REPLICA_PASSFILE = "replication.pgpass"
+REPLICA_CA = "replication-ca.crt"
+REPLICA_NO_CERT = "replication-no-client.crt"  # never written: no client certificate
 
 # In the data directory.
 UPGRADE_REPORT = "dbi-upgrade.json"  # a boot's report of an upgrade (read over SQL)
@@ -36,6 +41,7 @@ VM_CONF = "dbi-vm.conf"  # the settings that follow the VM's size (included)
 TLS_CONF = "dbi-tls.conf"  # ssl on, and which slot's pair is served (included)
 ARCHIVE_CONF = "dbi-archive.conf"  # archive_mode and archive_command (included)
 RECOVERY_CONF = "dbi-recovery.conf"  # a point-in-time restore's settings (included)
+REPLICA_CONF = "dbi-replica.conf"  # a replica's primary_conninfo and slot (included)
 
 # What the guest's PostgreSQL is configured with, by the boot and by a live renewal
 # alike.

@@ -6,7 +6,6 @@ booted, and ``dbi-bootstrap``'s exit codes."""
 from __future__ import annotations
 
 import json
-import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -15,25 +14,11 @@ import pytest
 from pydantic import SecretStr
 
 from dbi import bootstrap, scram, tls
-from devstack import postgresql
 from devstack.vmstandin.guest import make_traversable
 from guest import boot, files, recovery, upgrade
 from guest import disk as disk_
 from guest.document import parse
-
-MAJOR = 17
-SIZE = boot.Size(cpus=2, memory_bytes=1 << 30)
-
-
-@pytest.fixture(scope="module")
-def host() -> disk_.Host:
-    """PostgreSQL 17's binaries, run as ``nobody`` (PostgreSQL refuses root)."""
-    nobody = pwd.getpwnam("nobody")
-    return disk_.Host(
-        binaries={MAJOR: postgresql.install(postgresql.BY_MAJOR[MAJOR])},
-        user=(nobody.pw_uid, nobody.pw_gid),
-        login="nobody",
-    )
+from tests.guest.conftest import MAJOR, SIZE
 
 
 @pytest.fixture

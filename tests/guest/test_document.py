@@ -15,6 +15,26 @@ from guest.document import VERSION, Invalid, parse
 VERIFIER = scram.verifier("a-password-of-the-admin")
 
 
+REPLICA = {
+    "host": "db.team-a.svc",
+    "user": "dbi_replication",
+    "password": "s3cret-value",
+    "ca": "-----BEGIN CERTIFICATE-----",
+    "slot": "dbi_db_2",
+    "application_name": "db-2",
+}
+
+
+def test_a_replica_document_is_version_8_and_reads_back_without_showing_the_password() -> None:
+    replica = bootstrap.Replica.model_validate({**REPLICA, "hostaddr": "10.0.0.1"})
+    raw = written(replica=replica)
+    assert raw["version"] == VERSION == 8 and raw["replica"]["password"] == "s3cret-value"  # noqa: S105
+    doc = parse(raw)
+    assert doc.replica is not None and doc.replica.password == "s3cret-value"  # noqa: S105
+    assert (doc.replica.hostaddr, doc.replica.slot) == ("10.0.0.1", "dbi_db_2")
+    assert "s3cret" not in repr(doc) and "s3cret" not in repr(replica)
+
+
 def written(**fields: Any) -> dict[str, Any]:
     """A document as the orchestrator writes it today (``dbi.bootstrap.to_document``)."""
     doc = bootstrap.Bootstrap(admin_verifier=VERIFIER, **fields)
@@ -39,7 +59,7 @@ def test_the_document_the_orchestrator_writes_today_reads_back_whole() -> None:
         upgrade=bootstrap.Upgrade(from_major=17, to_major=18, token="up-1"),  # noqa: S106
     )
     doc = parse(raw)
-    assert raw["version"] == VERSION == doc.version == 7
+    assert raw["version"] == doc.version == 7
     assert doc.restore is not None
     assert (doc.restore.archive_url, doc.restore.target_lsn) == ("file:///a.json", "0/3000060")
     assert (doc.admin_verifier, doc.reset, doc.memory_bytes) == (VERIFIER, "token-1", 1 << 30)
@@ -121,6 +141,19 @@ def test_an_older_version_reads_as_it_was_written(raw: dict[str, Any]) -> None:
             },
             'restore.target_lsn: "0/3\'" is not a WAL location',
             id="restore-lsn",
+        ),
+        pytest.param(
+            {"admin_verifier": VERIFIER, "replica": {**REPLICA, "slot": "x'; DROP"}},
+            "replica.slot",
+            id="replica-slot",
+        ),
+        pytest.param(
+            {
+                "admin_verifier": VERIFIER,
+                "replica": {k: v for k, v in REPLICA.items() if k != "ca"},
+            },
+            "replica.ca: missing",
+            id="replica-ca",
         ),
     ],
 )
