@@ -27,6 +27,7 @@ from pydantic import BaseModel
 from dbi import names
 from dbi.backups import DBBackupSpec, DBBackupStatus
 from dbi.models import DBInstanceStatus
+from dbi.name_rules import NAME_RULES
 from dbi.objects import KINDS, ObjectStatus
 from dbi.spec import DBInstanceSpec
 
@@ -59,39 +60,12 @@ PRINTER_COLUMNS = [
         "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
     },
     {"name": "Endpoint", "type": "string", "jsonPath": ".status.endpoint.host"},
+    {"name": "Instances", "type": "integer", "jsonPath": ".spec.instances"},
+    {"name": "Primary", "type": "string", "jsonPath": ".status.primary"},
     {"name": "CPU", "type": "integer", "jsonPath": ".spec.resources.cpu"},
     {"name": "Memory", "type": "string", "jsonPath": ".spec.resources.memory"},
     {"name": "Storage", "type": "string", "jsonPath": ".spec.resources.storage"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-]
-
-
-# The name every child carries as a prefix: a DNS-1035 label with room for the longest
-# suffix. The API server checks rules at the root with metadata.name in reach.
-NAME_RULES = [
-    {
-        "rule": "self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",
-        "message": "metadata.name must be a DNS-1035 label (lower-case letters, digits and "
-        "'-', starting with a letter, ending with a letter or digit; no '.'), as the names "
-        "of the instance's VM, Services and Secrets are made from it",
-        "reason": "FieldValueInvalid",
-    },
-    {
-        "rule": f"size(self.metadata.name) <= {names.INSTANCE_NAME_MAX}",
-        "message": f"metadata.name must be at most {names.INSTANCE_NAME_MAX} characters, so "
-        f"that <name>{names.LONGEST_CHILD_SUFFIX} stays within 63",
-        "reason": "FieldValueInvalid",
-    },
-    {
-        "rule": "!has(self.spec) || !has(self.spec.credentials)"
-        " || !has(self.spec.credentials.secretName)"
-        " || !(self.spec.credentials.secretName in"
-        " [self.metadata.name + '-admin', self.metadata.name + '-cloudinit'])",
-        "message": "spec.credentials.secretName must not be <name>-admin or <name>-cloudinit: "
-        "those are the instance's own Secrets",
-        "fieldPath": ".spec.credentials.secretName",
-        "reason": "FieldValueInvalid",
-    },
 ]
 
 

@@ -105,6 +105,31 @@ class Observed(Section):
     )
 
 
+class MemberRole(StrEnum):
+    PRIMARY = "Primary"
+    REPLICA = "Replica"
+
+
+class Member(Section):
+    """One member (VM) of an instance with spec.instances, as the last pass saw it."""
+
+    name: str = Field(description="The member's VirtualMachine.")
+    role: MemberRole = Field(description="Primary (takes writes) or Replica (streams).")
+    ready: bool = Field(description="Serving: the primary answers, a replica streams.")
+    state: str = Field(
+        description="What the member does: Serving, Streaming, Cloning, Starting, Stopped."
+    )
+    timeline: int | None = Field(default=None, description="Its timeline.")
+    lsn: str | None = Field(
+        default=None, description="Its WAL location: written (primary) or replayed (replica)."
+    )
+    lag_bytes: int | None = Field(
+        default=None,
+        description="Replicas: how far the replay is behind the primary's WAL, in bytes.",
+        json_schema_extra={"format": "int64"},
+    )
+
+
 class Served(Section):
     """The value of each dbi.dev/*-requested-at annotation last served."""
 
@@ -216,6 +241,14 @@ class DBInstanceStatus(Section):
         description="Name of the Secret with username, password, database, host, port and uri.",
     )
     observed: Observed | None = Field(default=None, description="What was last observed.")
+    primary: str | None = Field(
+        default=None, description="spec.instances: the member that takes writes."
+    )
+    members: list[Member] | None = Field(
+        default=None,
+        description="spec.instances: each member, its role, state and replication.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]},
+    )
     workflow_id: str | None = Field(
         default=None,
         description="Id of the instance's Temporal workflow, to find it in the Temporal UI.",

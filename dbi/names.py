@@ -35,6 +35,8 @@ FIELD_MANAGER = "dbi-orchestrator"
 # room for it within a DNS-1035 label (63 characters), so every child's name is one.
 LONGEST_CHILD_SUFFIX = "-credentials"
 INSTANCE_NAME_MAX = 63 - len(LONGEST_CHILD_SUFFIX)
+# With replicas, a member's root disk: <name>-5-root-<6 hex>.
+MEMBER_NAME_MAX = 63 - len("-5-root-000000")
 FINALIZER = "dbi.dev/teardown"
 INSTANCE_LABEL = "dbi.dev/instance"
 # Every child carries its instance's UID here: what makes it the instance's, whether
@@ -59,6 +61,18 @@ PAUSED_ANNOTATION = "dbi.dev/paused"
 # and the policy the volume had before.
 VOLUME_INSTANCE_ANNOTATION = "dbi.dev/instance"
 RECLAIM_POLICY_ANNOTATION = "dbi.dev/reclaim-policy-was"
+
+
+# An instance with spec.instances runs a VM per member (activities.infra.members): the
+# first is named as the instance, the others <name>-2 to <name>-5, labelled so, with
+# their disks and cloud-init Secret. KubeVirt labels each VM's pods with its name, which
+# the Services of the primary select.
+MEMBER_LABEL = "dbi.dev/member"
+MEMBER_ROLE_LABEL = "dbi.dev/member-role"
+REPLICA = "replica"
+VM_NAME_LABEL = "vm.kubevirt.io/name"
+# The role replicas clone and stream as; its password is in <name>-replication.
+REPLICATION_USER = "dbi_replication"
 
 
 WORKFLOW_TYPE = "DBInstanceWorkflow"

@@ -139,6 +139,10 @@ ACCESS = StepSpec(
 MONITORING = StepSpec("monitoring", "MonitoringReady", "monitoring: Service and ServiceMonitor")
 BACKUP = StepSpec("backup", "BackupScheduled", "backup: the Temporal Schedule of spec.backup")
 SETTINGS = StepSpec("settings", "SettingsApplied", "settings: spec.postgresql.parameters in force")
+# Only for an instance that sets spec.instances (workflows.passes.converge).
+REPLICAS = StepSpec(
+    "replicas", "ReplicasReady", "replicas: spec.instances' members clone and stream"
+)
 
 CONVERGE: tuple[StepSpec, ...] = (
     PREFLIGHT,
@@ -156,6 +160,12 @@ CONVERGE: tuple[StepSpec, ...] = (
     MONITORING,
     BACKUP,
     SETTINGS,
+)
+# The pass of an instance that sets spec.instances: the replicas step after access.
+REPLICATED: tuple[StepSpec, ...] = (
+    *CONVERGE[: CONVERGE.index(ACCESS) + 1],
+    REPLICAS,
+    *CONVERGE[CONVERGE.index(ACCESS) + 1 :],
 )
 
 TEARDOWN_BACKUP = StepSpec(

@@ -247,6 +247,9 @@ class Monitoring(Section):
     )
 
 
+MEMBERS_MAX = 5  # spec.instances
+
+
 class DBInstanceSpec(Section):
     """The desired state of a managed PostgreSQL instance."""
 
@@ -256,7 +259,16 @@ class DBInstanceSpec(Section):
                 "has(self.restore) == has(oldSelf.restore)"
                 " && (!has(self.restore) || self.restore == oldSelf.restore)",
                 "restore is set when the instance is created, and never changed",
-            )
+            ),
+            (
+                "!has(oldSelf.instances) || has(self.instances)",
+                "instances, once set, stays set: set it to 1 to remove the replicas",
+            ),
+            (
+                "!has(self.instances) || self.instances == 1"
+                " || string(self.version) == string(oldSelf.version)",
+                "version cannot change while instances is above 1: set instances to 1 first",
+            ),
         )
     )
 
@@ -277,6 +289,13 @@ class DBInstanceSpec(Section):
         "major.",
     )
     resources: Resources = Field(description="CPU, memory and storage of the VM.")
+    instances: int | None = Field(  # no default (see postgresql)
+        default=None,
+        ge=1,
+        le=MEMBERS_MAX,
+        description="Members (VMs): a primary and streaming replicas, each with its own "
+        f"data disk, cloned from the primary over verified TLS. 1 to {MEMBERS_MAX}; unset: 1.",
+    )
     power_state: PowerState = Field(
         default=PowerState.RUNNING,
         description="Running keeps the VM and PostgreSQL up; Stopped shuts the VM down "

@@ -24,7 +24,7 @@ from dbi.models import (
     Phase,
     Served,
 )
-from dbi.pipeline import CONVERGE, POWER, TEARDOWN
+from dbi.pipeline import POWER, REPLICATED, TEARDOWN
 from dbi.spec import PowerState
 from dbi.steps import (
     PAUSED,
@@ -50,7 +50,7 @@ STALLED = "Stalled"
 PAUSED_CONDITION = "Paused"
 
 # The phase people see while a step is Pending, by step (the step table says).
-_PENDING_PHASE = {spec.name: spec.pending_phase for spec in (*CONVERGE, *TEARDOWN)}
+_PENDING_PHASE = {spec.name: spec.pending_phase for spec in (*REPLICATED, *TEARDOWN)}
 
 
 class PassReport(BaseModel):
@@ -179,6 +179,8 @@ def derive(
         endpoint=_endpoint(facts) or previous.endpoint,
         credentials_secret_name=facts.credentials_secret_name or previous.credentials_secret_name,
         observed=_observed(facts, previous.observed),
+        primary=facts.primary or previous.primary,
+        members=previous.members if facts.members is None else list(facts.members),
         workflow_id=report.workflow_id,
         served=report.served.merged_over(previous.served) if report.served else previous.served,
     )

@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from dbi.models import Served
+from dbi.models import Member, Served
 from dbi.spec import PowerState
 
 
@@ -81,6 +81,8 @@ class Facts(BaseModel):
     credentials_secret_name: str | None = None
     parameters: tuple[str, ...] | None = None
     pending_restart: tuple[str, ...] | None = None
+    primary: str | None = None
+    members: tuple[Member, ...] | None = None
 
     def merged_over(self, older: Facts) -> Facts:
         """Return these facts, completed by ``older`` where this pass saw nothing."""
@@ -174,6 +176,8 @@ class InstanceSnapshot(BaseModel):
     power_state: PowerState = PowerState.RUNNING
     health_check_interval_seconds: float = 300.0
     paused: bool = False
+    # spec.instances: set, the pass runs the replicas step (dbi.pipeline.REPLICAS).
+    instances: int | None = None
     unserved: Served = Field(
         default_factory=Served,
         description="The dbi.dev/*-requested-at values that differ from those served.",

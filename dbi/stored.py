@@ -108,6 +108,7 @@ def snapshot(model: DBInstance, *, uid: str, generation: int, deleting: bool) ->
         power_state=spec.power_state,
         health_check_interval_seconds=duration_seconds(spec.health_check_interval),
         paused=paused(model),
+        instances=spec.instances,
         unserved=unserved(model),
     )
 

@@ -52,7 +52,7 @@ def test_engine_md_lists_the_pipelines_as_the_code_has_them() -> None:
     text = " ".join((ROOT / "docs" / "engine.md").read_text().split())
     for name, steps in (("CONVERGE", pipeline.CONVERGE), ("TEARDOWN", pipeline.TEARDOWN)):
         listed = ", ".join(s.name for s in steps)
-        assert f"`dbi.pipeline.{name}` ({listed})" in text, name
+        assert f"`dbi.pipeline.{name}` ({listed}" in text, name
 
 
 def test_the_pages_that_teach_stay_short() -> None:

@@ -75,12 +75,13 @@ class Begun:
 Loaded = tuple[InstanceSnapshot, tuple[Begun, StepsResult] | None]
 
 
-def converge(settings_step: bool) -> tuple[StepSpec, ...]:
+def converge(settings_step: bool, *, replicas: bool = False) -> tuple[StepSpec, ...]:
     """The converging pass's steps: without the settings step in a run begun before
-    the patch SETTINGS_STEP (workflows.state), as 0.1.0 ran them."""
-    if settings_step:
-        return pipeline.CONVERGE
-    return tuple(step for step in pipeline.CONVERGE if step is not pipeline.SETTINGS)
+    the patch SETTINGS_STEP (workflows.state), as 0.1.0 ran them; with the replicas
+    step only for an instance that sets spec.instances (which no run before it saw, so
+    a replay of any earlier run issues the same commands)."""
+    steps = pipeline.REPLICATED if replicas else pipeline.CONVERGE
+    return tuple(step for step in steps if settings_step or step is not pipeline.SETTINGS)
 
 
 def plan(s: State, run_id: str) -> Plan:
@@ -184,7 +185,10 @@ class PassRunner:
     def begin(self, snapshot: InstanceSnapshot, plan: Plan, *, rotated: Served) -> Begun:
         """The pass on ``snapshot``: its steps, their input and the status to write."""
         s = self.s
-        pipe = pipeline.TEARDOWN if snapshot.deleting else converge(s.settings_step)
+        replicas = snapshot.instances is not None
+        pipe = (
+            pipeline.TEARDOWN if snapshot.deleting else converge(s.settings_step, replicas=replicas)
+        )
         requested = snapshot.unserved
         paused = snapshot.paused and not snapshot.deleting
         step_input = StepInput(

@@ -10,7 +10,7 @@ from datetime import timedelta
 from pydantic import SecretStr
 from temporalio.exceptions import ApplicationError
 
-from activities.infra import secrets
+from activities.infra import members, secrets
 from activities.infra.admin_credential import Credential
 from activities.infra.kube import Instance, Kube
 from dbi import bootstrap, scram, tls
@@ -40,7 +40,7 @@ def certificate_current(instance: Instance, doc: Bootstrap | None, ca: tls.KeyPa
     verdict = tls.judge(
         pair.cert_pem,
         ca.cert_pem,
-        tls.service_names(instance.namespace, instance.name),
+        members.certificate_names(instance),
         key_pem=pair.key_pem,
     )
     return verdict.trusted and not verdict.renewal_due
@@ -60,7 +60,7 @@ def pair_for(
         return server_pair(doc)
     if ca is None:
         return None
-    names = tls.service_names(instance.namespace, instance.name)
+    names = members.certificate_names(instance)
     return tls.issue(ca, names, lifetime=timedelta(seconds=lifetime_seconds))
 
 

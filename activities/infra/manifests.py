@@ -65,9 +65,12 @@ def vm(
     root_claim: str | None,
     max_sockets: int | None = None,
     max_guest_mebibytes: int | None = None,
+    member: str | None = None,
 ) -> Manifest:
     """Return the VirtualMachine: CPU, memory, the root disk ``root_claim`` (None: a
     one-disk VM, booting its data disk), the data disk and the cloud-init Secret.
+    ``member``: a replica member's VM (``activities.infra.members``), with its own disks
+    and cloud-init Secret, kept away from the other members' nodes where it can be.
 
     The hot-plug limits are boot-time settings: the VM's current ones (``max_*``) are
     kept while the spec fits in them, so a change within them stays live; a change
@@ -88,22 +91,34 @@ def vm(
         {"name": DATA, "disk": {"bus": "virtio"}},
         {"name": "cloudinit", "disk": {"bus": "virtio"}},
     ]
+    data = f"{member}-data" if member else data_claim_name(instance)
     volumes += [
-        {"name": DATA, "persistentVolumeClaim": {"claimName": data_claim_name(instance)}},
+        {"name": DATA, "persistentVolumeClaim": {"claimName": data}},
         {
             "name": "cloudinit",
-            "cloudInitNoCloud": {"secretRef": {"name": cloudinit_name(instance)}},
+            "cloudInitNoCloud": {
+                "secretRef": {"name": f"{member}-cloudinit" if member else cloudinit_name(instance)}
+            },
         },
     ]
+    labels = {names.INSTANCE_LABEL: instance.name}
+    metadata = instance.child_metadata(member or instance.name, kept=member is None)
+    placement: Manifest = {}
+    if member:
+        labels[names.MEMBER_LABEL] = member
+        labels[names.MEMBER_ROLE_LABEL] = names.REPLICA
+        metadata["labels"][names.MEMBER_LABEL] = member
+        placement = {"affinity": _apart(instance)}
     return {
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachine",
-        "metadata": instance.child_metadata(instance.name, kept=True),
+        "metadata": metadata,
         "spec": {
             "runStrategy": run_strategy,
             "template": {
-                "metadata": {"labels": {names.INSTANCE_LABEL: instance.name}},
+                "metadata": {"labels": labels},
                 "spec": {
+                    **placement,
                     "domain": {
                         "cpu": {
                             "sockets": resources.cpu,
@@ -121,6 +136,21 @@ def vm(
                 },
             },
         },
+    }
+
+
+def _apart(instance: Instance) -> Manifest:
+    """A replica's preference for a node that runs no other member of its instance."""
+    term = {
+        "labelSelector": {"matchLabels": {names.INSTANCE_LABEL: instance.name}},
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    return {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "podAffinityTerm": term}
+            ]
+        }
     }
 
 

@@ -32,6 +32,7 @@ from activities.infra import (
     admin_credential,
     connection,
     manifests,
+    members,
     ownership,
     postgres,
     secrets,
@@ -133,13 +134,14 @@ def decide(obs: Observation) -> Decision[Action]:
 
 
 def service(instance: Instance) -> Manifest:
-    """The Service ``<name>``: PostgreSQL's port on the VM's pods (the instance label)."""
+    """The Service ``<name>``: PostgreSQL's port on the VM's pods (the instance label;
+    with spec.instances, the primary's: ``activities.infra.members``)."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": instance.child_metadata(instance.name),
         "spec": {
-            "selector": {names.INSTANCE_LABEL: instance.name},
+            "selector": members.primary_selector(instance),
             "ports": [
                 {
                     "name": "postgresql",

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
-from activities.infra import addresses, admin_credential, postgres, secrets, trust
+from activities.infra import addresses, admin_credential, members, postgres, secrets, trust
 from activities.infra.context import Context
 from activities.infra.kube import KUBEVIRT, Instance
 from activities.steps.loop import Anatomy
@@ -154,7 +154,7 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     if address is None:
         return obs
     served = trust.served(address)
-    names = tls.service_names(instance.namespace, instance.name)
+    names = members.certificate_names(instance)
     current = served.der is not None and tls.fingerprint(served.der) == tls.fingerprint(
         pair.cert_pem
     )

@@ -28,7 +28,7 @@ def _reasons(reasons: type[StrEnum]) -> str:
 def table() -> str:
     """Return the markdown table: every step, its condition, and the reasons it uses."""
     rows = ["| step | condition | reasons |", "|---|---|---|"]
-    for spec in (*pipeline.CONVERGE, *pipeline.TEARDOWN):
+    for spec in (*pipeline.REPLICATED, *pipeline.TEARDOWN):
         rows.append(
             f"| {spec.name} | `{spec.condition_type}` | {_reasons(_MODULES[spec.name].Reason)} |"
         )

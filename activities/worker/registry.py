@@ -35,6 +35,7 @@ from activities.steps import (
     power,
     preflight,
     repave,
+    replicas,
     resize,
     retention,
     settings,
@@ -68,6 +69,7 @@ MODULES = (
     admin,
     health,
     access,
+    replicas,
     monitoring,
     backup,
     settings,
@@ -136,7 +138,7 @@ def object_activity(ctx: Context, step: ObjectAnatomy[Any, Any]) -> Callable[...
 def all_activities(ctx: Context) -> list[Callable[..., Any]]:
     """Return every activity: each step of the table (in table order), the runner of a
     pass over them (``run_pass``, ``load_and_run_pass``), then the others."""
-    steps = [STEPS[spec.name] for spec in (*pipeline.CONVERGE, *pipeline.TEARDOWN)]
+    steps = [STEPS[spec.name] for spec in (*pipeline.REPLICATED, *pipeline.TEARDOWN)]
     upgrades = Upgrades(ctx)
     activities = {s.spec.name: step_activity(ctx, s) for s in steps}
     return [

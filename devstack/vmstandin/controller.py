@@ -293,7 +293,9 @@ class StandIn:
                 guest=self._guest(vm, disk, image),
             )
         template = vm.get("spec", {}).get("template", {})
-        self.vms[uid].labels = dict((template.get("metadata") or {}).get("labels") or {})
+        labels = dict((template.get("metadata") or {}).get("labels") or {})
+        # KubeVirt labels a VM's pods with the VM's name.
+        self.vms[uid].labels = {**labels, "vm.kubevirt.io/name": vm["metadata"]["name"]}
         return self.vms[uid]
 
     def _guest(self, vm: Manifest, disk: Path, image: Image) -> Guest | QemuGuest:

@@ -250,7 +250,8 @@ class Guest:
         if not self.running():
             return False
         with contextlib.suppress(OSError), socket.create_connection((self.address, PORT), 0.5):
-            return b"ready to accept connections" in self.log_since_boot()
+            # "... read-only connections" on a replica
+            return b"ready to accept" in self.log_since_boot()
         return False
 
     def stop(self, *, timeout: float = 30.0) -> None:

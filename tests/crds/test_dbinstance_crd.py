@@ -223,11 +223,14 @@ def test_kubectl_get_dbi_shows_the_columns(kube_api: Any, kubectl: Kubectl, name
         "PHASE",
         "READY",
         "ENDPOINT",
+        "INSTANCES",
+        "PRIMARY",
         "CPU",
         "MEMORY",
         "STORAGE",
         "AGE",
     ]
+    # INSTANCES and PRIMARY are blank without spec.instances.
     assert row.split()[:7] == ["shown", "Running", "True", "127.0.10.2", "2", "2Gi", "10Gi"]
 
 
