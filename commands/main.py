@@ -37,6 +37,7 @@ from commands import (
     processes,
     psql,
     report,
+    switchover,
 )
 from dbi import version
 from dbi.fields import duration_seconds
@@ -198,6 +199,22 @@ def build_parser() -> argparse.ArgumentParser:
     _cluster_options(backup, output=True, timeout=True)
     backup.set_defaults(
         run=_operate(lambda a: backups.backup(a.kube, a.namespace, a.name, timeout=a.timeout))
+    )
+
+    switch = commands.add_parser(
+        "switchover",
+        help="make another member of an instance the primary, and wait",
+        description="Ask an instance with replicas (spec.instances) to switch over: the "
+        "primary restarts as a replica, the target, once caught up, is promoted. Writes "
+        "dbi.dev/switchover-to and dbi.dev/switchover-requested-at; waits until served.",
+    )
+    cluster.instance_argument(switch, "the DBInstance")
+    switch.add_argument("--to", help="the member to promote (default: the most caught up)")
+    _cluster_options(switch, timeout=True)
+    switch.set_defaults(
+        run=_operate(
+            lambda a: switchover.switchover(a.kube, a.namespace, a.name, to=a.to, timeout=a.timeout)
+        )
     )
 
     listing = commands.add_parser(

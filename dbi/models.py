@@ -152,6 +152,11 @@ class Served(Section):
         default=None,
         description="dbi.dev/backup-requested-at: a backup was started (dbi backups lists it).",
     )
+    switchover_requested_at: str | None = Field(
+        default=None,
+        description="dbi.dev/switchover-requested-at: the switchover is complete (or there "
+        "was no replica to switch to).",
+    )
 
     def merged_over(self, older: Served | None) -> Served:
         """These values, and ``older``'s where this has none."""

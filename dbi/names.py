@@ -56,6 +56,10 @@ RESTART_REQUESTED_AT = "dbi.dev/restart-requested-at"
 ROTATE_REQUESTED_AT = "dbi.dev/rotate-requested-at"
 ROTATE_ADMIN_REQUESTED_AT = "dbi.dev/rotate-admin-requested-at"
 BACKUP_REQUESTED_AT = "dbi.dev/backup-requested-at"
+# With spec.instances: a switchover, to the member dbi.dev/switchover-to names (else the
+# replica that replayed most).
+SWITCHOVER_REQUESTED_AT = "dbi.dev/switchover-requested-at"
+SWITCHOVER_TO = "dbi.dev/switchover-to"
 PAUSED_ANNOTATION = "dbi.dev/paused"
 # On a PersistentVolume dbi set to reclaimPolicy Retain: the instance (namespace/name)
 # and the policy the volume had before.

@@ -12,7 +12,7 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, Field
 
 from dbi.models import Served
-from dbi.pipeline import BACKUP, RESIZE
+from dbi.pipeline import BACKUP, REPLICAS, RESIZE
 from dbi.status import PassReport
 from dbi.steps import InstanceSnapshot, Outcome, StepInput, StepResult, StepsInput, StepsResult
 
@@ -163,6 +163,8 @@ def served(requested: Served, report: PassReport, rotated: Served) -> Served | N
     resize = next((r for r in report.results if r.step == RESIZE.name), None)
     backup = next((r for r in report.results if r.step == BACKUP.name), None)
     backup_done = backup is not None and backup.outcome is Outcome.SATISFIED
+    replicas = next((r for r in report.results if r.step == REPLICAS.name), None)
+    switched = replicas is not None and replicas.outcome is Outcome.SATISFIED
     blocking = report.blocking
     restart_done = (resize is not None and resize.outcome is Outcome.SATISFIED) or (
         blocking is not None and blocking.outcome is Outcome.TERMINAL
@@ -172,6 +174,7 @@ def served(requested: Served, report: PassReport, rotated: Served) -> Served | N
             "reconcile_requested_at": requested.reconcile_requested_at,
             "restart_requested_at": requested.restart_requested_at if restart_done else None,
             "backup_requested_at": requested.backup_requested_at if backup_done else None,
+            "switchover_requested_at": requested.switchover_requested_at if switched else None,
         }
     )
     return done if done != Served() else None

@@ -161,11 +161,12 @@ CONVERGE: tuple[StepSpec, ...] = (
     BACKUP,
     SETTINGS,
 )
-# The pass of an instance that sets spec.instances: the replicas step after access.
+# The pass of an instance that sets spec.instances: the replicas step before tls (the
+# steps from tls on talk to the primary it keeps).
 REPLICATED: tuple[StepSpec, ...] = (
-    *CONVERGE[: CONVERGE.index(ACCESS) + 1],
+    *CONVERGE[: CONVERGE.index(TLS)],
     REPLICAS,
-    *CONVERGE[CONVERGE.index(ACCESS) + 1 :],
+    *CONVERGE[CONVERGE.index(TLS) :],
 )
 
 TEARDOWN_BACKUP = StepSpec(

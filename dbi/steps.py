@@ -146,6 +146,11 @@ class StepInput(BaseModel):
         description="The dbi.dev/backup-requested-at value not served yet: the backup step "
         "starts that backup.",
     )
+    switchover_requested: str | None = Field(
+        default=None,
+        description="The dbi.dev/switchover-requested-at value not served yet: the replicas "
+        "step switches over.",
+    )
     pass_id: str = Field(
         default="",
         description=(

@@ -31,6 +31,7 @@ REQUESTS = {
     "rotate_requested_at": names.ROTATE_REQUESTED_AT,
     "rotate_admin_requested_at": names.ROTATE_ADMIN_REQUESTED_AT,
     "backup_requested_at": names.BACKUP_REQUESTED_AT,
+    "switchover_requested_at": names.SWITCHOVER_REQUESTED_AT,
 }
 
 # What a teardown goes by when the stored spec cannot be read: its deletionPolicy if

@@ -199,8 +199,8 @@ def apply_reset(doc: Document, disk: Path, host: Host, major: int) -> bool:
     token this data has not applied (the server down); return whether it did."""
     data = pgdata(disk)
     token, done = doc.reset, data / files.RESET_APPLIED
-    if not token or doc.admin_verifier is None:
-        return False
+    if not token or doc.admin_verifier is None or doc.replica is not None:
+        return False  # a standby takes the primary's roles as they replicate
     if done.exists() and done.read_text() == token:
         return False
     set_admin_verifier(data, host, major, doc.admin_user, doc.admin_verifier)

@@ -199,6 +199,7 @@ class PassRunner:
             paused=paused,
             pass_id=plan.pass_id,
             backup_requested=requested.backup_requested_at,
+            switchover_requested=requested.switchover_requested_at,
             idle=plan.idle,
         )
         if s.generation_seen is None or s.generation_seen[0] != snapshot.generation:

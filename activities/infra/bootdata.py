@@ -72,7 +72,8 @@ def document(
     written: Bootstrap | None,
 ) -> Bootstrap:
     """The boot data for ``admin``'s password, ``pair`` and ``restore``; a major
-    upgrade's instruction stays as ``written`` has it (it is the upgrade step's)."""
+    upgrade's instruction and a replica's primary stay as ``written`` has them (they
+    are the upgrade step's and the replicas step's)."""
     return Bootstrap(
         admin_verifier=scram.verifier(admin.password),
         reset=admin.reset,
@@ -81,6 +82,7 @@ def document(
         server_key=SecretStr(pair.key_pem) if pair else None,
         restore=restore,
         upgrade=written.upgrade if written is not None else None,
+        replica=written.replica if written is not None else None,
     )
 
 

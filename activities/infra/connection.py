@@ -61,6 +61,17 @@ def keys(
     return keys
 
 
+def ro_keys(
+    user: str, password: str, database: str, ro: tuple[str, str | None] | None
+) -> dict[str, str]:
+    """With spec.instances (``ro`` from ``ro_endpoint``), ``ro-uri``: ``uri`` to the
+    replicas' Service; nothing without."""
+    if ro is None:
+        return {}
+    found = uri(user, password, ro[0], database)
+    return {"ro-uri": found + (f"&{urlencode({'hostaddr': ro[1]})}" if ro[1] else "")}
+
+
 def endpoint(ctx: Context, instance: Instance) -> tuple[str, str | None]:
     """The Secret's ``host`` (the Service's DNS name) and, where configured
     (DBI_CONNECT_HOSTADDR), the Service's ClusterIP for ``hostaddr``."""
@@ -70,9 +81,24 @@ def endpoint(ctx: Context, instance: Instance) -> tuple[str, str | None]:
     return published(ctx, instance, found)
 
 
-def published(ctx: Context, instance: Instance, svc: Manifest | None) -> tuple[str, str | None]:
-    """``endpoint``, from the Service as read (``svc``)."""
-    host = names.service_host(instance.namespace, instance.name)
+def published(
+    ctx: Context, instance: Instance, svc: Manifest | None, suffix: str = ""
+) -> tuple[str, str | None]:
+    """``endpoint``, from the Service ``<name><suffix>`` as read (``svc``)."""
+    host = names.service_host(instance.namespace, instance.name + suffix)
     if not ctx.config.connect_hostaddr:
         return host, None
     return host, ((svc or {}).get("spec") or {}).get("clusterIP")
+
+
+RO_SUFFIX = "-ro"
+
+
+def ro_endpoint(ctx: Context, instance: Instance) -> tuple[str, str | None] | None:
+    """With spec.instances, the Secret's ``ro-uri`` host and hostaddr: the Service
+    ``<name>-ro`` (the replicas); None without."""
+    if instance.model.spec.instances is None:
+        return None
+    name = instance.name + RO_SUFFIX
+    found = ctx.kube.service(instance.namespace, name) if ctx.config.connect_hostaddr else None
+    return published(ctx, instance, found, RO_SUFFIX)

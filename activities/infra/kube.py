@@ -205,6 +205,10 @@ class Kube:
         found = or_none(lambda: self.core.read_namespaced_service(name, namespace))
         return None if found is None else dict(self.api.sanitize_for_serialization(found))
 
+    def apply_service(self, manifest: Manifest) -> None:
+        meta = manifest["metadata"]
+        self.core.patch_namespaced_service(meta["name"], meta["namespace"], manifest, **_APPLY)
+
     def pvc(self, namespace: str, name: str) -> k8s.V1PersistentVolumeClaim | None:
         return or_none(lambda: self.core.read_namespaced_persistent_volume_claim(name, namespace))
 

@@ -4,7 +4,7 @@ upgrade steps, and preflight's image check)."""
 
 from __future__ import annotations
 
-from activities.infra import manifests
+from activities.infra import addresses, manifests
 from activities.infra.context import Context
 from activities.infra.kube import KUBEVIRT, Instance, Manifest
 from dbi.quantity import parse_quantity
@@ -36,6 +36,7 @@ def desired_vm(
         root_claim=root_claim,
         max_sockets=domain.get("cpu", {}).get("maxSockets"),
         max_guest_mebibytes=int(parse_quantity(max_guest) // 2**20) if max_guest else None,
+        replica=addresses.primary_of(instance) != instance.name,
     )
 
 

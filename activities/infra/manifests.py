@@ -58,7 +58,7 @@ def root_of(vm: Manifest | None) -> str | None:
     return claim_of(((vm or {}).get("spec") or {}).get("template", {}).get("spec") or {}, ROOT)
 
 
-def vm(
+def vm(  # noqa: PLR0913 (a member VM: its name and role too)
     instance: Instance,
     *,
     run_strategy: str,
@@ -66,11 +66,13 @@ def vm(
     max_sockets: int | None = None,
     max_guest_mebibytes: int | None = None,
     member: str | None = None,
+    replica: bool = False,
 ) -> Manifest:
     """Return the VirtualMachine: CPU, memory, the root disk ``root_claim`` (None: a
     one-disk VM, booting its data disk), the data disk and the cloud-init Secret.
-    ``member``: a replica member's VM (``activities.infra.members``), with its own disks
-    and cloud-init Secret, kept away from the other members' nodes where it can be.
+    ``member``: another member's VM (``activities.infra.members``), with its own disks
+    and cloud-init Secret, kept away from the other members' nodes where it can be;
+    ``replica``: its pods are labelled as a replica's (the Service ``<name>-ro``).
 
     The hot-plug limits are boot-time settings: the VM's current ones (``max_*``) are
     kept while the spec fits in them, so a change within them stays live; a change
@@ -104,9 +106,10 @@ def vm(
     labels = {names.INSTANCE_LABEL: instance.name}
     metadata = instance.child_metadata(member or instance.name, kept=member is None)
     placement: Manifest = {}
+    if replica:
+        labels[names.MEMBER_ROLE_LABEL] = names.REPLICA
     if member:
         labels[names.MEMBER_LABEL] = member
-        labels[names.MEMBER_ROLE_LABEL] = names.REPLICA
         metadata["labels"][names.MEMBER_LABEL] = member
         placement = {"affinity": _apart(instance)}
     return {

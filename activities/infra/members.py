@@ -7,7 +7,7 @@ cloud-init Secret ``<member>-cloudinit``, all labelled ``dbi.dev/member`` and ow
 instance whatever its deletionPolicy: a replica's data is a copy of the primary's.
 
 A replica's boot document is the primary's without what only the primary acts on (a
-reset, a restore, an upgrade), and with ``replica``: the Service ``<name>`` (which
+reset, a restore, an upgrade), and with ``replica``: the Service ``<name>-rw`` (which
 follows the primary) by its certificate's name and its ClusterIP, the replication role
 and its password, the namespace's CA, and the member's slot.
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pydantic import SecretStr
 
-from activities.infra import manifests, postgres
+from activities.infra import addresses, manifests, postgres
 from activities.infra.kube import Instance, Manifest
 from dbi import bootstrap, names, tls
 from dbi.bootstrap import Bootstrap
@@ -33,12 +33,13 @@ def count(instance: Instance) -> int:
 
 
 def primary(instance: Instance) -> str:
-    """The member that takes writes: the first, in this release."""
-    return instance.name
+    """The member that takes writes, as status says (``addresses.primary_of``)."""
+    return addresses.primary_of(instance)
 
 
-def replicas(instance: Instance, up_to: int | None = None) -> list[str]:
-    """The replica members' names, the first ``up_to`` members' (default: the spec's)."""
+def added(instance: Instance, up_to: int | None = None) -> list[str]:
+    """The members besides the instance's own VM (``<name>-2`` on), the first ``up_to``
+    members' (default: the spec's)."""
     wanted = count(instance) if up_to is None else up_to
     return [f"{instance.name}-{n}" for n in range(2, wanted + 1)]
 
@@ -60,20 +61,20 @@ def replication_secret(instance: Instance) -> str:
     return f"{instance.name}{REPLICATION_SECRET_SUFFIX}"
 
 
-def primary_selector(instance: Instance) -> dict[str, str]:
+def primary_selector(instance: Instance, member: str | None = None) -> dict[str, str]:
     """The pods of the Service ``<name>``: the instance's, or with spec.instances, the
-    primary's."""
+    primary's (or ``member``'s)."""
     selector = {names.INSTANCE_LABEL: instance.name}
     if instance.model.spec.instances is not None:
-        selector[names.VM_NAME_LABEL] = primary(instance)
+        selector[names.VM_NAME_LABEL] = member or primary(instance)
     return selector
 
 
-def services(instance: Instance) -> list[Manifest]:
-    """The Services ``<name>-rw``, ``<name>-ro`` and ``<name>-r``."""
+def services(instance: Instance, primary: str) -> list[Manifest]:
+    """The Services ``<name>-rw`` (of the member ``primary``), ``<name>-ro``, ``<name>-r``."""
     replica = {names.INSTANCE_LABEL: instance.name, names.MEMBER_ROLE_LABEL: names.REPLICA}
     selectors = {
-        "-rw": primary_selector(instance),
+        "-rw": primary_selector(instance, primary),
         "-ro": replica,
         "-r": {names.INSTANCE_LABEL: instance.name},
     }
@@ -123,10 +124,14 @@ def _metadata(
     return metadata
 
 
+RW_SUFFIX = "-rw"
+
+
 def document(
     primary_doc: Bootstrap, *, host: str, hostaddr: str, password: str, ca_pem: str, member: str
 ) -> Bootstrap:
-    """The replica ``member``'s boot document, from the primary's."""
+    """The replica ``member``'s boot document, from the primary's: ``host`` and
+    ``hostaddr`` are the Service ``<name>-rw``'s (it follows the primary)."""
     replica = bootstrap.Replica(
         host=host,
         hostaddr=hostaddr,

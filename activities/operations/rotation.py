@@ -69,6 +69,12 @@ class RotateCredentials(Activity):
                 *connection.endpoint(self.ctx, instance),
                 ca_pem=ca.cert_pem if ca is not None else "",
             ),
+            **connection.ro_keys(
+                creds.username,
+                password,
+                creds.database,
+                connection.ro_endpoint(self.ctx, instance),
+            ),
         }
         marker = {secrets.ROTATION_ANNOTATION: request.request_id}
         try:

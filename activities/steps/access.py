@@ -41,7 +41,7 @@ from activities.infra import (
 from activities.infra.context import Context
 from activities.infra.kube import Instance, Manifest
 from activities.steps.loop import Anatomy
-from dbi import names, scram
+from dbi import scram
 from dbi.pipeline import ACCESS as SPEC
 from dbi.spec import PowerState
 from dbi.steps import AT_ONCE, Common, Decision, StepInput
@@ -83,6 +83,7 @@ class Observation:
     children: tuple[ownership.Child, ...] = ()
     # The Secret's host and hostaddr, from the Service as read (``connection.endpoint``).
     published: tuple[str, str | None] = ("", None)
+    ro: tuple[str, str | None] | None = None  # spec.instances: ro-uri's (connection.ro_endpoint)
     ca_pem: str = ""  # the namespace's CA, the Secret's ca.crt
 
 
@@ -166,10 +167,12 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     ca = trust.recent_ca(kube, ctx.config.namespace, instance.namespace)
     ca_pem = ca.cert_pem if ca is not None else ""
     server = None if host is None else trust.reach(instance, host, ca)
-    looked = _look(instance, server, admin_password, app, published, ca_pem)
+    ro = connection.ro_endpoint(ctx, instance)
+    looked = _look(instance, server, admin_password, app, (published, ro), ca_pem)
     return replace(
         looked,
         published=published,
+        ro=ro,
         ca_pem=ca_pem,
         service_ok=svc is not None and manifests.covers(service(instance)["spec"], svc.get("spec")),
         address=host,
@@ -183,18 +186,20 @@ def _look(
     server: postgres.Server | None,
     admin_password: str,
     app: secrets.Read,
-    published: tuple[str, str | None],
+    endpoints: tuple[tuple[str, str | None], tuple[str, str | None] | None],
     ca_pem: str,
 ) -> Observation:
-    """``server`` is how dbi reaches the VM; ``published`` the Secret's host and
-    hostaddr."""
+    """``server`` is how dbi reaches the VM; ``endpoints`` the Secret's host and
+    hostaddr, and ro-uri's."""
     creds = instance.model.spec.credentials
+    published, ro = endpoints
     wanted: dict[str, str | None] = {"host": published[0], "port": str(postgres.PORT)}
     if app.password:
         wanted = {
             **connection.keys(
                 creds.username, app.password, creds.database, *published, ca_pem=ca_pem
-            )
+            ),
+            **connection.ro_keys(creds.username, app.password, creds.database, ro),
         }
     complete = all(app.data.get(k) == v for k, v in wanted.items())
     if server is None or not app.password:
@@ -233,12 +238,16 @@ def complete_secret(
     published: tuple[str, str | None],
     *,
     ca_pem: str,
+    ro: tuple[str, str | None] | None = None,
 ) -> bool:
     """Add the connection keys to the app Secret ``app`` as read; False when it was deleted
     or written after that read (a user setting their own password): nothing is written,
     and the next look reads it again."""
     creds = instance.model.spec.credentials
-    keys = connection.keys(creds.username, app.password, creds.database, *published, ca_pem=ca_pem)
+    keys = {
+        **connection.keys(creds.username, app.password, creds.database, *published, ca_pem=ca_pem),
+        **connection.ro_keys(creds.username, app.password, creds.database, ro),
+    }
     try:
         secrets.apply(
             ctx.kube,
@@ -259,20 +268,13 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
     """Apply the Service, or act with the app Secret as observed: one written since (a
     user setting their own password) is left alone, and the next look observes it."""
     if action is Action.APPLY_SERVICE:
-        ctx.kube.core.patch_namespaced_service(
-            instance.name,
-            instance.namespace,
-            service(instance),
-            field_manager=names.FIELD_MANAGER,
-            force=True,
-            _content_type="application/apply-patch+yaml",
-        )
+        ctx.kube.apply_service(service(instance))
         return
     app = secrets.read(ctx.kube, instance.namespace, secrets.app_name(instance))
     if app.resource_version != obs.app_version:
         return
     if action is Action.WRITE_CONNECTION_INFO:
-        complete_secret(ctx, instance, app, obs.published, ca_pem=obs.ca_pem)
+        complete_secret(ctx, instance, app, obs.published, ca_pem=obs.ca_pem, ro=obs.ro)
         return
     creds = instance.model.spec.credentials
     role, database = sql.Identifier(creds.username), sql.Identifier(creds.database)

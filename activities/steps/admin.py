@@ -258,7 +258,7 @@ def perform(
         # VMI it names again (deleting a VMI being deleted is harmless).
         write({"password": credential.password}, **{admin_credential.RESET_VMI: obs.vmi_uid})
         ctx.kube.objects.delete_namespaced_custom_object(
-            *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
+            *KUBEVIRT, instance.namespace, "virtualmachineinstances", addresses.primary_of(instance)
         )
 
 

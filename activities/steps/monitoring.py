@@ -18,7 +18,6 @@ from activities.infra import manifests, ownership, scrape
 from activities.infra.context import Context
 from activities.infra.kube import Instance
 from activities.steps.loop import Anatomy
-from dbi import names
 from dbi.pipeline import MONITORING as SPEC
 from dbi.pipeline import TEARDOWN_MONITORING
 from dbi.steps import AT_ONCE, Decision, StepInput
@@ -99,14 +98,7 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         return
     kube = ctx.kube
     svc = scrape.service(instance, ctx.config.exporter_port)
-    kube.core.patch_namespaced_service(
-        svc["metadata"]["name"],
-        instance.namespace,
-        svc,
-        field_manager=names.FIELD_MANAGER,
-        force=True,
-        _content_type="application/apply-patch+yaml",
-    )
+    kube.apply_service(svc)
     if obs.monitor_api:
         kube.apply_custom(*scrape.MONITORING, "servicemonitors", scrape.service_monitor(instance))
 

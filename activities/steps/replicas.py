@@ -1,41 +1,31 @@
-"""replicas (ReplicasReady): spec.instances' replica members, cloned and streaming.
+"""replicas (ReplicasReady): spec.instances' members, one primary and streaming
+replicas; a switchover when asked.
 
-Runs only for an instance that sets spec.instances (``workflows.passes``). In order, one
-change a look: the Secret ``<name>-replication`` with the replication role's password;
-the Services ``<name>-rw``, ``<name>-ro`` and ``<name>-r`` (``activities.infra.members``);
-as the admin on the primary, the role ``dbi_replication`` (LOGIN REPLICATION, its
-password's SCRAM verifier) and each replica's physical slot; each replica's boot data
-(the primary's document with ``replica``), disks and VM; then what the spec no longer
-wants goes: a member beyond spec.instances (VM, disks, boot data), then its slot. Each
-replica clones the primary at its first boot and streams (``guest.replica``); the step
-is Pending until every replica shows in the primary's ``pg_stat_replication`` as
-streaming. It publishes ``status.primary`` and ``status.members``. A stopped instance
-stops its replicas too. Idempotency key: the members' names.
+Runs only for an instance that sets spec.instances, before tls (``dbi.pipeline``). The
+designated primary is the Secret ``<name>-replication``'s ``primary`` (else
+``status.primary``, else the instance's VM): a switchover (``dbi.dev/switchover-
+requested-at``, to ``dbi.dev/switchover-to`` or the replica that replayed most) writes
+it there first (``activities.infra.replication``). One change a look, in the order of
+``_changes``: the Secret; the Services; the designation; every member's boot data
+(``replica`` unless designated); while another member serves as a primary it restarts
+as a standby, then the designated one, caught up with each, is promoted; as the admin
+on the primary the role and each member's slot; the added members' disks and VMs; a
+member beyond the spec, its slot, a standby's own slots. Pending (held) until every
+replica streams; publishes ``status.primary`` and ``status.members``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from enum import StrEnum
 
-import psycopg
-
-from activities.infra import (
-    addresses,
-    admin_credential,
-    manifests,
-    members,
-    ownership,
-    postgres,
-    replication,
-    secrets,
-    trust,
-)
+from activities.infra import addresses, manifests, members, ownership, replication, secrets
 from activities.infra.context import Context
 from activities.infra.kube import KUBEVIRT, Instance, Manifest
+from activities.infra.replication import Observation, Seen
 from activities.steps.loop import Anatomy
-from dbi import bootstrap, names, scram
+from dbi import names
 from dbi.models import Member, MemberRole
 from dbi.pipeline import REPLICAS as SPEC
 from dbi.spec import PowerState
@@ -56,14 +46,22 @@ class Reason(StrEnum):
     MEMBER_REMOVED = "MemberRemoved"
     SLOT_DROPPED = "SlotDropped"
     STARTING = "MembersStarting"
+    SWITCHOVER_STARTED = "SwitchoverStarted"
+    SWITCHOVER_WAITS = "SwitchoverWaits"
+    DEMOTING = "PrimaryDemoting"
+    SWITCHING = "Switching"
+    PROMOTED = "ReplicaPromoted"
 
 
 class Kind(StrEnum):
     WRITE_SECRET = "write-secret"  # noqa: S105 (an action)
     APPLY_SERVICES = "apply-services"
+    DESIGNATE = "designate"
+    WRITE_BOOT = "write-boot-data"
+    RESTART = "restart"
+    PROMOTE = "promote"
     SET_ROLE = "set-role"
     CREATE_SLOT = "create-slot"
-    WRITE_BOOT = "write-boot-data"
     CREATE_VM = "create-vm"
     APPLY_VM = "apply-vm"
     REMOVE = "remove-member"
@@ -73,234 +71,257 @@ class Kind(StrEnum):
 @dataclass(frozen=True)
 class Action:
     kind: Kind
-    member: str = ""
+    member: str = ""  # the member it acts on (or, for designate, the new primary)
+    arg: str = ""  # a slot's name; the switchover request designate serves
 
 
-@dataclass(frozen=True, kw_only=True)
-class Seen:
-    """One replica member as observed: its VM, and whether its boot data is current."""
-
-    name: str
-    vm: Manifest | None = None
-    desired: Manifest | None = None
-    boot_current: bool = False
-    running: bool = False
+Change = tuple[Reason, str, Action | None]
 
 
-@dataclass(frozen=True, kw_only=True)
-class Observation:
-    stopped: bool = False
-    has_secret: bool = False
-    services_ok: bool = False
-    reachable: bool = False
-    role_ok: bool = False
-    slots: frozenset[str] = frozenset()
-    wanted: tuple[Seen, ...] = ()
-    extra: tuple[str, ...] = ()  # members beyond spec.instances that still exist
-    streaming: dict[str, tuple[str, int | None]] = field(default_factory=dict)  # lsn, lag
-    primary: Member | None = None
-    children: tuple[ownership.Child, ...] = ()
+def decide(obs: Observation) -> Decision[Action]:
+    """The one change to make, in the order the module says (pure)."""
+    change = next(_changes(obs), None)
+    found = _members(obs)
+    primary = obs.designated if obs.settled else None
+    if change is not None:
+        reason, message, action = change
+        if action is not None:
+            return SPEC.pending(reason, message, action, after=AT_ONCE, members=found)
+        return SPEC.pending(reason, message, after=5, held=True, members=found)
+    if obs.stopped:
+        return SPEC.satisfied(Reason.STOPPED, "The instance is stopped, as asked.")
+    behind = [s.name for s in obs.others if s.name not in obs.streaming]
+    if behind:
+        message = f"Waiting for {', '.join(behind)} to clone the primary and stream."
+        return SPEC.pending(
+            Reason.STARTING, message, after=5, held=True, primary=primary, members=found
+        )
+    message = f"{obs.designated} is the primary; {len(obs.others)} replica(s) stream from it."
+    return SPEC.satisfied(Reason.READY, message, primary=primary, members=found)
 
 
 def _members(obs: Observation) -> tuple[Member, ...]:
-    found = [obs.primary] if obs.primary is not None else []
-    for seen in obs.wanted:
-        lsn, lag = obs.streaming.get(seen.name, (None, None))
-        state = "Streaming" if lsn else ("Starting" if seen.running else "Stopped")
-        ready = lsn is not None
+    streaming = obs.streaming
+    found = []
+    for seen in obs.members:
+        look = seen.look
+        if seen.name == obs.designated:
+            state = "Serving" if seen.primary else "Promoting"
+            role, ready, lag = MemberRole.PRIMARY, seen.primary, None
+        else:
+            lag = streaming.get(seen.name, (None, None))[1]
+            ready = seen.name in streaming
+            state = "Streaming" if ready else ("Starting" if seen.vmi_uid else "Stopped")
+            role = MemberRole.REPLICA
         found.append(
             Member(
                 name=seen.name,
-                role=MemberRole.REPLICA,
+                role=role,
                 ready=ready,
                 state=state,
-                lsn=lsn,
+                timeline=look.timeline,
+                lsn=look.lsn,
                 lag_bytes=lag,
             )
         )
     return tuple(found)
 
 
-def decide(obs: Observation) -> Decision[Action]:
-    """The one change to make, in the order the module says (pure)."""
-    primary, found = obs.primary.name if obs.primary else None, _members(obs)
-    change = next(_changes(obs), None)
-    if change is not None:
-        reason, message, action = change
-        return SPEC.pending(reason, message, action, after=AT_ONCE if action else 5)
-    if obs.stopped:
-        return SPEC.satisfied(Reason.STOPPED, "The instance is stopped, as asked.")
-    behind = [s.name for s in obs.wanted if s.name not in obs.streaming]
-    if behind:
-        message = f"Waiting for {', '.join(behind)} to clone the primary and stream."
-        return SPEC.pending(Reason.STARTING, message, after=5, primary=primary, members=found)
-    message = f"{len(obs.wanted)} replica(s) stream from the primary."
-    return SPEC.satisfied(Reason.READY, message, primary=primary, members=found)
-
-
-Change = tuple[Reason, str, Action | None]
-
-
 def _changes(obs: Observation) -> Iterator[Change]:
-    """What is still to change, in order (the first is made); None: a wait."""
+    """What is still to change, in order (the first is made); no action: a wait."""
     if obs.stopped:
         yield from _stopping(obs)
         return
-    if obs.wanted and not obs.has_secret:
+    if len(obs.members) > 1 and not obs.has_secret:
         message = "The replication role's password was written."
         yield Reason.SECRET_WRITTEN, message, Action(Kind.WRITE_SECRET)
     if not obs.services_ok:
-        message = "The Services -rw, -ro and -r were applied."
+        message = f"The Services -rw (to {obs.designated}), -ro and -r were applied."
         yield Reason.SERVICES_APPLIED, message, Action(Kind.APPLY_SERVICES)
-    if not obs.reachable:
-        yield Reason.UNREACHABLE, "The primary does not answer the admin.", None
-    if obs.wanted and not obs.role_ok:
+    yield from _switchover(obs)
+    for seen in obs.members:
+        if not seen.boot_current:
+            message = f"The boot data of {seen.name} was written."
+            yield Reason.BOOT_DATA_WRITTEN, message, Action(Kind.WRITE_BOOT, seen.name)
+    yield from _switching(obs)
+    yield from _replicas(obs)
+
+
+def _switchover(obs: Observation) -> Iterator[Change]:
+    """A switchover asked for and not yet served designates its target."""
+    if not obs.requested or obs.requested == obs.served or not obs.others:
+        return
+    if not obs.settled:
+        yield Reason.SWITCHOVER_WAITS, "A switchover waits for the last one to finish.", None
+        return
+    streaming = obs.streaming
+    if obs.target is not None and obs.target not in streaming:
+        message = f"The switchover waits for {obs.target} ({names.SWITCHOVER_TO}) to stream."
+        yield Reason.SWITCHOVER_WAITS, message, None
+        return
+    ranked = sorted(streaming, key=lambda name: (streaming[name][1] or 0, name))
+    target = obs.target or (ranked[0] if ranked else None)
+    if target is None:
+        yield Reason.SWITCHOVER_WAITS, "The switchover waits for a replica to stream.", None
+        return
+    message = f"Switchover to {target}: {obs.designated} restarts as a replica."
+    yield Reason.SWITCHOVER_STARTED, message, Action(Kind.DESIGNATE, target, obs.requested)
+
+
+def _switching(obs: Observation) -> Iterator[Change]:
+    """Until the designated member serves alone: every other primary restarts as a
+    standby; then the designated one, caught up with each, is promoted."""
+    in_flight = obs.designated != obs.serving or any(s.primary for s in obs.others)
+    if obs.settled or not in_flight:
+        return
+    chosen = obs.seen(obs.designated)
+    for seen in obs.others:
+        if seen.primary and seen.vmi_uid:
+            message = f"{seen.name} restarts as a replica of {obs.designated}."
+            yield Reason.DEMOTING, message, Action(Kind.RESTART, seen.name, seen.vmi_uid)
+    waiting = [s.name for s in obs.others if s.vmi_uid and not s.look.reachable]
+    if waiting or not chosen.look.reachable:
+        named = ", ".join(waiting or [obs.designated])
+        yield Reason.SWITCHING, f"Waiting for {named} to answer as a standby.", None
+        return
+    ahead = [
+        s.name for s in obs.others if s.look.reachable and s.look.position > chosen.look.position
+    ]
+    if ahead:
+        message = f"Waiting for {obs.designated} to replay what {', '.join(ahead)} has."
+        yield Reason.SWITCHING, message, None
+        return
+    message = f"{obs.designated} was promoted: it takes writes."
+    yield Reason.PROMOTED, message, Action(Kind.PROMOTE, obs.designated)
+
+
+def _replicas(obs: Observation) -> Iterator[Change]:
+    """With the primary serving: the role, each replica's slot and VM, what goes."""
+    primary = obs.seen(obs.designated)
+    if not primary.primary:
+        yield Reason.UNREACHABLE, f"The primary {obs.designated} does not answer the admin.", None
+        return
+    slots = primary.look.slots
+    if obs.others and not primary.look.role_ok:
         message = "The replication role was set on the primary."
-        yield Reason.ROLE_SET, message, Action(Kind.SET_ROLE)
-    for seen in obs.wanted:
-        yield from _member_changes(obs, seen)
+        yield Reason.ROLE_SET, message, Action(Kind.SET_ROLE, obs.designated)
+    for seen in obs.others:
+        slot = members.slot(seen.name)
+        if slot not in slots:
+            message = f"The replication slot of {seen.name} was created."
+            yield Reason.SLOT_CREATED, message, Action(Kind.CREATE_SLOT, obs.designated, slot)
+        yield from _vm(seen)
     for member in obs.extra:
         message = f"Member {member} is beyond spec.instances and was removed."
         yield Reason.MEMBER_REMOVED, message, Action(Kind.REMOVE, member)
-    for slot in sorted(obs.slots - {members.slot(s.name) for s in obs.wanted}):
+    wanted = {members.slot(s.name) for s in obs.others}
+    for slot in sorted(slots - wanted):
         message = f"The slot {slot} of a removed member was dropped."
-        yield Reason.SLOT_DROPPED, message, Action(Kind.DROP_SLOT, slot)
+        yield Reason.SLOT_DROPPED, message, Action(Kind.DROP_SLOT, obs.designated, slot)
+    for seen in obs.others:  # a former primary's slots hold WAL on a standby
+        for slot in sorted(seen.look.slots):
+            message = f"The slot {slot} on the replica {seen.name} was dropped."
+            yield Reason.SLOT_DROPPED, message, Action(Kind.DROP_SLOT, seen.name, slot)
+
+
+def _vm(seen: Seen) -> Iterator[Change]:
+    if not seen.added:
+        return
+    if seen.vm is None:
+        message = f"Member {seen.name} was created; it clones the primary."
+        yield Reason.MEMBER_CREATED, message, Action(Kind.CREATE_VM, seen.name)
+    elif not manifests.covers(seen.desired, seen.vm):
+        message = f"Member {seen.name}'s VM drifted and was corrected."
+        yield Reason.MEMBER_UPDATED, message, Action(Kind.APPLY_VM, seen.name)
 
 
 def _stopping(obs: Observation) -> Iterator[Change]:
-    for seen in obs.wanted:
+    for seen in obs.members:
         if seen.vm is not None and not manifests.covers(seen.desired, seen.vm):
-            message = f"Replica {seen.name} was stopped with the instance."
+            message = f"Member {seen.name} was stopped with the instance."
             yield Reason.MEMBER_UPDATED, message, Action(Kind.APPLY_VM, seen.name)
-
-
-def _member_changes(obs: Observation, seen: Seen) -> Iterator[Change]:
-    if members.slot(seen.name) not in obs.slots:
-        message = f"The replication slot of {seen.name} was created."
-        yield Reason.SLOT_CREATED, message, Action(Kind.CREATE_SLOT, seen.name)
-    if not seen.boot_current:
-        message = f"The boot data of {seen.name} was written."
-        yield Reason.BOOT_DATA_WRITTEN, message, Action(Kind.WRITE_BOOT, seen.name)
-    if seen.vm is None:
-        message = f"Replica {seen.name} was created; it clones the primary."
-        yield Reason.MEMBER_CREATED, message, Action(Kind.CREATE_VM, seen.name)
-    elif not manifests.covers(seen.desired, seen.vm):
-        message = f"Replica {seen.name}'s VM drifted and was corrected."
-        yield Reason.MEMBER_UPDATED, message, Action(Kind.APPLY_VM, seen.name)
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
     kube, ns = ctx.kube, instance.namespace
-    vms = {
+    added = {
         m: kube.get_custom(*KUBEVIRT, ns, "virtualmachines", m)
-        for m in members.replicas(instance, up_to=5)
+        for m in members.added(instance, up_to=5)
     }
-    wanted_names = members.replicas(instance)
+    secret = secrets.read(kube, ns, members.replication_secret(instance))
+    designated = secret.data.get(replication.PRIMARY) or addresses.primary_of(instance)
+    wanted = [instance.name, *members.added(instance)]
+    if designated not in wanted:  # the primary is never removed
+        wanted.append(designated)
     children = [
-        ownership.Child("VirtualMachine", m, ownership.meta_of(vm, kube)) for m, vm in vms.items()
+        ownership.Child("VirtualMachine", m, ownership.meta_of(vm, kube)) for m, vm in added.items()
     ]
-    extra = tuple(m for m, vm in vms.items() if vm is not None and m not in wanted_names)
-    services = {s["metadata"]["name"]: s for s in members.services(instance)}
+    services = {s["metadata"]["name"]: s for s in members.services(instance, designated)}
     found = {name: kube.service(ns, name) for name in services}
     children += [
         ownership.Child("Service", n, ownership.meta_of(s, kube)) for n, s in found.items()
     ]
-    services_ok = all(
-        svc is not None and manifests.covers(services[n]["spec"], svc.get("spec"))
-        for n, svc in found.items()
-    )
-    stopped = instance.model.spec.power_state is PowerState.STOPPED
-    if stopped:
-        wanted = tuple(
-            Seen(name=m, vm=vms[m], desired=replication.member_vm(ctx, instance, m, vms[m]))
-            for m in wanted_names
-        )
-        return Observation(stopped=True, wanted=wanted, children=tuple(children))
-    password = secrets.read(kube, ns, members.replication_secret(instance)).password
-    boot = secrets.boot_data(secrets.read_boot(kube, instance))
-    primary_svc = kube.service(ns, instance.name)
-    hostaddr = ((primary_svc or {}).get("spec") or {}).get("clusterIP") or ""
-    ca = trust.recent_ca(kube, ctx.config.namespace, ns)
-    seen: list[Seen] = []
-    for m in wanted_names:
-        current = secrets.boot_data(secrets.read(kube, ns, f"{m}-cloudinit"))
-        desired_doc = None
-        if boot is not None and password and hostaddr and ca is not None:
-            desired_doc = replication.document(instance, boot, hostaddr, password, ca.cert_pem, m)
-        vmi = kube.get_custom(*KUBEVIRT, ns, "virtualmachineinstances", m)
-        seen.append(
+    common = {
+        "designated": designated,
+        "serving": addresses.primary_of(instance),
+        "services_ok": all(
+            svc is not None and manifests.covers(services[n]["spec"], svc.get("spec"))
+            for n, svc in found.items()
+        ),
+        "extra": tuple(m for m, vm in added.items() if vm is not None and m not in wanted),
+        "children": tuple(children),
+    }
+    if instance.model.spec.power_state is PowerState.STOPPED:
+        stopping = tuple(
             Seen(
                 name=m,
-                vm=vms[m],
-                desired=replication.member_vm(ctx, instance, m, vms[m]),
-                boot_current=replication.same(current, desired_doc),
-                running=addresses.address_of(vmi) is not None,
+                vm=added[m],
+                desired=replication.member_vm(ctx, instance, m, added[m], replica=m != designated),
             )
+            for m in wanted
+            if m in added
         )
-    looked = _look_at_primary(ctx, instance, password)
-    return replace(
-        looked,
-        has_secret=bool(password),
-        services_ok=services_ok,
-        wanted=tuple(seen),
-        extra=extra,
-        children=tuple(children),
-    )
-
-
-def _same(current: bootstrap.Bootstrap | None, desired: bootstrap.Bootstrap | None) -> bool:
-    """Whether the boot data read is the one wanted, as the guest reads it (the version
-    written is the one the fields need)."""
-    if current is None or desired is None:
-        return False
-    return bootstrap.to_document(current) == bootstrap.to_document(desired)
-
-
-def _look_at_primary(ctx: Context, instance: Instance, password: str) -> Observation:
-    """As the admin on the primary: the role, the slots, who streams, where it writes."""
-    address = addresses.address_of(addresses.vmi_of(ctx.kube, instance))
-    if address is None:
-        return Observation()
-    admin = admin_credential.read(ctx.kube, ctx.config.namespace, instance.uid).password
-    try:
-        with postgres.connect(
-            trust.server(ctx.kube, ctx.config.namespace, instance, address), password=admin
-        ) as conn:
-            stored = conn.execute(
-                "SELECT rolpassword FROM pg_authid"
-                " WHERE rolname = %s AND rolreplication AND rolcanlogin",
-                (names.REPLICATION_USER,),
-            ).fetchone()
-            slots = conn.execute(
-                "SELECT slot_name FROM pg_replication_slots"
-                " WHERE slot_type = 'physical' AND slot_name LIKE %s",
-                (members.slot(instance.name) + r"\_%",),
-            ).fetchall()
-            streaming = conn.execute(
-                "SELECT application_name, replay_lsn::text,"
-                " pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint"
-                " FROM pg_stat_replication WHERE state = 'streaming' AND replay_lsn IS NOT NULL"
-            ).fetchall()
-            lsn, timeline = conn.execute(
-                "SELECT pg_current_wal_lsn()::text, timeline_id FROM pg_control_checkpoint()"
-            ).fetchone() or (None, None)
-    except psycopg.OperationalError:
-        return Observation()
-    role_ok = stored is not None and bool(password) and scram.verifies(password, stored[0] or "")
-    primary = Member(
-        name=members.primary(instance),
-        role=MemberRole.PRIMARY,
-        ready=True,
-        state="Serving",
-        timeline=timeline,
-        lsn=lsn,
-    )
+        return Observation(stopped=True, members=stopping, **common)  # type: ignore[arg-type]
+    sources = replication.sources(ctx, instance)
+    seen = tuple(_seen(ctx, instance, m, added.get(m), designated, sources) for m in wanted)
+    annotations = instance.annotations
     return Observation(
-        reachable=True,
-        role_ok=role_ok,
-        slots=frozenset(row[0] for row in slots),
-        streaming={row[0]: (row[1], row[2]) for row in streaming},
-        primary=primary,
+        has_secret=bool(secret.data.get(replication.PASSWORD)),
+        requested=step_input.switchover_requested,
+        served=secret.data.get(replication.SERVED),
+        target=annotations.get(names.SWITCHOVER_TO) or None,
+        members=seen,
+        **common,  # type: ignore[arg-type]
+    )
+
+
+def _seen(
+    ctx: Context,
+    instance: Instance,
+    m: str,
+    vm: Manifest | None,
+    designated: str,
+    sources: replication.Sources | None,
+) -> Seen:
+    kube, ns = ctx.kube, instance.namespace
+    current = secrets.boot_data(secrets.read(kube, ns, f"{m}-cloudinit"))
+    wanted = None
+    if sources is not None:
+        wanted = replication.document(instance, sources, m, replica=m != designated)
+    vmi = addresses.vmi_of(kube, instance, m)
+    added = m != instance.name
+    password = sources.password if sources is not None else ""
+    look = replication.look(ctx, instance, addresses.address_of(vmi), password)
+    return Seen(
+        name=m,
+        vm=vm,
+        desired=replication.member_vm(ctx, instance, m, vm, replica=m != designated)
+        if added
+        else None,
+        added=added,
+        boot_current=replication.same(current, wanted),
+        vmi_uid=((vmi or {}).get("metadata") or {}).get("uid"),
+        look=look,
     )
 
 
@@ -309,16 +330,21 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
     if kind is Kind.WRITE_SECRET:
         replication.write_secret(ctx, instance)
     elif kind is Kind.APPLY_SERVICES:
-        replication.apply_services(ctx, instance)
+        replication.apply_services(ctx, instance, obs.designated)
+    elif kind is Kind.DESIGNATE:
+        replication.designate(ctx, instance, member, action.arg)
     elif kind is Kind.WRITE_BOOT:
-        replication.write_boot(ctx, instance, member)
+        replication.write_boot(ctx, instance, member, replica=member != obs.designated)
+    elif kind is Kind.RESTART:
+        replication.restart(ctx, instance, member, action.arg)
     elif kind in (Kind.CREATE_VM, Kind.APPLY_VM):
-        observed = next(s.vm for s in obs.wanted if s.name == member)
-        replication.apply_vm(ctx, instance, member, observed, create=kind is Kind.CREATE_VM)
+        create, replica = kind is Kind.CREATE_VM, member != obs.designated
+        vm = obs.seen(member).vm
+        replication.apply_vm(ctx, instance, member, vm, create=create, replica=replica)
     elif kind is Kind.REMOVE:
         replication.remove(ctx, instance, member)
     else:
-        replication.on_primary(ctx, instance, kind.value, member)
+        replication.on_member(ctx, instance, member, kind.value, action.arg)
 
 
 STEP = Anatomy(SPEC, observe, decide, act, lambda obs: list(obs.children))

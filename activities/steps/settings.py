@@ -271,7 +271,11 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
             return
         only_that = k8s.V1DeleteOptions(preconditions=k8s.V1Preconditions(uid=obs.vmi_uid))
         ctx.kube.objects.delete_namespaced_custom_object(
-            *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name, body=only_that
+            *KUBEVIRT,
+            instance.namespace,
+            "virtualmachineinstances",
+            addresses.primary_of(instance),
+            body=only_that,
         )
         return
     assert obs.address is not None

@@ -223,7 +223,7 @@ def act(ctx: Context, instance: Instance, obs: Observation, action: Action) -> N
         install(trust.server(ctx.kube, home, instance, obs.address), password, pair)
     elif action is Action.RESTART:
         ctx.kube.objects.delete_namespaced_custom_object(
-            *KUBEVIRT, instance.namespace, "virtualmachineinstances", instance.name
+            *KUBEVIRT, instance.namespace, "virtualmachineinstances", addresses.primary_of(instance)
         )
 
 
