@@ -19,7 +19,8 @@ from kubernetes import client as k8s
 from psycopg.conninfo import make_conninfo
 
 from activities.infra.trust import trust_file
-from dbi import names
+from devstack.stack import StackInfo
+from tests import dbi_command
 from tests.activities.declared import admin
 from tests.activities.lifecycle import KUBEVIRT, SPEC, create, custom, ready
 from tests.appclient import with_ca
@@ -224,32 +225,24 @@ class _Traffic:
 
 
 async def test_a_switchover_under_writes_keeps_every_commit_and_one_primary(
-    orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
+    orchestrator: Orchestrator,
+    watcher: Watcher,
+    namespace: str,
+    kube_api: Any,
+    local_stack: StackInfo,
 ) -> None:
     await create(orchestrator, namespace, {**SPEC, "instances": 3})
     creds = admin(kube_api, orchestrator, namespace)
     with psycopg.connect(_through(kube_api, namespace, "db-rw"), autocommit=True) as rw:
         rw.execute("CREATE TABLE ticks (n int PRIMARY KEY, at timestamptz DEFAULT now())")
 
-    def switched() -> dict[str, Any] | None:
-        db = orchestrator.get(namespace, "db")
-        status = db.get("status") or {}
-        served = (status.get("served") or {}).get("switchoverRequestedAt") == "s1"
-        return db if served and status.get("primary") == "db-2" else None
-
     with _Traffic(kube_api, namespace, creds) as traffic:
         await asyncio.sleep(2)
-        orchestrator.kubectl(
-            "annotate",
-            "dbinstance",
-            "db",
-            "-n",
-            namespace,
-            "--overwrite",
-            f"{names.SWITCHOVER_TO}=db-2",
-            f"{names.SWITCHOVER_REQUESTED_AT}=s1",
-        )
-        await orchestrator.until(switched, what="db-2 is the primary")
+        args = ("switchover", "db", "-n", namespace, "--to", "db-2", "--timeout", "2m")
+        ran = await asyncio.to_thread(dbi_command.dbi, local_stack, *args)
+        assert ran.returncode == 0, ran.stdout + ran.stderr
+        assert ran.stdout.startswith("switched over: db-2 is the primary"), ran.stdout
+        assert orchestrator.get(namespace, "db")["status"]["primary"] == "db-2"
         at = len(traffic.committed)
         await orchestrator.until(
             lambda: len(traffic.committed) > at + 20, what="writes go on through db-rw"
