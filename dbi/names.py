@@ -72,6 +72,8 @@ RECLAIM_POLICY_ANNOTATION = "dbi.dev/reclaim-policy-was"
 # their disks and cloud-init Secret. KubeVirt labels each VM's pods with its name, which
 # the Services of the primary select.
 MEMBER_LABEL = "dbi.dev/member"
+# The Services of the members: <name> plus these (the primary, the replicas, any).
+RW_SUFFIX, RO_SUFFIX, ANY_SUFFIX = "-rw", "-ro", "-r"
 MEMBER_ROLE_LABEL = "dbi.dev/member-role"
 REPLICA = "replica"
 VM_NAME_LABEL = "vm.kubevirt.io/name"

@@ -91,14 +91,11 @@ def published(
     return host, ((svc or {}).get("spec") or {}).get("clusterIP")
 
 
-RO_SUFFIX = "-ro"
-
-
 def ro_endpoint(ctx: Context, instance: Instance) -> tuple[str, str | None] | None:
     """With spec.instances, the Secret's ``ro-uri`` host and hostaddr: the Service
     ``<name>-ro`` (the replicas); None without."""
     if instance.model.spec.instances is None:
         return None
-    name = instance.name + RO_SUFFIX
+    name = instance.name + names.RO_SUFFIX
     found = ctx.kube.service(instance.namespace, name) if ctx.config.connect_hostaddr else None
-    return published(ctx, instance, found, RO_SUFFIX)
+    return published(ctx, instance, found, names.RO_SUFFIX)

@@ -32,11 +32,6 @@ def count(instance: Instance) -> int:
     return instance.model.spec.instances or 1
 
 
-def primary(instance: Instance) -> str:
-    """The member that takes writes, as status says (``addresses.primary_of``)."""
-    return addresses.primary_of(instance)
-
-
 def added(instance: Instance, up_to: int | None = None) -> list[str]:
     """The members besides the instance's own VM (``<name>-2`` on), the first ``up_to``
     members' (default: the spec's)."""
@@ -48,7 +43,9 @@ def certificate_names(instance: Instance) -> list[str]:
     """The DNS names the instance's certificate carries: its Service's, and with
     spec.instances, those of -rw, -ro and -r too (every member serves the one pair)."""
     ns, name = instance.namespace, instance.name
-    suffixes = ("", "-rw", "-ro", "-r") if instance.model.spec.instances is not None else ("",)
+    suffixes: tuple[str, ...] = ("",)
+    if instance.model.spec.instances is not None:
+        suffixes = ("", names.RW_SUFFIX, names.RO_SUFFIX, names.ANY_SUFFIX)
     return [n for suffix in suffixes for n in tls.service_names(ns, name + suffix)]
 
 
@@ -66,7 +63,7 @@ def primary_selector(instance: Instance, member: str | None = None) -> dict[str,
     primary's (or ``member``'s)."""
     selector = {names.INSTANCE_LABEL: instance.name}
     if instance.model.spec.instances is not None:
-        selector[names.VM_NAME_LABEL] = member or primary(instance)
+        selector[names.VM_NAME_LABEL] = member or addresses.primary_of(instance)
     return selector
 
 
@@ -74,9 +71,9 @@ def services(instance: Instance, primary: str) -> list[Manifest]:
     """The Services ``<name>-rw`` (of the member ``primary``), ``<name>-ro``, ``<name>-r``."""
     replica = {names.INSTANCE_LABEL: instance.name, names.MEMBER_ROLE_LABEL: names.REPLICA}
     selectors = {
-        "-rw": primary_selector(instance, primary),
-        "-ro": replica,
-        "-r": {names.INSTANCE_LABEL: instance.name},
+        names.RW_SUFFIX: primary_selector(instance, primary),
+        names.RO_SUFFIX: replica,
+        names.ANY_SUFFIX: {names.INSTANCE_LABEL: instance.name},
     }
     return [
         {
@@ -122,9 +119,6 @@ def _metadata(
     metadata = instance.child_metadata(name, annotations=annotations or {})
     metadata["labels"][names.MEMBER_LABEL] = member
     return metadata
-
-
-RW_SUFFIX = "-rw"
 
 
 def document(

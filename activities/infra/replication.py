@@ -193,7 +193,7 @@ def sources(ctx: Context, instance: Instance) -> Sources | None:
     kube, ns = ctx.kube, instance.namespace
     boot = secrets.boot_data(secrets.read_boot(kube, instance))
     password = secrets.read(kube, ns, members.replication_secret(instance)).data.get(PASSWORD, "")
-    svc = kube.service(ns, instance.name + members.RW_SUFFIX) or {}
+    svc = kube.service(ns, instance.name + names.RW_SUFFIX) or {}
     hostaddr = (svc.get("spec") or {}).get("clusterIP") or ""
     ca = trust.recent_ca(kube, ctx.config.namespace, ns)
     if boot is None or ca is None or not password or not hostaddr:
@@ -212,7 +212,7 @@ def document(
         base = found.boot.model_copy(update=dict(reset=None, restore=None, upgrade=None))
     if not replica:
         return base.model_copy(update=dict(replica=None))
-    host = names.service_host(instance.namespace, instance.name + members.RW_SUFFIX)
+    host = names.service_host(instance.namespace, instance.name + names.RW_SUFFIX)
     return members.document(
         base,
         host=host,
