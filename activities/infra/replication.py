@@ -29,7 +29,7 @@ from activities.infra.context import Context
 from activities.infra.kube import KUBEVIRT, Instance, Manifest
 from activities.infra.machine import desired_strategy, image_for, image_storage_class
 from activities.infra.ownership import Child
-from dbi import bootstrap, names, scram
+from dbi import bootstrap, names, scram, tls
 
 PASSWORD, PRIMARY, SERVED = "password", "primary", "switchover"
 
@@ -79,6 +79,9 @@ class Observation:
     members: tuple[Seen, ...] = ()  # the instance's own VM first
     extra: tuple[str, ...] = ()  # added members beyond spec.instances that still exist
     children: tuple[Child, ...] = ()
+    # The primary serves a certificate for every member Service (<name>-rw too): a clone
+    # before it would fail verify-full and leave the member down.
+    certified: bool = True
 
     def seen(self, name: str) -> Seen:
         return next((s for s in self.members if s.name == name), Seen(name=name))
@@ -142,6 +145,16 @@ def look(ctx: Context, instance: Instance, address: str | None, password: str) -
         role_ok=bool(password) and stored is not None and scram.verifies(password, stored[0] or ""),
         streaming=tuple((row[0], row[1], row[2]) for row in streaming),
     )
+
+
+def certified(ctx: Context, instance: Instance, address: str | None) -> bool:
+    """Whether the server at ``address`` presents the namespace CA's certificate for
+    every name ``members.certificate_names`` lists."""
+    ca = trust.recent_ca(ctx.kube, ctx.config.namespace, instance.namespace)
+    served = trust.served(address) if address else None
+    if ca is None or served is None or served.der is None:
+        return False
+    return tls.judge(served.der, ca.cert_pem, members.certificate_names(instance)).trusted
 
 
 def member_vm(

@@ -9,9 +9,9 @@ it there first (``activities.infra.replication``). One change a look, in the ord
 ``_changes``: the Secret; the Services; the designation; every member's boot data
 (``replica`` unless designated); while another member serves as a primary it restarts
 as a standby, then the designated one, caught up with each, is promoted; as the admin
-on the primary the role and each member's slot; the added members' disks and VMs; a
-member beyond the spec, its slot, a standby's own slots. Pending (held) until every
-replica streams; publishes ``status.primary`` and ``status.members``.
+on the primary the role and each member's slot; the added members' disks and VMs
+(once the primary serves a certificate for ``-rw``); a member beyond the spec, its
+slot, a standby's own slots. Held until every replica streams.
 """
 
 from __future__ import annotations
@@ -87,15 +87,9 @@ def decide(obs: Observation) -> Decision[Action]:
         reason, message, action = change
         if action is not None:
             return SPEC.pending(reason, message, action, after=AT_ONCE, members=found)
-        return SPEC.pending(reason, message, after=5, held=True, members=found)
+        return SPEC.pending(reason, message, after=5, held=True, primary=primary, members=found)
     if obs.stopped:
         return SPEC.satisfied(Reason.STOPPED, "The instance is stopped, as asked.")
-    behind = [s.name for s in obs.others if s.name not in obs.streaming]
-    if behind:
-        message = f"Waiting for {', '.join(behind)} to clone the primary and stream."
-        return SPEC.pending(
-            Reason.STARTING, message, after=5, held=True, primary=primary, members=found
-        )
     message = f"{obs.designated} is the primary; {len(obs.others)} replica(s) stream from it."
     return SPEC.satisfied(Reason.READY, message, primary=primary, members=found)
 
@@ -145,6 +139,8 @@ def _changes(obs: Observation) -> Iterator[Change]:
             yield Reason.BOOT_DATA_WRITTEN, message, Action(Kind.WRITE_BOOT, seen.name)
     yield from _switching(obs)
     yield from _replicas(obs)
+    if behind := [s.name for s in obs.others if s.name not in obs.streaming]:
+        yield Reason.STARTING, f"Waiting for {', '.join(behind)} to clone and stream.", None
 
 
 def _switchover(obs: Observation) -> Iterator[Change]:
@@ -203,31 +199,29 @@ def _replicas(obs: Observation) -> Iterator[Change]:
         return
     slots = primary.look.slots
     if obs.others and not primary.look.role_ok:
-        message = "The replication role was set on the primary."
-        yield Reason.ROLE_SET, message, Action(Kind.SET_ROLE, obs.designated)
+        yield Reason.ROLE_SET, "The role was set.", Action(Kind.SET_ROLE, obs.designated)
     for seen in obs.others:
         slot = members.slot(seen.name)
         if slot not in slots:
             message = f"The replication slot of {seen.name} was created."
             yield Reason.SLOT_CREATED, message, Action(Kind.CREATE_SLOT, obs.designated, slot)
-        yield from _vm(seen)
-    for member in obs.extra:
-        message = f"Member {member} is beyond spec.instances and was removed."
-        yield Reason.MEMBER_REMOVED, message, Action(Kind.REMOVE, member)
-    wanted = {members.slot(s.name) for s in obs.others}
-    for slot in sorted(slots - wanted):
-        message = f"The slot {slot} of a removed member was dropped."
-        yield Reason.SLOT_DROPPED, message, Action(Kind.DROP_SLOT, obs.designated, slot)
-    for seen in obs.others:  # a former primary's slots hold WAL on a standby
-        for slot in sorted(seen.look.slots):
-            message = f"The slot {slot} on the replica {seen.name} was dropped."
-            yield Reason.SLOT_DROPPED, message, Action(Kind.DROP_SLOT, seen.name, slot)
+        yield from _vm(seen, obs.certified)
+    for m in obs.extra:
+        yield Reason.MEMBER_REMOVED, f"{m} is beyond the spec: removed.", Action(Kind.REMOVE, m)
+    # A removed member's slots on the primary; a former primary's on a standby.
+    stale = [(obs.designated, s) for s in slots - {members.slot(m.name) for m in obs.others}]
+    stale += [(m.name, s) for m in obs.others for s in m.look.slots]
+    for member, slot in sorted(stale):
+        message = f"The slot {slot} on {member} was dropped."
+        yield Reason.SLOT_DROPPED, message, Action(Kind.DROP_SLOT, member, slot)
 
 
-def _vm(seen: Seen) -> Iterator[Change]:
+def _vm(seen: Seen, certified: bool) -> Iterator[Change]:
     if not seen.added:
         return
-    if seen.vm is None:
+    if seen.vm is None and not certified:
+        yield Reason.STARTING, "Waiting for the primary's certificate for -rw.", None
+    elif seen.vm is None:
         message = f"Member {seen.name} was created; it clones the primary."
         yield Reason.MEMBER_CREATED, message, Action(Kind.CREATE_VM, seen.name)
     elif not manifests.covers(seen.desired, seen.vm):
@@ -236,10 +230,13 @@ def _vm(seen: Seen) -> Iterator[Change]:
 
 
 def _stopping(obs: Observation) -> Iterator[Change]:
-    for seen in obs.members:
-        if seen.vm is not None and not manifests.covers(seen.desired, seen.vm):
-            message = f"Member {seen.name} was stopped with the instance."
-            yield Reason.MEMBER_UPDATED, message, Action(Kind.APPLY_VM, seen.name)
+    for s in obs.members:
+        if s.vm is not None and not manifests.covers(s.desired, s.vm):
+            yield (
+                Reason.MEMBER_UPDATED,
+                f"Member {s.name} was stopped.",
+                Action(Kind.APPLY_VM, s.name),
+            )
 
 
 def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observation:
@@ -285,7 +282,10 @@ def observe(ctx: Context, instance: Instance, step_input: StepInput) -> Observat
     sources = replication.sources(ctx, instance)
     seen = tuple(_seen(ctx, instance, m, added.get(m), designated, sources) for m in wanted)
     annotations = instance.annotations
+    primary = addresses.address_of(addresses.vmi_of(kube, instance, designated))
     return Observation(
+        certified=all(s.vm or not s.added for s in seen)
+        or replication.certified(ctx, instance, primary),
         has_secret=bool(secret.data.get(replication.PASSWORD)),
         requested=step_input.switchover_requested,
         served=secret.data.get(replication.SERVED),

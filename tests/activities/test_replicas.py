@@ -55,8 +55,9 @@ def _through(kube_api: Any, namespace: str, service: str, **as_user: str) -> str
 async def test_three_members_stream_and_serve_reads(
     orchestrator: Orchestrator, watcher: Watcher, namespace: str, kube_api: Any
 ) -> None:
-    instance = await create(orchestrator, namespace, {**SPEC, "instances": 3})
-    status = instance["status"]
+    # An instance that exists, scaled up: its certificate gains -rw's name first.
+    await _scaled_up(orchestrator, namespace)
+    status = orchestrator.get(namespace, "db")["status"]
     assert status["primary"] == "db"
     members = {m["name"]: m for m in status["members"]}
     assert sorted(members) == ["db", "db-2", "db-3"]
@@ -140,6 +141,12 @@ async def test_three_members_stream_and_serve_reads(
         return not custom(kube_api, namespace, "virtualmachines", "db-2") and not claims.items
 
     await orchestrator.until(members_gone, what="db-2's VM and disks deleted")
+
+
+async def _scaled_up(orchestrator: Orchestrator, namespace: str) -> None:
+    await create(orchestrator, namespace, SPEC)
+    orchestrator.apply(namespace, "db", {**SPEC, "instances": 3})
+    await ready(orchestrator, namespace)
 
 
 async def _lose_a_disk(orchestrator: Orchestrator, kube_api: Any, namespace: str) -> None:

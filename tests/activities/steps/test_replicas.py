@@ -102,6 +102,12 @@ SWITCHING = replace(  # db-2 designated; db still serves
             id="vm",
         ),
         pytest.param(
+            replace(_with(READY, _seen("db-2", Look(), vm=None, vmi_uid=None)), certified=False),
+            "MembersStarting",
+            None,
+            id="no-clone-before-the-primary-serves-a-certificate-for-rw",
+        ),
+        pytest.param(
             _with(READY, _seen("db-2", vm=HALTED)),
             "MemberUpdated",
             Action(Kind.APPLY_VM, "db-2"),
